@@ -41,9 +41,10 @@ static struct core_clc_result handshake(struct fx *x, size_t mem, size_t off, ui
 					uint8_t cl_flags)
 {
 	x->now = T0;
-	x->e = cp_engine(NULL, NULL);
+	/* The fake peer and these steps assume a synchronous provider: loop. */
+	x->e = cp_engine("loop", NULL);
 	assert_non_null(x->e);
-	assert_int_equal(fp_open(&x->fp, cp_dev_spec(), mem, off, code), 0);
+	assert_int_equal(fp_open(&x->fp, "loop", mem, off, code), 0);
 	struct core_conn_params p;
 	cp_conn_params(&p, CORE_CLIENT, 0);
 	assert_int_equal(core_conn_new(x->e, &p, &x->c), 0);

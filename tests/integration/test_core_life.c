@@ -31,13 +31,20 @@ static long recv_buf(struct core_conn *c, char *buf, size_t len, unsigned flags)
 	return core_conn_recv(c, &v, 1, flags);
 }
 
+static void engines_on(const char *spec, struct core_engine **ce, struct core_engine **se,
+		       const struct core_engine_params *p)
+{
+	*ce = cp_engine(spec, p);
+	*se = cp_engine(spec, p);
+	assert_non_null(*ce);
+	assert_non_null(*se);
+}
+
+/* On $SMCR_TEST_DEV (loop by default, shm when set). */
 static void engines(struct core_engine **ce, struct core_engine **se,
 		    const struct core_engine_params *p)
 {
-	*ce = cp_engine(NULL, p);
-	*se = cp_engine(NULL, p);
-	assert_non_null(*ce);
-	assert_non_null(*se);
+	engines_on(NULL, ce, se, p);
 }
 
 static void connect_smc(struct cp_pair *pp, struct core_engine *ce, struct core_engine *se)
@@ -187,7 +194,7 @@ static void test_reuse(void **state)
 {
 	(void)state;
 	struct core_engine *ce, *se;
-	engines(&ce, &se, NULL);
+	engines_on("loop", &ce, &se, NULL);	/* counts the provider's SENDs */
 	struct cp_pair p1 = { 0 }, p2 = { 0 }, p3 = { 0 };
 	connect_smc(&p1, ce, se);
 	struct core_conn_info c1, c2, c3, s2;
@@ -423,7 +430,7 @@ static void test_testlink(void **state)
 {
 	(void)state;
 	struct core_engine *ce, *se;
-	engines(&ce, &se, NULL);
+	engines_on("loop", &ce, &se, NULL);	/* counts the provider's SENDs */
 	struct cp_pair pp = { 0 };
 	connect_smc(&pp, ce, se);
 	struct loopdev_stats a, b;
@@ -455,8 +462,8 @@ static void test_testlink(void **state)
 static void test_peer_death(void **state)
 {
 	(void)state;
-	struct core_engine *ce = cp_engine(NULL, NULL);
-	struct core_engine *se = cp_engine(NULL, NULL);
+	struct core_engine *ce = cp_engine("loop", NULL);
+	struct core_engine *se = cp_engine("loop", NULL);
 	struct dev_device *sdev = loopdev_last_opened();
 	assert_non_null(sdev);
 	struct cp_pair pp = { 0 };
