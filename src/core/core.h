@@ -123,11 +123,12 @@ int core_engine_fds(const struct core_engine *e, int *fds, int max);
  * Returns the number of completions and timers handled (0 = nothing was due). */
 int core_engine_progress(struct core_engine *e, uint64_t now_ns, uint64_t *next_deadline_ns);
 
-/* Call before sleeping on core_engine_fds(): consumes the CQ events that woke the caller,
+/* Call before sleeping on core_engine_fds(): consumes the CQ events pending on the fds,
  * arms every CQ (dev_req_notify_cq) and checks once more. Returns 0 if it is safe to sleep
  * (an fd will become readable on the next completion), 1 if work arrived meanwhile or
- * another thread is processing (call core_engine_progress again first). Only the thread
- * that sleeps on the fds calls it (it eats their events); any thread may call progress. */
+ * another thread is processing (call core_engine_progress again first). Any thread may call
+ * it: whatever completed before the arm is handled by its own check, so a sleeper whose
+ * fd event it consumed loses nothing. core_engine_progress never consumes fd events. */
 int core_engine_prepare_sleep(struct core_engine *e);
 
 struct core_engine_stats {
