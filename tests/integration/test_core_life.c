@@ -502,6 +502,32 @@ static void test_engine_free(void **state)
 	core_engine_free(ce);
 }
 
+/* sock saw a TCP RST on the hidden TCP socket: the connection aborts (A to the peer). */
+static void test_tcp_rst(void **state)
+{
+	(void)state;
+	struct core_engine *ce, *se;
+	engines(&ce, &se, NULL);
+	struct cp_pair pp = { 0 };
+	connect_smc(&pp, ce, se);
+	core_conn_tcp_event(pp.cli, false, pp.now);	/* FIN: only noted */
+	assert_int_equal(core_conn_events(pp.cli) & CORE_EV_ERR, 0);
+	core_conn_tcp_event(pp.cli, true, pp.now);
+	unsigned ev = core_conn_events(pp.cli);
+	assert_true(ev & CORE_EV_ERR);
+	struct core_conn_info ci;
+	core_conn_info(pp.cli, &ci);
+	assert_int_equal(ci.tcp_action, CORE_TCP_RESET);
+	assert_int_equal(core_conn_error(pp.cli), -SMCR_E_CORE_RESET);
+	assert_int_equal(core_conn_error(pp.cli), 0);	/* SO_ERROR: once */
+	cp_progress(&pp, 2);
+	char b[8];
+	assert_int_equal(recv_buf(pp.srv, b, sizeof(b), 0), -SMCR_E_CORE_RESET);
+	cp_release(&pp);
+	core_engine_free(ce);
+	core_engine_free(se);
+}
+
 /* Events are reported through the callback for peer-caused changes. */
 struct evlog {
 	unsigned raised, level, calls;
@@ -567,6 +593,7 @@ int main(void)
 		cmocka_unit_test(test_peer_death),
 		cmocka_unit_test(test_engine_free),
 		cmocka_unit_test(test_callbacks),
+		cmocka_unit_test(test_tcp_rst),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
