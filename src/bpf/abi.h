@@ -16,6 +16,8 @@
  *   getsockopt(fd, SMCR_SOL, SMCR_SO_STATE, &struct smcr_bpf_state, &len >= 8)
  *       the socket's flags below; for an accepted socket the listener's are inherited
  *       (BPF_F_CLONE). Runs under the socket lock, after the kernel's own handling.
+ *       Outside a covered cgroup the kernel's own answer stays: ENOPROTOOPT for IPv6
+ *       sockets, EOPNOTSUPP for IPv4 ones (ip_getsockopt's choice).
  */
 #ifndef SMCR_BPF_ABI_H
 #define SMCR_BPF_ABI_H

@@ -157,9 +157,11 @@ enum smcr_optin_result smcr_optin_result(int fd, struct smcr_optin_info *info)
 	info->err = 0;
 	if (getsockopt(fd, SMCR_SOL, SMCR_SO_STATE, &st, &len) != 0) {
 		info->err = errno;
-		if (info->err != ENOPROTOOPT)
+		/* Unknown level: the kernel's IPv6 code says ENOPROTOOPT, its IPv4 getsockopt
+		 * EOPNOTSUPP (setsockopt says ENOPROTOOPT for both). */
+		if (info->err != ENOPROTOOPT && info->err != EOPNOTSUPP)
 			return SMCR_OPTIN_ERROR;
-		/* An uncovered socket and a non-TCP one both get ENOPROTOOPT: tell apart. */
+		/* An uncovered socket and a non-TCP one get the same errno: tell apart. */
 		t = is_tcp(fd);
 		if (t == 0)
 			return SMCR_OPTIN_NOT_TCP;

@@ -457,14 +457,16 @@ static __always_inline void on_passive_established(struct bpf_sock_ops *skops)
 	cb_flags(skops, 0, BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG); /* R6 */
 }
 
-/* TFO child leaving SYN_RECV: final result, records dropped, callbacks off (R5, R6). */
+/* TFO child whose handshake is over: final result, records dropped, callbacks off (R5,
+ * R6). Only ESTABLISHED and CLOSE end it: a child closed while still in SYN_RECV (FIN_WAIT1)
+ * may retransmit its SYN-ACK and must repeat the echo. */
 static __always_inline void on_state(struct bpf_sock_ops *skops)
 {
 	struct bpf_sock *sk;
 	struct smcr_sk_val *st;
 	struct smcr_echo_key k = {};
 
-	if (skops->args[1] == BPF_TCP_SYN_RECV)
+	if (skops->args[1] != BPF_TCP_ESTABLISHED && skops->args[1] != BPF_TCP_CLOSE)
 		return;
 	sk = skops->sk;
 	if (!sk)
