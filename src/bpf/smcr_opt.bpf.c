@@ -112,23 +112,6 @@ static __always_inline int key_from_syn(struct bpf_sock_ops *skops, struct smcr_
 	return 0;
 }
 
-/* Echo record key from the SYN-ACK being written (WRITE_HDR_OPT_CB: the TCP header is
- * readable): source/destination ports and acknowledgment number - 1. Needs no SYN, so it
- * also serves a TFO SYN-ACK retransmit. */
-static __always_inline int key_from_synack(struct bpf_sock_ops *skops, struct smcr_echo_key *k)
-{
-	__u8 *p = (__u8 *)(long)skops->skb_data;
-	__u8 *end = (__u8 *)(long)skops->skb_data_end;
-
-	if (p + 12 > end)
-		return -1;
-	k->netns = bpf_get_netns_cookie(skops);
-	k->lport = (__u16)((p[0] << 8) | p[1]);
-	k->rport = (__u16)((p[2] << 8) | p[3]);
-	k->isn = (((__u32)p[8] << 24) | ((__u32)p[9] << 16) | ((__u32)p[10] << 8) | p[11]) - 1;
-	return 0;
-}
-
 /* Ports of a full socket or a request socket, isn left to the caller. */
 static __always_inline void key_from_sock(struct bpf_sock_ops *skops, struct smcr_echo_key *k)
 {
@@ -325,34 +308,37 @@ static __always_inline void synack_write(struct bpf_sock_ops *skops)
 
 	if (skops->args[0] == BPF_WRITE_HDR_TCP_SYNACK_COOKIE)
 		return;
-	if (key_from_synack(skops, &k))
-		return;
 	r = find_opt(skops, BPF_LOAD_HDR_OPT_TCP_SYN);
-	e = bpf_map_lookup_elem(&smcr_echo, &k);
-	if (e && (e->flags & (SMCR_F_NOSPACE | SMCR_F_COOKIE)))
-		return; /* R4: our reserve failed; the space is someone else's */
 	if (r == -SMCR_ENOENT) {
-		/* R5: TFO retransmit, repeat the first decision (same test as synack_len). */
-		if (!tfo_rtx_record(skops) || !e)
+		/* R5: TFO retransmit, repeat the first decision (same test as synack_len).
+		 * The ISN comes from the TFO marker: this SYN-ACK's acknowledgment number also
+		 * counts the data of the SYN. */
+		e = tfo_rtx_record(skops);
+		if (!e)
 			return;
 		ctr(SMCR_C_SYNACK_NOSYN);
-	} else if (r < 0) {
+	} else if (r < 0 || key_from_syn(skops, &k)) {
 		return;
-	} else if (!e) {
-		/* Record first: if the record cannot be stored, do not echo (R4). */
-		v.isn = k.isn;
-		v.flags = SMCR_F_ECHOED | SMCR_F_PEER;
-		if (bpf_map_update_elem(&smcr_echo, &k, &v, BPF_NOEXIST)) {
-			ctr(SMCR_C_ECHO_MAP_FAIL);
-			return;
-		}
-		e = bpf_map_lookup_elem(&smcr_echo, &k);
-		if (!e) {
-			ctr(SMCR_C_ECHO_MAP_FAIL);
-			return;
-		}
 	} else {
-		__sync_fetch_and_or(&e->flags, SMCR_F_ECHOED | SMCR_F_PEER);
+		e = bpf_map_lookup_elem(&smcr_echo, &k);
+		if (e && (e->flags & (SMCR_F_NOSPACE | SMCR_F_COOKIE)))
+			return; /* R4: our reserve failed; the space is someone else's */
+		if (!e) {
+			/* Record first: if the record cannot be stored, do not echo (R4). */
+			v.isn = k.isn;
+			v.flags = SMCR_F_ECHOED | SMCR_F_PEER;
+			if (bpf_map_update_elem(&smcr_echo, &k, &v, BPF_NOEXIST)) {
+				ctr(SMCR_C_ECHO_MAP_FAIL);
+				return;
+			}
+			e = bpf_map_lookup_elem(&smcr_echo, &k);
+			if (!e) {
+				ctr(SMCR_C_ECHO_MAP_FAIL);
+				return;
+			}
+		} else {
+			__sync_fetch_and_or(&e->flags, SMCR_F_ECHOED | SMCR_F_PEER);
+		}
 	}
 	if (bpf_store_hdr_opt(skops, opt, sizeof(opt), 0)) {
 		__sync_fetch_and_or(&e->flags, SMCR_F_NOSPACE);

@@ -174,13 +174,14 @@ static void remove_cgroup(const char *cg)
 {
 	char p[700];
 
+	snprintf(p, sizeof(p), "%s/in/sub", cg);
+	kill_cgroup_procs(p);
+	rmdir_retry(p);
 	snprintf(p, sizeof(p), "%s/in", cg);
 	kill_cgroup_procs(p);
 	rmdir_retry(p);
 	snprintf(p, sizeof(p), "%s/out", cg);
 	kill_cgroup_procs(p);
-	rmdir_retry(p);
-	snprintf(p, sizeof(p), "%s/in/sub", cg);
 	rmdir_retry(p);
 	kill_cgroup_procs(cg);
 	rmdir_retry(cg);
@@ -199,10 +200,6 @@ static void reap_stale(const char *cg_root)
 		while ((de = readdir(d)) != NULL) {
 			if (strncmp(de->d_name, "smcr-test-", 10) == 0 && pid_dead(de->d_name + 10)) {
 				snprintf(p, sizeof(p), "%s/%s", cg_root, de->d_name);
-				/* a stale T/in/sub (install test) must go first */
-				char sub[1100];
-				snprintf(sub, sizeof(sub), "%s/in/sub", p);
-				rmdir(sub);
 				remove_cgroup(p);
 			}
 		}
@@ -351,7 +348,10 @@ int bpfenv_enter(const struct bpfenv *e, int covered)
 	FILE *f;
 	int r;
 
-	snprintf(p, sizeof(p), "%s/cgroup.procs", covered ? e->cg_in : e->cg_out);
+	if (covered == 2)
+		snprintf(p, sizeof(p), "%s/sub/cgroup.procs", e->cg_in);
+	else
+		snprintf(p, sizeof(p), "%s/cgroup.procs", covered ? e->cg_in : e->cg_out);
 	f = fopen(p, "w");
 	if (!f)
 		return -1;

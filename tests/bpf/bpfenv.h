@@ -1,7 +1,7 @@
 /* bpfenv.h: the private world of one bpf test (docs/parts/bpf.md, "Tests").
  *
  * Each test gets its own cgroup v2 directory T (never the real root, which other
- * programs on the machine use) with two children: T/in, where smcr-bpf installs the
+ * programs on the machine use; named smcr-test-<pid>) with two children: T/in, where smcr-bpf installs the
  * programs, and T/out, not covered. It gets its own bpffs mount in a temporary directory
  * for the pins, and its own named network namespaces. Test peers are forked processes
  * that move themselves into T/in or T/out and into a namespace; the test process itself
@@ -18,7 +18,7 @@
 #include <sys/types.h>
 
 #define BPFENV_SKIP 77 /* CTest SKIP_RETURN_CODE */
-#define BPFENV_MAX_NS 4
+#define BPFENV_MAX_NS 6
 
 struct bpfenv {
 	char cg_root[256]; /* the cgroup v2 mount */
@@ -47,7 +47,8 @@ void bpfenv_teardown(struct bpfenv *e);
 int bpfenv_netns(struct bpfenv *e, const char *tag, char *out, size_t n);
 /* Joins a named namespace (NULL: stay). 0 or -1. */
 int bpfenv_setns(const char *name);
-/* Moves the calling process into T/in (covered) or T/out. 0 or -1. */
+/* Moves the calling process into T/in (covered 1), T/out (0) or T/in/sub (2, which the
+ * test creates itself; removed by teardown). 0 or -1. */
 int bpfenv_enter(const struct bpfenv *e, int covered);
 
 /* Runs a shell command built from fmt; returns its exit status (-1 if it could not). */

@@ -18,6 +18,12 @@
 #include <unistd.h>
 
 #include "bpf/optin.h"
+#include "bpfenv.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
 
 static int64_t now_ms(void)
 {
@@ -52,7 +58,7 @@ static uint16_t port_of(const struct sockaddr_storage *ss)
 	return ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
 }
 
-static int fail(struct peer_results *r, const char *what)
+static int peer_fail(struct peer_results *r, const char *what)
 {
 	if (!r->err[0])
 		snprintf(r->err, sizeof(r->err), "%s: %s", what, strerror(errno));
@@ -80,7 +86,7 @@ static int server_linger(struct srv_cfg *c, int *acc)
 	char sink[256];
 
 	if (!p)
-		return fail(r, "calloc");
+		return peer_fail(r, "calloc");
 	for (int i = 0; i < r->nsrv; i++) {
 		p[i].fd = acc[i];
 		p[i].events = POLLIN;
@@ -106,7 +112,7 @@ static int server_linger(struct srv_cfg *c, int *acc)
 	free(acc);
 	if (open_n > 0) {
 		errno = ETIMEDOUT;
-		return fail(r, "clients did not close");
+		return peer_fail(r, "clients did not close");
 	}
 	return 0;
 }
@@ -123,15 +129,15 @@ int peer_server(void *arg)
 	int *acc = calloc(PEER_MAX_CONN, sizeof(int));
 
 	if (!acc)
-		return fail(r, "calloc");
+		return peer_fail(r, "calloc");
 	raise_nofile();
 	for (int i = 0; i < n; i++) {
 		int fd = socket(c->family, SOCK_STREAM | SOCK_NONBLOCK, 0);
 		if (fd < 0)
-			return fail(r, "socket");
+			return peer_fail(r, "socket");
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		if (n > 1 && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0)
-			return fail(r, "SO_REUSEPORT");
+			return peer_fail(r, "SO_REUSEPORT");
 		if (c->family == AF_INET6)
 			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &c->v6only, sizeof(int));
 		if (c->optin & (1u << i)) {
@@ -140,27 +146,27 @@ int peer_server(void *arg)
 		}
 		if (c->fastopen &&
 		    setsockopt(fd, IPPROTO_TCP, TCP_FASTOPEN, &c->fastopen, sizeof(int)) != 0)
-			return fail(r, "TCP_FASTOPEN");
+			return peer_fail(r, "TCP_FASTOPEN");
 		len = make_addr(c->family, c->addr, c->port, &ss);
 		if (bind(fd, (struct sockaddr *)&ss, len) != 0)
-			return fail(r, "bind");
+			return peer_fail(r, "bind");
 		if (listen(fd, 4096) != 0)
-			return fail(r, "listen");
+			return peer_fail(r, "listen");
 		pfd[i].fd = fd;
 		pfd[i].events = POLLIN;
 	}
 	if (write(c->ready_fd, "r", 1) != 1)
-		return fail(r, "ready");
+		return peer_fail(r, "ready");
 	deadline = now_ms() + c->timeout_ms;
 	while (r->nsrv < c->count) {
 		int left = (int)(deadline - now_ms());
 		if (left <= 0) {
 			errno = ETIMEDOUT;
-			return fail(r, "accept");
+			return peer_fail(r, "accept");
 		}
 		int k = poll(pfd, (nfds_t)n, left);
 		if (k < 0 && errno != EINTR)
-			return fail(r, "poll");
+			return peer_fail(r, "poll");
 		for (int i = 0; i < n && r->nsrv < c->count; i++) {
 			if (!(pfd[i].revents & POLLIN))
 				continue;
@@ -170,7 +176,7 @@ int peer_server(void *arg)
 				if (a < 0) {
 					if (errno == EAGAIN || errno == EWOULDBLOCK)
 						break;
-					return fail(r, "accept4");
+					return peer_fail(r, "accept4");
 				}
 				struct smcr_optin_info info;
 				struct conn_rec *rec = &r->srv[r->nsrv++];
@@ -242,17 +248,17 @@ int peer_client(void *arg)
 	raise_nofile();
 	if (read(c->ready_fd, &b, 1) != 1) {
 		errno = EPIPE;
-		return fail(r, "server not ready");
+		return peer_fail(r, "server not ready");
 	}
 	if (!c->parallel) {
 		for (int i = 0; i < c->count; i++) {
 			int fd = client_open(c, i, &dst, dlen);
 			if (fd < 0)
-				return fail(r, "connect");
+				return peer_fail(r, "connect");
 			if (c->fastopen) {
 				struct pollfd p = { .fd = fd, .events = POLLOUT };
 				if (poll(&p, 1, c->timeout_ms) != 1)
-					return fail(r, "fastopen connect");
+					return peer_fail(r, "fastopen connect");
 			}
 			client_record(c, fd);
 			close(fd);
@@ -264,12 +270,12 @@ int peer_client(void *arg)
 	int64_t deadline = now_ms() + c->timeout_ms;
 
 	if (!p)
-		return fail(r, "calloc");
+		return peer_fail(r, "calloc");
 	for (int i = 0; i < c->count; i++) {
 		p[i].fd = client_open(c, i, &dst, dlen);
 		if (p[i].fd < 0) {
 			free(p);
-			return fail(r, "connect");
+			return peer_fail(r, "connect");
 		}
 		p[i].events = POLLOUT;
 	}
@@ -278,11 +284,11 @@ int peer_client(void *arg)
 		if (left <= 0) {
 			errno = ETIMEDOUT;
 			free(p);
-			return fail(r, "parallel connect");
+			return peer_fail(r, "parallel connect");
 		}
 		if (poll(p, (nfds_t)c->count, left) < 0 && errno != EINTR) {
 			free(p);
-			return fail(r, "poll");
+			return peer_fail(r, "poll");
 		}
 		for (int i = 0; i < c->count; i++) {
 			if (p[i].fd < 0 || !p[i].revents)
@@ -293,7 +299,7 @@ int peer_client(void *arg)
 			if (soerr != 0) {
 				errno = soerr;
 				free(p);
-				return fail(r, "parallel connect failed");
+				return peer_fail(r, "parallel connect failed");
 			}
 			client_record(c, p[i].fd);
 			close(p[i].fd);
@@ -304,3 +310,76 @@ int peer_client(void *arg)
 	free(p);
 	return 0;
 }
+
+/* Runs one case and checks that the two ends agree on every connection. */
+void peers_run(const struct bpfenv *env, struct srv_cfg *s, struct side ss, struct cli_cfg *c,
+	       struct side cs, struct outcome *o)
+{
+	struct peer_results *r = bpfenv_shared(sizeof(*r));
+	static struct conn_rec *by_port[65536];
+	int pfd[2];
+
+	assert_non_null(r);
+	memset(o, 0, sizeof(*o));
+	assert_int_equal(pipe(pfd), 0);
+	s->res = c->res = r;
+	s->ready_fd = pfd[1];
+	c->ready_fd = pfd[0];
+	s->count = c->count = c->count ? c->count : PEER_DEFAULT_CONN;
+	if (!s->timeout_ms)
+		s->timeout_ms = 20000;
+	if (!c->timeout_ms)
+		c->timeout_ms = 20000;
+	pid_t sp = bpfenv_spawn(env, ss.covered, ss.netns, peer_server, s);
+	pid_t cp = bpfenv_spawn(env, cs.covered, cs.netns, peer_client, c);
+	close(pfd[0]);
+	close(pfd[1]);
+	int crc = bpfenv_wait(cp, 30000);
+	int src = bpfenv_wait(sp, 30000);
+	if (crc != 0 || src != 0)
+		fprintf(stderr, "peer failure: client %d server %d: %s\n", crc, src, r->err);
+	assert_int_equal(crc, 0);
+	assert_int_equal(src, 0);
+	assert_int_equal(r->ncli, s->count);
+	assert_int_equal(r->nsrv, s->count);
+
+	memset(by_port, 0, sizeof(by_port));
+	for (int i = 0; i < r->nsrv; i++) {
+		assert_null(by_port[r->srv[i].port]); /* one record per client port */
+		by_port[r->srv[i].port] = &r->srv[i];
+	}
+	for (int i = 0; i < r->ncli; i++) {
+		struct conn_rec *cr = &r->cli[i], *sr = by_port[cr->port];
+		assert_non_null(sr);
+		int c_smc = cr->result == SMCR_OPTIN_SMC, s_smc = sr->result == SMCR_OPTIN_SMC;
+		if (c_smc != s_smc)
+			fprintf(stderr, "DISAGREE port %u: client %s (flags %#x) server %s (%#x)\n",
+				cr->port, smcr_optin_name(cr->result), cr->flags,
+				smcr_optin_name(sr->result), sr->flags);
+		assert_int_equal(c_smc, s_smc);
+		o->smc += c_smc;
+		o->plain += !c_smc;
+		o->cli_counts[cr->result]++;
+		o->srv_counts[sr->result]++;
+		if (c_smc)
+			o->per_listener_smc[sr->listener]++;
+		else
+			o->per_listener_plain[sr->listener]++;
+	}
+	bpfenv_unshared(r, sizeof(*r));
+}
+
+/* Every connection of the case ended with these two results. */
+void peers_expect_all(const struct outcome *o, int n, enum smcr_optin_result cli,
+		      enum smcr_optin_result srv)
+{
+	if (o->cli_counts[cli] != n || o->srv_counts[srv] != n) {
+		for (int i = 0; i < SMCR_OPTIN__COUNT; i++)
+			if (o->cli_counts[i] || o->srv_counts[i])
+				fprintf(stderr, "  %-14s client %d server %d\n", smcr_optin_name(i),
+					o->cli_counts[i], o->srv_counts[i]);
+	}
+	assert_int_equal(o->cli_counts[cli], n);
+	assert_int_equal(o->srv_counts[srv], n);
+}
+

@@ -8,8 +8,12 @@
 
 #include <stdint.h>
 
+#include "bpf/optin.h"
+#include "bpfenv.h"
+
 #define PEER_MAX_CONN 1024
 #define PEER_MAX_LISTENERS 4
+#define PEER_DEFAULT_CONN 1000
 
 struct conn_rec {
 	uint16_t port;    /* the client's port: pairs a server record with a client one */
@@ -58,5 +62,28 @@ struct cli_cfg {
  * success, else a nonzero exit code with res->err filled. */
 int peer_server(void *arg);
 int peer_client(void *arg);
+
+/* Where a peer runs: covered (1: T/in, 0: T/out, 2: T/in/sub) and network namespace. */
+struct side {
+	int covered;
+	const char *netns;
+};
+
+/* What a case produced, counted over its connections. */
+struct outcome {
+	int smc, plain;
+	int cli_counts[SMCR_OPTIN__COUNT];
+	int srv_counts[SMCR_OPTIN__COUNT];
+	int per_listener_smc[PEER_MAX_LISTENERS];
+	int per_listener_plain[PEER_MAX_LISTENERS];
+};
+
+/* Runs a server and a client peer (count connections, default 1000) and asserts (cmocka)
+ * that both peers succeeded and that the two ends agree on every connection. */
+void peers_run(const struct bpfenv *env, struct srv_cfg *s, struct side ss, struct cli_cfg *c,
+	       struct side cs, struct outcome *o);
+/* Asserts that all n connections ended with these results (prints the spread if not). */
+void peers_expect_all(const struct outcome *o, int n, enum smcr_optin_result cli,
+		      enum smcr_optin_result srv);
 
 #endif

@@ -29,91 +29,6 @@
 static struct bpfenv env;
 static char ns_a[64], ns_b[64];
 
-struct side {
-	int covered;
-	const char *netns;
-};
-
-struct outcome {
-	int smc, plain;
-	int cli_counts[SMCR_OPTIN__COUNT];
-	int srv_counts[SMCR_OPTIN__COUNT];
-	int per_listener_smc[PEER_MAX_LISTENERS];
-	int per_listener_plain[PEER_MAX_LISTENERS];
-};
-
-/* Runs one case and checks that the two ends agree on every connection. */
-static void run_case(struct srv_cfg *s, struct side ss, struct cli_cfg *c, struct side cs,
-		     struct outcome *o)
-{
-	struct peer_results *r = bpfenv_shared(sizeof(*r));
-	static struct conn_rec *by_port[65536];
-	int pfd[2];
-
-	assert_non_null(r);
-	memset(o, 0, sizeof(*o));
-	assert_int_equal(pipe(pfd), 0);
-	s->res = c->res = r;
-	s->ready_fd = pfd[1];
-	c->ready_fd = pfd[0];
-	s->count = c->count = c->count ? c->count : N;
-	if (!s->timeout_ms)
-		s->timeout_ms = 20000;
-	if (!c->timeout_ms)
-		c->timeout_ms = 20000;
-	pid_t sp = bpfenv_spawn(&env, ss.covered, ss.netns, peer_server, s);
-	pid_t cp = bpfenv_spawn(&env, cs.covered, cs.netns, peer_client, c);
-	close(pfd[0]);
-	close(pfd[1]);
-	int crc = bpfenv_wait(cp, 30000);
-	int src = bpfenv_wait(sp, 30000);
-	if (crc != 0 || src != 0)
-		fprintf(stderr, "peer failure: client %d server %d: %s\n", crc, src, r->err);
-	assert_int_equal(crc, 0);
-	assert_int_equal(src, 0);
-	assert_int_equal(r->ncli, s->count);
-	assert_int_equal(r->nsrv, s->count);
-
-	memset(by_port, 0, sizeof(by_port));
-	for (int i = 0; i < r->nsrv; i++) {
-		assert_null(by_port[r->srv[i].port]); /* one record per client port */
-		by_port[r->srv[i].port] = &r->srv[i];
-	}
-	for (int i = 0; i < r->ncli; i++) {
-		struct conn_rec *cr = &r->cli[i], *sr = by_port[cr->port];
-		assert_non_null(sr);
-		int c_smc = cr->result == SMCR_OPTIN_SMC, s_smc = sr->result == SMCR_OPTIN_SMC;
-		if (c_smc != s_smc)
-			fprintf(stderr, "DISAGREE port %u: client %s (flags %#x) server %s (%#x)\n",
-				cr->port, smcr_optin_name(cr->result), cr->flags,
-				smcr_optin_name(sr->result), sr->flags);
-		assert_int_equal(c_smc, s_smc);
-		o->smc += c_smc;
-		o->plain += !c_smc;
-		o->cli_counts[cr->result]++;
-		o->srv_counts[sr->result]++;
-		if (c_smc)
-			o->per_listener_smc[sr->listener]++;
-		else
-			o->per_listener_plain[sr->listener]++;
-	}
-	bpfenv_unshared(r, sizeof(*r));
-}
-
-/* Every connection of the case ended with these two results. */
-static void expect_all(const struct outcome *o, enum smcr_optin_result cli,
-		       enum smcr_optin_result srv)
-{
-	if (o->cli_counts[cli] != N || o->srv_counts[srv] != N) {
-		for (int i = 0; i < SMCR_OPTIN__COUNT; i++)
-			if (o->cli_counts[i] || o->srv_counts[i])
-				fprintf(stderr, "  %-14s client %d server %d\n", smcr_optin_name(i),
-					o->cli_counts[i], o->srv_counts[i]);
-	}
-	assert_int_equal(o->cli_counts[cli], N);
-	assert_int_equal(o->srv_counts[srv], N);
-}
-
 static struct srv_cfg srv4(uint16_t port, unsigned optin)
 {
 	struct srv_cfg s = { .family = AF_INET, .addr = "127.0.0.1", .port = port,
@@ -135,8 +50,8 @@ static void test_both_opted_in_v4(void **state)
 	struct cli_cfg c = cli4(7001, 1);
 	struct outcome o;
 
-	run_case(&s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
-	expect_all(&o, SMCR_OPTIN_SMC, SMCR_OPTIN_SMC);
+	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
+	peers_expect_all(&o, N, SMCR_OPTIN_SMC, SMCR_OPTIN_SMC);
 }
 
 static void test_listener_only(void **state)
@@ -146,8 +61,8 @@ static void test_listener_only(void **state)
 	struct cli_cfg c = cli4(7002, 0);
 	struct outcome o;
 
-	run_case(&s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
-	expect_all(&o, SMCR_OPTIN_NOT_REQUESTED, SMCR_OPTIN_PEER_NO);
+	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
+	peers_expect_all(&o, N, SMCR_OPTIN_NOT_REQUESTED, SMCR_OPTIN_PEER_NO);
 }
 
 static void test_client_only(void **state)
@@ -157,8 +72,8 @@ static void test_client_only(void **state)
 	struct cli_cfg c = cli4(7003, 1);
 	struct outcome o;
 
-	run_case(&s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
-	expect_all(&o, SMCR_OPTIN_PEER_NO, SMCR_OPTIN_NOT_REQUESTED);
+	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
+	peers_expect_all(&o, N, SMCR_OPTIN_PEER_NO, SMCR_OPTIN_NOT_REQUESTED);
 }
 
 static void test_client_outside_cgroup(void **state)
@@ -169,8 +84,8 @@ static void test_client_outside_cgroup(void **state)
 	struct outcome o;
 	struct peer_results *r;
 
-	run_case(&s, (struct side){ 1, ns_a }, &c, (struct side){ 0, ns_a }, &o);
-	expect_all(&o, SMCR_OPTIN_NOT_INSTALLED, SMCR_OPTIN_PEER_NO);
+	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 0, ns_a }, &o);
+	peers_expect_all(&o, N, SMCR_OPTIN_NOT_INSTALLED, SMCR_OPTIN_PEER_NO);
 	(void)r;
 }
 
@@ -181,8 +96,8 @@ static void test_server_outside_cgroup(void **state)
 	struct cli_cfg c = cli4(7005, 1);
 	struct outcome o;
 
-	run_case(&s, (struct side){ 0, ns_a }, &c, (struct side){ 1, ns_a }, &o);
-	expect_all(&o, SMCR_OPTIN_PEER_NO, SMCR_OPTIN_NOT_INSTALLED);
+	peers_run(&env, &s, (struct side){ 0, ns_a }, &c, (struct side){ 1, ns_a }, &o);
+	peers_expect_all(&o, N, SMCR_OPTIN_PEER_NO, SMCR_OPTIN_NOT_INSTALLED);
 }
 
 static void test_both_outside_cgroup(void **state)
@@ -192,8 +107,8 @@ static void test_both_outside_cgroup(void **state)
 	struct cli_cfg c = cli4(7006, 1);
 	struct outcome o;
 
-	run_case(&s, (struct side){ 0, ns_a }, &c, (struct side){ 0, ns_a }, &o);
-	expect_all(&o, SMCR_OPTIN_NOT_INSTALLED, SMCR_OPTIN_NOT_INSTALLED);
+	peers_run(&env, &s, (struct side){ 0, ns_a }, &c, (struct side){ 0, ns_a }, &o);
+	peers_expect_all(&o, N, SMCR_OPTIN_NOT_INSTALLED, SMCR_OPTIN_NOT_INSTALLED);
 }
 
 static void test_ipv6(void **state)
@@ -204,8 +119,8 @@ static void test_ipv6(void **state)
 	struct cli_cfg c = { .family = AF_INET6, .addr = "::1", .port = 7007, .optin = 1 };
 	struct outcome o;
 
-	run_case(&s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
-	expect_all(&o, SMCR_OPTIN_SMC, SMCR_OPTIN_SMC);
+	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
+	peers_expect_all(&o, N, SMCR_OPTIN_SMC, SMCR_OPTIN_SMC);
 }
 
 static void test_ipv6_client_only(void **state)
@@ -216,8 +131,8 @@ static void test_ipv6_client_only(void **state)
 	struct cli_cfg c = { .family = AF_INET6, .addr = "::1", .port = 7008, .optin = 1 };
 	struct outcome o;
 
-	run_case(&s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
-	expect_all(&o, SMCR_OPTIN_PEER_NO, SMCR_OPTIN_NOT_REQUESTED);
+	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
+	peers_expect_all(&o, N, SMCR_OPTIN_PEER_NO, SMCR_OPTIN_NOT_REQUESTED);
 }
 
 /* A dual-stack IPv6 listener accepting IPv4 clients (v4-mapped addresses). */
@@ -229,8 +144,8 @@ static void test_v4_mapped(void **state)
 	struct cli_cfg c = cli4(7009, 1);
 	struct outcome o;
 
-	run_case(&s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
-	expect_all(&o, SMCR_OPTIN_SMC, SMCR_OPTIN_SMC);
+	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
+	peers_expect_all(&o, N, SMCR_OPTIN_SMC, SMCR_OPTIN_SMC);
 }
 
 static void test_v4_mapped_listener_only(void **state)
@@ -241,8 +156,8 @@ static void test_v4_mapped_listener_only(void **state)
 	struct cli_cfg c = cli4(7010, 0);
 	struct outcome o;
 
-	run_case(&s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
-	expect_all(&o, SMCR_OPTIN_NOT_REQUESTED, SMCR_OPTIN_PEER_NO);
+	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
+	peers_expect_all(&o, N, SMCR_OPTIN_NOT_REQUESTED, SMCR_OPTIN_PEER_NO);
 }
 
 static void test_reuseport_all(void **state)
@@ -253,8 +168,8 @@ static void test_reuseport_all(void **state)
 	struct outcome o;
 
 	s.nlisteners = 4;
-	run_case(&s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
-	expect_all(&o, SMCR_OPTIN_SMC, SMCR_OPTIN_SMC);
+	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
+	peers_expect_all(&o, N, SMCR_OPTIN_SMC, SMCR_OPTIN_SMC);
 	for (int i = 0; i < 4; i++)
 		assert_true(o.per_listener_smc[i] > 0); /* every listener got connections */
 }
@@ -269,7 +184,7 @@ static void test_reuseport_some(void **state)
 	struct outcome o;
 
 	s.nlisteners = 4;
-	run_case(&s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
+	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
 	for (int i = 0; i < 2; i++) {
 		assert_true(o.per_listener_smc[i] > 0);
 		assert_int_equal(o.per_listener_plain[i], 0);
@@ -292,8 +207,8 @@ static void test_veth_v4(void **state)
 	struct cli_cfg c = { .family = AF_INET, .addr = "10.77.0.1", .port = 7013, .optin = 1 };
 	struct outcome o;
 
-	run_case(&s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_b }, &o);
-	expect_all(&o, SMCR_OPTIN_SMC, SMCR_OPTIN_SMC);
+	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_b }, &o);
+	peers_expect_all(&o, N, SMCR_OPTIN_SMC, SMCR_OPTIN_SMC);
 }
 
 static void test_veth_v6_client_outside(void **state)
@@ -304,10 +219,10 @@ static void test_veth_v6_client_outside(void **state)
 	struct cli_cfg c = { .family = AF_INET6, .addr = "fd77::1", .port = 7014, .optin = 1 };
 	struct outcome o;
 
-	run_case(&s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_b }, &o);
-	expect_all(&o, SMCR_OPTIN_SMC, SMCR_OPTIN_SMC);
-	run_case(&s, (struct side){ 1, ns_a }, &c, (struct side){ 0, ns_b }, &o);
-	expect_all(&o, SMCR_OPTIN_NOT_INSTALLED, SMCR_OPTIN_PEER_NO);
+	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_b }, &o);
+	peers_expect_all(&o, N, SMCR_OPTIN_SMC, SMCR_OPTIN_SMC);
+	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 0, ns_b }, &o);
+	peers_expect_all(&o, N, SMCR_OPTIN_NOT_INSTALLED, SMCR_OPTIN_PEER_NO);
 }
 
 /* Opt-ins after listen() and after connect(): visible as TOO_LATE, plain TCP. */
