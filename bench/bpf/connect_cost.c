@@ -36,26 +36,35 @@ static int cmp_d(const void *a, const void *b)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "optin", no_argument, NULL, 'o' },
-		{ "count", required_argument, NULL, 'n' },
-		{ "rounds", required_argument, NULL, 'r' },
-		{ "port", required_argument, NULL, 'p' },
-		{ NULL, 0, NULL, 0 },
+	    {"optin", no_argument, NULL, 'o'},
+	    {"count", required_argument, NULL, 'n'},
+	    {"rounds", required_argument, NULL, 'r'},
+	    {"port", required_argument, NULL, 'p'},
+	    {NULL, 0, NULL, 0},
 	};
 	int optin = 0, count = 5000, rounds = 5, port = 7400, c, one = 1, smc = 0;
 
 	while ((c = getopt_long(argc, argv, "on:r:p:", opts, NULL)) != -1) {
 		switch (c) {
-		case 'o': optin = 1; break;
-		case 'n': count = atoi(optarg); break;
-		case 'r': rounds = atoi(optarg); break;
-		case 'p': port = atoi(optarg); break;
-		default: return 2;
+		case 'o':
+			optin = 1;
+			break;
+		case 'n':
+			count = atoi(optarg);
+			break;
+		case 'r':
+			rounds = atoi(optarg);
+			break;
+		case 'p':
+			port = atoi(optarg);
+			break;
+		default:
+			return 2;
 		}
 	}
 	if (count <= 0 || rounds <= 0 || rounds > 100)
 		return 2;
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
 	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
 	int l = socket(AF_INET, SOCK_STREAM, 0);
 	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));

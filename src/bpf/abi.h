@@ -45,24 +45,24 @@
  * returns). Writers: the cgroup/setsockopt program (REQUESTED, LATE) and the sock_ops
  * program (all others), each under the socket lock, except that a listener's flags are
  * copied to its children when they are created. Reader: SMCR_SO_STATE. */
-#define SMCR_F_REQUESTED 0x0001u   /* the application asked (SMCR_SO_ENABLE=1) */
-#define SMCR_F_LATE 0x0002u        /* asked when the socket was no longer closed */
-#define SMCR_F_ARMED 0x0004u       /* header-option callbacks armed at connect/listen */
-#define SMCR_F_ACTIVE 0x0008u      /* armed in TCP_CONNECT_CB (client) */
-#define SMCR_F_LISTENER 0x0010u    /* armed in TCP_LISTEN_CB (listener; children inherit) */
-#define SMCR_F_CHILD 0x0020u       /* passive child of an armed listener */
-#define SMCR_F_SENT 0x0040u        /* client: our option went out on a SYN */
-#define SMCR_F_PEER 0x0080u        /* the peer's SYN (server) / SYN-ACK (client) carried it */
-#define SMCR_F_ECHOED 0x0100u      /* server: the SYN-ACK carried it (confirmed by writer) */
-#define SMCR_F_NOSPACE 0x0200u     /* no option space: SYN (client) / SYN-ACK (server) */
-#define SMCR_F_COOKIE 0x0400u      /* server: answered with a syncookie, no echo */
-#define SMCR_F_NOSAVESYN 0x0800u   /* listener: TCP_SAVE_SYN could not be set, not armed */
-#define SMCR_F_ARMFAIL 0x1000u     /* callback flags could not be set, not armed */
-#define SMCR_F_TFO 0x2000u         /* server: Fast Open child */
-#define SMCR_F_PENDING 0x4000u     /* server TFO child: echo result not known yet */
-#define SMCR_F_DONE 0x8000u        /* the handshake result is final */
-#define SMCR_F_NOSYN 0x10000u      /* server: no saved SYN for the child (result from echo) */
-#define SMCR_F_RSV 0x20000u        /* internal (client): option space reserved for this SYN */
+#define SMCR_F_REQUESTED 0x0001u /* the application asked (SMCR_SO_ENABLE=1) */
+#define SMCR_F_LATE 0x0002u      /* asked when the socket was no longer closed */
+#define SMCR_F_ARMED 0x0004u     /* header-option callbacks armed at connect/listen */
+#define SMCR_F_ACTIVE 0x0008u    /* armed in TCP_CONNECT_CB (client) */
+#define SMCR_F_LISTENER 0x0010u  /* armed in TCP_LISTEN_CB (listener; children inherit) */
+#define SMCR_F_CHILD 0x0020u     /* passive child of an armed listener */
+#define SMCR_F_SENT 0x0040u      /* client: our option went out on a SYN */
+#define SMCR_F_PEER 0x0080u      /* the peer's SYN (server) / SYN-ACK (client) carried it */
+#define SMCR_F_ECHOED 0x0100u    /* server: the SYN-ACK carried it (confirmed by writer) */
+#define SMCR_F_NOSPACE 0x0200u   /* no option space: SYN (client) / SYN-ACK (server) */
+#define SMCR_F_COOKIE 0x0400u    /* server: answered with a syncookie, no echo */
+#define SMCR_F_NOSAVESYN 0x0800u /* listener: TCP_SAVE_SYN could not be set, not armed */
+#define SMCR_F_ARMFAIL 0x1000u   /* callback flags could not be set, not armed */
+#define SMCR_F_TFO 0x2000u       /* server: Fast Open child */
+#define SMCR_F_PENDING 0x4000u   /* server TFO child: echo result not known yet */
+#define SMCR_F_DONE 0x8000u      /* the handshake result is final */
+#define SMCR_F_NOSYN 0x10000u    /* server: no saved SYN for the child (result from echo) */
+#define SMCR_F_RSV 0x20000u      /* internal (client): option space reserved for this SYN */
 
 /* Socket-local storage value (BPF_MAP_TYPE_SK_STORAGE, BPF_F_CLONE). */
 struct smcr_sk_val {

@@ -17,28 +17,28 @@ struct optin_row {
 };
 
 static const struct optin_row optin_rows[SMCR_OPTIN__COUNT] = {
-#define X(n, m) [SMCR_OPTIN_##n] = { #n, m },
-	SMCR_OPTIN_RESULTS(X)
+#define X(n, m) [SMCR_OPTIN_##n] = {#n, m},
+    SMCR_OPTIN_RESULTS(X)
 #undef X
 };
 
 /* Results other than SMC, as fallback reasons of the error table. */
 static const int optin_errs[SMCR_OPTIN__COUNT] = {
-	[SMCR_OPTIN_SMC] = 0,
-	[SMCR_OPTIN_PEER_NO] = -SMCR_E_BPF_PEER_NO,
-	[SMCR_OPTIN_NOT_INSTALLED] = -SMCR_E_BPF_NOT_INSTALLED,
-	[SMCR_OPTIN_NOT_REQUESTED] = -SMCR_E_BPF_NOT_REQUESTED,
-	[SMCR_OPTIN_TOO_LATE] = -SMCR_E_BPF_TOO_LATE,
-	[SMCR_OPTIN_PENDING] = -SMCR_E_BPF_PENDING,
-	[SMCR_OPTIN_LISTENING] = -SMCR_E_BPF_LISTENING,
-	[SMCR_OPTIN_NO_SPACE] = -SMCR_E_BPF_NO_SPACE,
-	[SMCR_OPTIN_SYNCOOKIE] = -SMCR_E_BPF_SYNCOOKIE,
-	[SMCR_OPTIN_NO_ECHO] = -SMCR_E_BPF_NO_ECHO,
-	[SMCR_OPTIN_NO_SAVE_SYN] = -SMCR_E_BPF_NO_SAVE_SYN,
-	[SMCR_OPTIN_ARM_FAILED] = -SMCR_E_BPF_ARM_FAILED,
-	[SMCR_OPTIN_NOT_TCP] = -SMCR_E_BPF_NOT_TCP,
-	[SMCR_OPTIN_ABI] = -SMCR_E_BPF_ABI,
-	[SMCR_OPTIN_ERROR] = -SMCR_E_BPF_SYSCALL,
+    [SMCR_OPTIN_SMC] = 0,
+    [SMCR_OPTIN_PEER_NO] = -SMCR_E_BPF_PEER_NO,
+    [SMCR_OPTIN_NOT_INSTALLED] = -SMCR_E_BPF_NOT_INSTALLED,
+    [SMCR_OPTIN_NOT_REQUESTED] = -SMCR_E_BPF_NOT_REQUESTED,
+    [SMCR_OPTIN_TOO_LATE] = -SMCR_E_BPF_TOO_LATE,
+    [SMCR_OPTIN_PENDING] = -SMCR_E_BPF_PENDING,
+    [SMCR_OPTIN_LISTENING] = -SMCR_E_BPF_LISTENING,
+    [SMCR_OPTIN_NO_SPACE] = -SMCR_E_BPF_NO_SPACE,
+    [SMCR_OPTIN_SYNCOOKIE] = -SMCR_E_BPF_SYNCOOKIE,
+    [SMCR_OPTIN_NO_ECHO] = -SMCR_E_BPF_NO_ECHO,
+    [SMCR_OPTIN_NO_SAVE_SYN] = -SMCR_E_BPF_NO_SAVE_SYN,
+    [SMCR_OPTIN_ARM_FAILED] = -SMCR_E_BPF_ARM_FAILED,
+    [SMCR_OPTIN_NOT_TCP] = -SMCR_E_BPF_NOT_TCP,
+    [SMCR_OPTIN_ABI] = -SMCR_E_BPF_ABI,
+    [SMCR_OPTIN_ERROR] = -SMCR_E_BPF_SYSCALL,
 };
 
 const char *smcr_optin_name(enum smcr_optin_result r)
@@ -145,7 +145,7 @@ enum smcr_optin_result smcr_optin_classify(uint32_t abi, uint32_t f)
 
 enum smcr_optin_result smcr_optin_result(int fd, struct smcr_optin_info *info)
 {
-	struct smcr_bpf_state st = { 0, 0 };
+	struct smcr_bpf_state st = {0, 0};
 	socklen_t len = sizeof(st);
 	struct smcr_optin_info dummy;
 	int t;

@@ -20,29 +20,29 @@
 #include "util/err.h"
 
 /* Outcome of the option exchange on one socket. Stable names: tests match on them. */
-#define SMCR_OPTIN_RESULTS(X)                                                              \
-	X(SMC, "both sides exchanged the SMC-R option: run the CLC handshake")            \
-	X(PEER_NO, "the peer's SYN/SYN-ACK did not carry the SMC-R option")               \
-	X(NOT_INSTALLED, "smcr BPF programs not installed for this socket's cgroup "    \
-			 "(ENOPROTOOPT; run smcr-bpf install)")                            \
-	X(NOT_REQUESTED, "socket (or its listener) was not opted in")                     \
-	X(TOO_LATE, "opted in after connect()/listen(): the SYN had already gone")        \
-	X(PENDING, "handshake not complete yet")                                           \
-	X(LISTENING, "armed listener: read the result on accepted sockets")               \
-	X(NO_SPACE, "no TCP option space left for the SMC-R option")                      \
-	X(SYNCOOKIE, "the server answered with a syncookie: no option echoed")            \
-	X(NO_ECHO, "the peer offered but our SYN-ACK did not carry the option")           \
-	X(NO_SAVE_SYN, "listener not armed: TCP_SAVE_SYN could not be set")               \
-	X(ARM_FAILED, "the kernel refused the header-option callbacks")                   \
-	X(NOT_TCP, "not a TCP socket")                                                     \
-	X(ABI, "installed smcr BPF programs speak another ABI version")                   \
+#define SMCR_OPTIN_RESULTS(X)                                                                      \
+	X(SMC, "both sides exchanged the SMC-R option: run the CLC handshake")                     \
+	X(PEER_NO, "the peer's SYN/SYN-ACK did not carry the SMC-R option")                        \
+	X(NOT_INSTALLED, "smcr BPF programs not installed for this socket's cgroup "               \
+	                 "(ENOPROTOOPT; run smcr-bpf install)")                                    \
+	X(NOT_REQUESTED, "socket (or its listener) was not opted in")                              \
+	X(TOO_LATE, "opted in after connect()/listen(): the SYN had already gone")                 \
+	X(PENDING, "handshake not complete yet")                                                   \
+	X(LISTENING, "armed listener: read the result on accepted sockets")                        \
+	X(NO_SPACE, "no TCP option space left for the SMC-R option")                               \
+	X(SYNCOOKIE, "the server answered with a syncookie: no option echoed")                     \
+	X(NO_ECHO, "the peer offered but our SYN-ACK did not carry the option")                    \
+	X(NO_SAVE_SYN, "listener not armed: TCP_SAVE_SYN could not be set")                        \
+	X(ARM_FAILED, "the kernel refused the header-option callbacks")                            \
+	X(NOT_TCP, "not a TCP socket")                                                             \
+	X(ABI, "installed smcr BPF programs speak another ABI version")                            \
 	X(ERROR, "the state could not be read (see errno)")
 
 enum smcr_optin_result {
 #define X(name, msg) SMCR_OPTIN_##name,
 	SMCR_OPTIN_RESULTS(X)
 #undef X
-	SMCR_OPTIN__COUNT
+	    SMCR_OPTIN__COUNT
 };
 
 /* Raw state for diagnostics (smcr-stat, logs). */

@@ -46,7 +46,6 @@
 #define SMCR_ENOENT 2
 #define SMCR_PAGE_SIZE 4096
 
-
 char _license[] SEC("license") = "Dual BSD/GPL";
 
 struct {
@@ -90,8 +89,8 @@ static __always_inline void ctr(__u32 idx)
  * found, -ENOMSG when absent, -ENOENT when no SYN is available. */
 static __always_inline long find_opt(struct bpf_sock_ops *skops, __u64 flags)
 {
-	__u8 s[SMCR_TCPOPT_LEN] = { SMCR_TCPOPT_KIND, SMCR_TCPOPT_LEN, SMCR_TCPOPT_EXID0,
-				    SMCR_TCPOPT_EXID1, SMCR_TCPOPT_EXID2, SMCR_TCPOPT_EXID3 };
+	__u8 s[SMCR_TCPOPT_LEN] = {SMCR_TCPOPT_KIND,  SMCR_TCPOPT_LEN,   SMCR_TCPOPT_EXID0,
+	                           SMCR_TCPOPT_EXID1, SMCR_TCPOPT_EXID2, SMCR_TCPOPT_EXID3};
 
 	return bpf_load_hdr_opt(skops, s, sizeof(s), flags);
 }
@@ -150,11 +149,10 @@ static __always_inline void on_connect(struct bpf_sock_ops *skops)
 	if (!sk)
 		return;
 	st = bpf_sk_storage_get(&smcr_sk, sk, 0, 0);
-	if (!st || !(st->flags & SMCR_F_REQUESTED) ||
-	    (st->flags & (SMCR_F_LATE | SMCR_F_ARMED)))
+	if (!st || !(st->flags & SMCR_F_REQUESTED) || (st->flags & (SMCR_F_LATE | SMCR_F_ARMED)))
 		return;
-	if (bpf_sock_ops_cb_flags_set(skops, (int)(skops->bpf_sock_ops_cb_flags |
-						   BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG))) {
+	if (bpf_sock_ops_cb_flags_set(
+	        skops, (int)(skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG))) {
 		st->flags |= SMCR_F_ARMFAIL;
 		ctr(SMCR_C_ARM_FAIL);
 		return;
@@ -173,8 +171,7 @@ static __always_inline void on_listen(struct bpf_sock_ops *skops)
 	if (!sk)
 		return;
 	st = bpf_sk_storage_get(&smcr_sk, sk, 0, 0);
-	if (!st || !(st->flags & SMCR_F_REQUESTED) ||
-	    (st->flags & (SMCR_F_LATE | SMCR_F_ARMED)))
+	if (!st || !(st->flags & SMCR_F_REQUESTED) || (st->flags & (SMCR_F_LATE | SMCR_F_ARMED)))
 		return;
 	/* Keep an application's own TCP_SAVE_SYN (it may be 2, with the MAC header). */
 	if (bpf_getsockopt(skops, SMCR_SOL_TCP, SMCR_TCP_SAVE_SYN, &cur, sizeof(cur)) || !cur) {
@@ -184,8 +181,8 @@ static __always_inline void on_listen(struct bpf_sock_ops *skops)
 			return;
 		}
 	}
-	if (bpf_sock_ops_cb_flags_set(skops, (int)(skops->bpf_sock_ops_cb_flags |
-						   BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG))) {
+	if (bpf_sock_ops_cb_flags_set(
+	        skops, (int)(skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG))) {
 		st->flags |= SMCR_F_ARMFAIL;
 		ctr(SMCR_C_ARM_FAIL);
 		return;
@@ -217,8 +214,8 @@ static __always_inline void syn_len(struct bpf_sock_ops *skops)
 /* R7: the client writes only into the space it reserved for this SYN. */
 static __always_inline void syn_write(struct bpf_sock_ops *skops)
 {
-	__u8 opt[SMCR_TCPOPT_LEN] = { SMCR_TCPOPT_KIND, SMCR_TCPOPT_LEN, SMCR_TCPOPT_EXID0,
-				      SMCR_TCPOPT_EXID1, SMCR_TCPOPT_EXID2, SMCR_TCPOPT_EXID3 };
+	__u8 opt[SMCR_TCPOPT_LEN] = {SMCR_TCPOPT_KIND,  SMCR_TCPOPT_LEN,   SMCR_TCPOPT_EXID0,
+	                             SMCR_TCPOPT_EXID1, SMCR_TCPOPT_EXID2, SMCR_TCPOPT_EXID3};
 	struct bpf_sock *sk = skops->sk;
 	struct smcr_sk_val *st;
 
@@ -300,8 +297,8 @@ static __always_inline void synack_len(struct bpf_sock_ops *skops)
 
 static __always_inline void synack_write(struct bpf_sock_ops *skops)
 {
-	__u8 opt[SMCR_TCPOPT_LEN] = { SMCR_TCPOPT_KIND, SMCR_TCPOPT_LEN, SMCR_TCPOPT_EXID0,
-				      SMCR_TCPOPT_EXID1, SMCR_TCPOPT_EXID2, SMCR_TCPOPT_EXID3 };
+	__u8 opt[SMCR_TCPOPT_LEN] = {SMCR_TCPOPT_KIND,  SMCR_TCPOPT_LEN,   SMCR_TCPOPT_EXID0,
+	                             SMCR_TCPOPT_EXID1, SMCR_TCPOPT_EXID2, SMCR_TCPOPT_EXID3};
 	struct smcr_echo_key k = {};
 	struct smcr_echo_val v = {}, *e;
 	long r;

@@ -164,7 +164,7 @@ static void rmdir_retry(const char *p)
 			return;
 		if (errno != EBUSY)
 			return;
-		struct timespec ts = { 0, 5 * 1000 * 1000 };
+		struct timespec ts = {0, 5 * 1000 * 1000};
 		nanosleep(&ts, NULL);
 	}
 	fprintf(stderr, "bpfenv: could not remove %s: %s\n", p, strerror(errno));
@@ -198,7 +198,8 @@ static void reap_stale(const char *cg_root)
 	d = opendir(cg_root);
 	if (d) {
 		while ((de = readdir(d)) != NULL) {
-			if (strncmp(de->d_name, "smcr-test-", 10) == 0 && pid_dead(de->d_name + 10)) {
+			if (strncmp(de->d_name, "smcr-test-", 10) == 0 &&
+			    pid_dead(de->d_name + 10)) {
 				snprintf(p, sizeof(p), "%s/%s", cg_root, de->d_name);
 				remove_cgroup(p);
 			}
@@ -258,8 +259,7 @@ int bpfenv_setup(struct bpfenv *e, int install)
 		signal(SIGINT, on_signal);
 		hooked = 1;
 	}
-	if (mkdir(e->cg, 0755) != 0 || mkdir(e->cg_in, 0755) != 0 ||
-	    mkdir(e->cg_out, 0755) != 0) {
+	if (mkdir(e->cg, 0755) != 0 || mkdir(e->cg_in, 0755) != 0 || mkdir(e->cg_out, 0755) != 0) {
 		fprintf(stderr, "bpfenv: mkdir cgroup %s: %s\n", e->cg, strerror(errno));
 		return -1;
 	}
@@ -279,7 +279,7 @@ int bpfenv_setup(struct bpfenv *e, int install)
 	snprintf(e->pin, sizeof(e->pin), "%s/smcr", e->mnt);
 	if (install) {
 		if (bpfenv_sh("%s install --cgroup %s --pin-dir %s >/dev/null", e->tool, e->cg_in,
-			      e->pin) != 0) {
+		              e->pin) != 0) {
 			fprintf(stderr, "bpfenv: smcr-bpf install failed\n");
 			return -1;
 		}
@@ -317,8 +317,8 @@ int bpfenv_netns(struct bpfenv *e, const char *tag, char *out, size_t n)
 	if (e->nns >= BPFENV_MAX_NS)
 		return -1;
 	snprintf(e->ns[e->nns], sizeof(e->ns[0]), "smcrt-%d-%s", (int)getpid(), tag);
-	if (bpfenv_sh("ip netns add %s && ip -n %s link set lo up", e->ns[e->nns],
-		      e->ns[e->nns]) != 0)
+	if (bpfenv_sh("ip netns add %s && ip -n %s link set lo up", e->ns[e->nns], e->ns[e->nns]) !=
+	    0)
 		return -1;
 	if (out)
 		snprintf(out, n, "%s", e->ns[e->nns]);
@@ -374,8 +374,8 @@ void bpfenv_unshared(void *p, size_t n)
 		munmap(p, n);
 }
 
-pid_t bpfenv_spawn(const struct bpfenv *e, int covered, const char *netns,
-		   int (*fn)(void *), void *arg)
+pid_t bpfenv_spawn(const struct bpfenv *e, int covered, const char *netns, int (*fn)(void *),
+                   void *arg)
 {
 	pid_t pid;
 
@@ -413,7 +413,7 @@ int bpfenv_wait(pid_t pid, int timeout_ms)
 			fprintf(stderr, "bpfenv: peer %d timed out\n", (int)pid);
 			return -1;
 		}
-		struct timespec ts = { 0, 2 * 1000 * 1000 };
+		struct timespec ts = {0, 2 * 1000 * 1000};
 		nanosleep(&ts, NULL);
 	}
 	if (!WIFEXITED(st))

@@ -1,9 +1,9 @@
 /* bpfenv.h: the private world of one bpf test (docs/parts/bpf.md, "Tests").
  *
  * Each test gets its own cgroup v2 directory T (never the real root, which other
- * programs on the machine use; named smcr-test-<pid>) with two children: T/in, where smcr-bpf installs the
- * programs, and T/out, not covered. It gets its own bpffs mount in a temporary directory
- * for the pins, and its own named network namespaces. Test peers are forked processes
+ * programs on the machine use; named smcr-test-<pid>) with two children: T/in, where smcr-bpf
+ * installs the programs, and T/out, not covered. It gets its own bpffs mount in a temporary
+ * directory for the pins, and its own named network namespaces. Test peers are forked processes
  * that move themselves into T/in or T/out and into a namespace; the test process itself
  * never moves. bpfenv_teardown() (also run at exit) removes everything, and setup first
  * removes what killed earlier runs left behind.
@@ -54,8 +54,7 @@ int bpfenv_enter(const struct bpfenv *e, int covered);
 /* Runs a shell command built from fmt; returns its exit status (-1 if it could not). */
 int bpfenv_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Runs a command and captures its stdout (NUL-terminated, truncated to n-1). */
-int bpfenv_sh_out(char *out, size_t n, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+int bpfenv_sh_out(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Shared memory for peers' results (MAP_SHARED anonymous). */
 void *bpfenv_shared(size_t n);
@@ -63,8 +62,8 @@ void bpfenv_unshared(void *p, size_t n);
 
 /* Forks a peer: it joins cgroup (covered) and netns, runs fn(arg) and exits with its
  * return value. Returns the pid, or -1. */
-pid_t bpfenv_spawn(const struct bpfenv *e, int covered, const char *netns,
-		   int (*fn)(void *), void *arg);
+pid_t bpfenv_spawn(const struct bpfenv *e, int covered, const char *netns, int (*fn)(void *),
+                   void *arg);
 /* Waits for a peer; returns its exit status, or -1 if it died of a signal or did not
  * end within timeout_ms (then it is killed). */
 int bpfenv_wait(pid_t pid, int timeout_ms);

@@ -13,7 +13,7 @@ int smcr_test_hog(struct bpf_sock_ops *skops)
 	switch (skops->op) {
 	case BPF_SOCK_OPS_TCP_LISTEN_CB:
 		bpf_sock_ops_cb_flags_set(skops, (int)(skops->bpf_sock_ops_cb_flags |
-						       BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG));
+		                                       BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG));
 		break;
 	case BPF_SOCK_OPS_HDR_OPT_LEN_CB:
 		/* SYN-ACKs only: take the largest piece that still fits, i.e. all of it. */

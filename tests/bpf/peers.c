@@ -33,8 +33,7 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static socklen_t make_addr(int family, const char *addr, uint16_t port,
-			   struct sockaddr_storage *ss)
+static socklen_t make_addr(int family, const char *addr, uint16_t port, struct sockaddr_storage *ss)
 {
 	memset(ss, 0, sizeof(*ss));
 	if (family == AF_INET) {
@@ -172,7 +171,8 @@ int peer_server(void *arg)
 				continue;
 			for (;;) {
 				len = sizeof(ss);
-				int a = accept4(pfd[i].fd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC);
+				int a =
+				    accept4(pfd[i].fd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC);
 				if (a < 0) {
 					if (errno == EAGAIN || errno == EWOULDBLOCK)
 						break;
@@ -197,7 +197,7 @@ int peer_server(void *arg)
 
 /* One client socket, connecting (non-blocking when parallel). Returns the fd or -1. */
 static int client_open(struct cli_cfg *c, int idx, const struct sockaddr_storage *dst,
-		       socklen_t dlen)
+                       socklen_t dlen)
 {
 	struct peer_results *r = c->res;
 	int fd = socket(c->family, SOCK_STREAM | (c->parallel ? SOCK_NONBLOCK : 0), 0);
@@ -215,8 +215,7 @@ static int client_open(struct cli_cfg *c, int idx, const struct sockaddr_storage
 			close(fd);
 			return -1;
 		}
-	} else if (connect(fd, (const struct sockaddr *)dst, dlen) != 0 &&
-		   errno != EINPROGRESS) {
+	} else if (connect(fd, (const struct sockaddr *)dst, dlen) != 0 && errno != EINPROGRESS) {
 		close(fd);
 		return -1;
 	}
@@ -256,7 +255,7 @@ int peer_client(void *arg)
 			if (fd < 0)
 				return peer_fail(r, "connect");
 			if (c->fastopen) {
-				struct pollfd p = { .fd = fd, .events = POLLOUT };
+				struct pollfd p = {.fd = fd, .events = POLLOUT};
 				if (poll(&p, 1, c->timeout_ms) != 1)
 					return peer_fail(r, "fastopen connect");
 			}
@@ -313,7 +312,7 @@ int peer_client(void *arg)
 
 /* Runs one case and checks that the two ends agree on every connection. */
 void peers_run(const struct bpfenv *env, struct srv_cfg *s, struct side ss, struct cli_cfg *c,
-	       struct side cs, struct outcome *o)
+               struct side cs, struct outcome *o)
 {
 	struct peer_results *r = bpfenv_shared(sizeof(*r));
 	static struct conn_rec *by_port[65536];
@@ -354,8 +353,8 @@ void peers_run(const struct bpfenv *env, struct srv_cfg *s, struct side ss, stru
 		int c_smc = cr->result == SMCR_OPTIN_SMC, s_smc = sr->result == SMCR_OPTIN_SMC;
 		if (c_smc != s_smc)
 			fprintf(stderr, "DISAGREE port %u: client %s (flags %#x) server %s (%#x)\n",
-				cr->port, smcr_optin_name(cr->result), cr->flags,
-				smcr_optin_name(sr->result), sr->flags);
+			        cr->port, smcr_optin_name(cr->result), cr->flags,
+			        smcr_optin_name(sr->result), sr->flags);
 		assert_int_equal(c_smc, s_smc);
 		o->smc += c_smc;
 		o->plain += !c_smc;
@@ -371,15 +370,14 @@ void peers_run(const struct bpfenv *env, struct srv_cfg *s, struct side ss, stru
 
 /* Every connection of the case ended with these two results. */
 void peers_expect_all(const struct outcome *o, int n, enum smcr_optin_result cli,
-		      enum smcr_optin_result srv)
+                      enum smcr_optin_result srv)
 {
 	if (o->cli_counts[cli] != n || o->srv_counts[srv] != n) {
 		for (int i = 0; i < SMCR_OPTIN__COUNT; i++)
 			if (o->cli_counts[i] || o->srv_counts[i])
 				fprintf(stderr, "  %-14s client %d server %d\n", smcr_optin_name(i),
-					o->cli_counts[i], o->srv_counts[i]);
+				        o->cli_counts[i], o->srv_counts[i]);
 	}
 	assert_int_equal(o->cli_counts[cli], n);
 	assert_int_equal(o->srv_counts[srv], n);
 }
-

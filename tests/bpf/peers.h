@@ -32,8 +32,8 @@ struct peer_results {
 };
 
 struct srv_cfg {
-	int family;     /* AF_INET or AF_INET6 */
-	int v6only;     /* AF_INET6: 1 refuses v4-mapped clients */
+	int family; /* AF_INET or AF_INET6 */
+	int v6only; /* AF_INET6: 1 refuses v4-mapped clients */
 	const char *addr;
 	uint16_t port;
 	int nlisteners; /* > 1: SO_REUSEPORT group */
@@ -51,9 +51,9 @@ struct cli_cfg {
 	uint16_t port;
 	int optin;
 	int count;
-	int parallel;  /* all connections at once, non-blocking */
-	int fastopen;  /* first byte with sendto(MSG_FASTOPEN) */
-	int ready_fd;  /* read end: waits for the server's byte */
+	int parallel; /* all connections at once, non-blocking */
+	int fastopen; /* first byte with sendto(MSG_FASTOPEN) */
+	int ready_fd; /* read end: waits for the server's byte */
 	int timeout_ms;
 	struct peer_results *res;
 };
@@ -81,9 +81,9 @@ struct outcome {
 /* Runs a server and a client peer (count connections, default 1000) and asserts (cmocka)
  * that both peers succeeded and that the two ends agree on every connection. */
 void peers_run(const struct bpfenv *env, struct srv_cfg *s, struct side ss, struct cli_cfg *c,
-	       struct side cs, struct outcome *o);
+               struct side cs, struct outcome *o);
 /* Asserts that all n connections ended with these results (prints the spread if not). */
 void peers_expect_all(const struct outcome *o, int n, enum smcr_optin_result cli,
-		      enum smcr_optin_result srv);
+                      enum smcr_optin_result srv);
 
 #endif

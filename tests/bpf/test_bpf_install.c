@@ -27,9 +27,9 @@
 
 static struct bpfenv env;
 static char ns_a[64];
-static const char *const pins[] = { "prog_sockops", "prog_setsockopt", "prog_getsockopt",
-				    "link_sockops", "link_setsockopt", "link_getsockopt",
-				    "map_sk", "map_echo", "map_stats", "map_meta" };
+static const char *const pins[] = {
+    "prog_sockops",    "prog_setsockopt", "prog_getsockopt", "link_sockops", "link_setsockopt",
+    "link_getsockopt", "map_sk",          "map_echo",        "map_stats",    "map_meta"};
 
 static int tool(char *out, size_t n, const char *args)
 {
@@ -58,7 +58,7 @@ static int attached(const char *cg, const char *name)
 static void status_ids(unsigned prog[3], unsigned link[3])
 {
 	char out[8192];
-	const char *hooks[3] = { "sock_ops ", "setsockopt ", "getsockopt " };
+	const char *hooks[3] = {"sock_ops ", "setsockopt ", "getsockopt "};
 
 	char cmd[1024];
 	snprintf(cmd, sizeof(cmd), "status --pin-dir %s", env.pin);
@@ -88,7 +88,7 @@ struct one_conn {
 static int one_conn_peer(void *arg)
 {
 	struct one_conn *oc = arg;
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(oc->port) };
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(oc->port)};
 	int one = 1, l, c, s;
 	char b;
 
@@ -300,8 +300,8 @@ int main(void)
 		return BPFENV_SKIP;
 	}
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_install_status_uninstall),
-		cmocka_unit_test(test_upgrade_in_place),
+	    cmocka_unit_test(test_install_status_uninstall),
+	    cmocka_unit_test(test_upgrade_in_place),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -31,15 +31,14 @@ static char ns_a[64], ns_b[64];
 
 static struct srv_cfg srv4(uint16_t port, unsigned optin)
 {
-	struct srv_cfg s = { .family = AF_INET, .addr = "127.0.0.1", .port = port,
-			     .nlisteners = 1, .optin = optin };
+	struct srv_cfg s = {
+	    .family = AF_INET, .addr = "127.0.0.1", .port = port, .nlisteners = 1, .optin = optin};
 	return s;
 }
 
 static struct cli_cfg cli4(uint16_t port, int optin)
 {
-	struct cli_cfg c = { .family = AF_INET, .addr = "127.0.0.1", .port = port,
-			     .optin = optin };
+	struct cli_cfg c = {.family = AF_INET, .addr = "127.0.0.1", .port = port, .optin = optin};
 	return c;
 }
 
@@ -50,7 +49,7 @@ static void test_both_opted_in_v4(void **state)
 	struct cli_cfg c = cli4(7001, 1);
 	struct outcome o;
 
-	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
+	peers_run(&env, &s, (struct side){1, ns_a}, &c, (struct side){1, ns_a}, &o);
 	peers_expect_all(&o, N, SMCR_OPTIN_SMC, SMCR_OPTIN_SMC);
 }
 
@@ -61,7 +60,7 @@ static void test_listener_only(void **state)
 	struct cli_cfg c = cli4(7002, 0);
 	struct outcome o;
 
-	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
+	peers_run(&env, &s, (struct side){1, ns_a}, &c, (struct side){1, ns_a}, &o);
 	peers_expect_all(&o, N, SMCR_OPTIN_NOT_REQUESTED, SMCR_OPTIN_PEER_NO);
 }
 
@@ -72,7 +71,7 @@ static void test_client_only(void **state)
 	struct cli_cfg c = cli4(7003, 1);
 	struct outcome o;
 
-	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
+	peers_run(&env, &s, (struct side){1, ns_a}, &c, (struct side){1, ns_a}, &o);
 	peers_expect_all(&o, N, SMCR_OPTIN_PEER_NO, SMCR_OPTIN_NOT_REQUESTED);
 }
 
@@ -84,7 +83,7 @@ static void test_client_outside_cgroup(void **state)
 	struct outcome o;
 	struct peer_results *r;
 
-	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 0, ns_a }, &o);
+	peers_run(&env, &s, (struct side){1, ns_a}, &c, (struct side){0, ns_a}, &o);
 	peers_expect_all(&o, N, SMCR_OPTIN_NOT_INSTALLED, SMCR_OPTIN_PEER_NO);
 	(void)r;
 }
@@ -96,7 +95,7 @@ static void test_server_outside_cgroup(void **state)
 	struct cli_cfg c = cli4(7005, 1);
 	struct outcome o;
 
-	peers_run(&env, &s, (struct side){ 0, ns_a }, &c, (struct side){ 1, ns_a }, &o);
+	peers_run(&env, &s, (struct side){0, ns_a}, &c, (struct side){1, ns_a}, &o);
 	peers_expect_all(&o, N, SMCR_OPTIN_PEER_NO, SMCR_OPTIN_NOT_INSTALLED);
 }
 
@@ -107,31 +106,39 @@ static void test_both_outside_cgroup(void **state)
 	struct cli_cfg c = cli4(7006, 1);
 	struct outcome o;
 
-	peers_run(&env, &s, (struct side){ 0, ns_a }, &c, (struct side){ 0, ns_a }, &o);
+	peers_run(&env, &s, (struct side){0, ns_a}, &c, (struct side){0, ns_a}, &o);
 	peers_expect_all(&o, N, SMCR_OPTIN_NOT_INSTALLED, SMCR_OPTIN_NOT_INSTALLED);
 }
 
 static void test_ipv6(void **state)
 {
 	(void)state;
-	struct srv_cfg s = { .family = AF_INET6, .v6only = 1, .addr = "::1", .port = 7007,
-			     .nlisteners = 1, .optin = 1 };
-	struct cli_cfg c = { .family = AF_INET6, .addr = "::1", .port = 7007, .optin = 1 };
+	struct srv_cfg s = {.family = AF_INET6,
+	                    .v6only = 1,
+	                    .addr = "::1",
+	                    .port = 7007,
+	                    .nlisteners = 1,
+	                    .optin = 1};
+	struct cli_cfg c = {.family = AF_INET6, .addr = "::1", .port = 7007, .optin = 1};
 	struct outcome o;
 
-	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
+	peers_run(&env, &s, (struct side){1, ns_a}, &c, (struct side){1, ns_a}, &o);
 	peers_expect_all(&o, N, SMCR_OPTIN_SMC, SMCR_OPTIN_SMC);
 }
 
 static void test_ipv6_client_only(void **state)
 {
 	(void)state;
-	struct srv_cfg s = { .family = AF_INET6, .v6only = 1, .addr = "::1", .port = 7008,
-			     .nlisteners = 1, .optin = 0 };
-	struct cli_cfg c = { .family = AF_INET6, .addr = "::1", .port = 7008, .optin = 1 };
+	struct srv_cfg s = {.family = AF_INET6,
+	                    .v6only = 1,
+	                    .addr = "::1",
+	                    .port = 7008,
+	                    .nlisteners = 1,
+	                    .optin = 0};
+	struct cli_cfg c = {.family = AF_INET6, .addr = "::1", .port = 7008, .optin = 1};
 	struct outcome o;
 
-	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
+	peers_run(&env, &s, (struct side){1, ns_a}, &c, (struct side){1, ns_a}, &o);
 	peers_expect_all(&o, N, SMCR_OPTIN_PEER_NO, SMCR_OPTIN_NOT_REQUESTED);
 }
 
@@ -139,24 +146,32 @@ static void test_ipv6_client_only(void **state)
 static void test_v4_mapped(void **state)
 {
 	(void)state;
-	struct srv_cfg s = { .family = AF_INET6, .v6only = 0, .addr = "::", .port = 7009,
-			     .nlisteners = 1, .optin = 1 };
+	struct srv_cfg s = {.family = AF_INET6,
+	                    .v6only = 0,
+	                    .addr = "::",
+	                    .port = 7009,
+	                    .nlisteners = 1,
+	                    .optin = 1};
 	struct cli_cfg c = cli4(7009, 1);
 	struct outcome o;
 
-	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
+	peers_run(&env, &s, (struct side){1, ns_a}, &c, (struct side){1, ns_a}, &o);
 	peers_expect_all(&o, N, SMCR_OPTIN_SMC, SMCR_OPTIN_SMC);
 }
 
 static void test_v4_mapped_listener_only(void **state)
 {
 	(void)state;
-	struct srv_cfg s = { .family = AF_INET6, .v6only = 0, .addr = "::", .port = 7010,
-			     .nlisteners = 1, .optin = 1 };
+	struct srv_cfg s = {.family = AF_INET6,
+	                    .v6only = 0,
+	                    .addr = "::",
+	                    .port = 7010,
+	                    .nlisteners = 1,
+	                    .optin = 1};
 	struct cli_cfg c = cli4(7010, 0);
 	struct outcome o;
 
-	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
+	peers_run(&env, &s, (struct side){1, ns_a}, &c, (struct side){1, ns_a}, &o);
 	peers_expect_all(&o, N, SMCR_OPTIN_NOT_REQUESTED, SMCR_OPTIN_PEER_NO);
 }
 
@@ -168,7 +183,7 @@ static void test_reuseport_all(void **state)
 	struct outcome o;
 
 	s.nlisteners = 4;
-	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
+	peers_run(&env, &s, (struct side){1, ns_a}, &c, (struct side){1, ns_a}, &o);
 	peers_expect_all(&o, N, SMCR_OPTIN_SMC, SMCR_OPTIN_SMC);
 	for (int i = 0; i < 4; i++)
 		assert_true(o.per_listener_smc[i] > 0); /* every listener got connections */
@@ -184,7 +199,7 @@ static void test_reuseport_some(void **state)
 	struct outcome o;
 
 	s.nlisteners = 4;
-	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_a }, &o);
+	peers_run(&env, &s, (struct side){1, ns_a}, &c, (struct side){1, ns_a}, &o);
 	for (int i = 0; i < 2; i++) {
 		assert_true(o.per_listener_smc[i] > 0);
 		assert_int_equal(o.per_listener_plain[i], 0);
@@ -202,26 +217,30 @@ static void test_reuseport_some(void **state)
 static void test_veth_v4(void **state)
 {
 	(void)state;
-	struct srv_cfg s = { .family = AF_INET, .addr = "10.77.0.1", .port = 7013,
-			     .nlisteners = 1, .optin = 1 };
-	struct cli_cfg c = { .family = AF_INET, .addr = "10.77.0.1", .port = 7013, .optin = 1 };
+	struct srv_cfg s = {
+	    .family = AF_INET, .addr = "10.77.0.1", .port = 7013, .nlisteners = 1, .optin = 1};
+	struct cli_cfg c = {.family = AF_INET, .addr = "10.77.0.1", .port = 7013, .optin = 1};
 	struct outcome o;
 
-	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_b }, &o);
+	peers_run(&env, &s, (struct side){1, ns_a}, &c, (struct side){1, ns_b}, &o);
 	peers_expect_all(&o, N, SMCR_OPTIN_SMC, SMCR_OPTIN_SMC);
 }
 
 static void test_veth_v6_client_outside(void **state)
 {
 	(void)state;
-	struct srv_cfg s = { .family = AF_INET6, .v6only = 1, .addr = "fd77::1", .port = 7014,
-			     .nlisteners = 1, .optin = 1 };
-	struct cli_cfg c = { .family = AF_INET6, .addr = "fd77::1", .port = 7014, .optin = 1 };
+	struct srv_cfg s = {.family = AF_INET6,
+	                    .v6only = 1,
+	                    .addr = "fd77::1",
+	                    .port = 7014,
+	                    .nlisteners = 1,
+	                    .optin = 1};
+	struct cli_cfg c = {.family = AF_INET6, .addr = "fd77::1", .port = 7014, .optin = 1};
 	struct outcome o;
 
-	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 1, ns_b }, &o);
+	peers_run(&env, &s, (struct side){1, ns_a}, &c, (struct side){1, ns_b}, &o);
 	peers_expect_all(&o, N, SMCR_OPTIN_SMC, SMCR_OPTIN_SMC);
-	peers_run(&env, &s, (struct side){ 1, ns_a }, &c, (struct side){ 0, ns_b }, &o);
+	peers_run(&env, &s, (struct side){1, ns_a}, &c, (struct side){0, ns_b}, &o);
 	peers_expect_all(&o, N, SMCR_OPTIN_NOT_INSTALLED, SMCR_OPTIN_PEER_NO);
 }
 
@@ -234,7 +253,7 @@ struct late_res {
 static int late_peer(void *arg)
 {
 	struct late_res *lr = arg;
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(7015) };
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(7015)};
 	socklen_t len = sizeof(a);
 	int one = 1, l, c, s;
 
@@ -285,14 +304,17 @@ static int group_setup(void **state)
 	(void)state;
 	if (bpfenv_setup(&env, 1) != 0)
 		return -1;
-	if (bpfenv_netns(&env, "a", ns_a, sizeof(ns_a)) || bpfenv_netns(&env, "b", ns_b, sizeof(ns_b)))
+	if (bpfenv_netns(&env, "a", ns_a, sizeof(ns_a)) ||
+	    bpfenv_netns(&env, "b", ns_b, sizeof(ns_b)))
 		return -1;
 	return bpfenv_sh("ip -n %s link add va type veth peer name vb netns %s && "
-			 "ip -n %s addr add 10.77.0.1/24 dev va && "
-			 "ip -n %s addr add fd77::1/64 dev va nodad && ip -n %s link set va up && "
-			 "ip -n %s addr add 10.77.0.2/24 dev vb && "
-			 "ip -n %s addr add fd77::2/64 dev vb nodad && ip -n %s link set vb up",
-			 ns_a, ns_b, ns_a, ns_a, ns_a, ns_b, ns_b, ns_b) == 0 ? 0 : -1;
+	                 "ip -n %s addr add 10.77.0.1/24 dev va && "
+	                 "ip -n %s addr add fd77::1/64 dev va nodad && ip -n %s link set va up && "
+	                 "ip -n %s addr add 10.77.0.2/24 dev vb && "
+	                 "ip -n %s addr add fd77::2/64 dev vb nodad && ip -n %s link set vb up",
+	                 ns_a, ns_b, ns_a, ns_a, ns_a, ns_b, ns_b, ns_b) == 0
+	           ? 0
+	           : -1;
 }
 
 static int group_teardown(void **state)
@@ -311,21 +333,21 @@ int main(void)
 		return BPFENV_SKIP;
 	}
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_both_opted_in_v4),
-		cmocka_unit_test(test_listener_only),
-		cmocka_unit_test(test_client_only),
-		cmocka_unit_test(test_client_outside_cgroup),
-		cmocka_unit_test(test_server_outside_cgroup),
-		cmocka_unit_test(test_both_outside_cgroup),
-		cmocka_unit_test(test_ipv6),
-		cmocka_unit_test(test_ipv6_client_only),
-		cmocka_unit_test(test_v4_mapped),
-		cmocka_unit_test(test_v4_mapped_listener_only),
-		cmocka_unit_test(test_reuseport_all),
-		cmocka_unit_test(test_reuseport_some),
-		cmocka_unit_test(test_veth_v4),
-		cmocka_unit_test(test_veth_v6_client_outside),
-		cmocka_unit_test(test_too_late),
+	    cmocka_unit_test(test_both_opted_in_v4),
+	    cmocka_unit_test(test_listener_only),
+	    cmocka_unit_test(test_client_only),
+	    cmocka_unit_test(test_client_outside_cgroup),
+	    cmocka_unit_test(test_server_outside_cgroup),
+	    cmocka_unit_test(test_both_outside_cgroup),
+	    cmocka_unit_test(test_ipv6),
+	    cmocka_unit_test(test_ipv6_client_only),
+	    cmocka_unit_test(test_v4_mapped),
+	    cmocka_unit_test(test_v4_mapped_listener_only),
+	    cmocka_unit_test(test_reuseport_all),
+	    cmocka_unit_test(test_reuseport_some),
+	    cmocka_unit_test(test_veth_v4),
+	    cmocka_unit_test(test_veth_v6_client_outside),
+	    cmocka_unit_test(test_too_late),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -35,24 +35,24 @@ static struct bpfenv env;
 
 /* Drops the first SYN-ACK of every connection leaving this namespace. */
 static const char nft_drop_first_synack[] =
-	"table inet smcrt {\n"
-	"  set seen4 { type ipv4_addr . inet_service; size 65535; flags dynamic; }\n"
-	"  chain out {\n"
-	"    type filter hook output priority 0; policy accept;\n"
-	"    tcp flags & (syn|ack) == (syn|ack) ip daddr . tcp dport @seen4 accept\n"
-	"    tcp flags & (syn|ack) == (syn|ack) add @seen4 { ip daddr . tcp dport } "
-	"counter drop\n"
-	"  }\n"
-	"}\n";
+    "table inet smcrt {\n"
+    "  set seen4 { type ipv4_addr . inet_service; size 65535; flags dynamic; }\n"
+    "  chain out {\n"
+    "    type filter hook output priority 0; policy accept;\n"
+    "    tcp flags & (syn|ack) == (syn|ack) ip daddr . tcp dport @seen4 accept\n"
+    "    tcp flags & (syn|ack) == (syn|ack) add @seen4 { ip daddr . tcp dport } "
+    "counter drop\n"
+    "  }\n"
+    "}\n";
 
 static void netns_with(const char *tag, char *ns, size_t n, const char *sysctls)
 {
 	assert_int_equal(bpfenv_netns(&env, tag, ns, n), 0);
 	/* No syncookies from a full queue: 1000 half-open connections at once are expected. */
 	assert_int_equal(bpfenv_sh("ip netns exec %s sysctl -qw net.ipv4.tcp_max_syn_backlog=8192 "
-				   "net.core.somaxconn=8192 %s",
-				   ns, sysctls),
-			 0);
+	                           "net.core.somaxconn=8192 %s",
+	                           ns, sysctls),
+	                 0);
 }
 
 static void nft_drop(const char *ns)
@@ -62,7 +62,7 @@ static void nft_drop(const char *ns)
 
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, nft_drop_first_synack, sizeof(nft_drop_first_synack) - 1),
-			 (ssize_t)(sizeof(nft_drop_first_synack) - 1));
+	                 (ssize_t)(sizeof(nft_drop_first_synack) - 1));
 	close(fd);
 	int rc = bpfenv_sh("ip netns exec %s nft -f %s", ns, path);
 	unlink(path);
@@ -74,25 +74,27 @@ static long nft_dropped(const char *ns)
 	char out[4096];
 	const char *p;
 
-	assert_int_equal(bpfenv_sh_out(out, sizeof(out), "ip netns exec %s nft list chain inet "
-							 "smcrt out", ns), 0);
+	assert_int_equal(bpfenv_sh_out(out, sizeof(out),
+	                               "ip netns exec %s nft list chain inet "
+	                               "smcrt out",
+	                               ns),
+	                 0);
 	p = strstr(out, "counter packets ");
 	assert_non_null(p);
 	return strtol(p + 16, NULL, 10);
 }
 
-
 static void test_syncookies_forced(void **state)
 {
 	(void)state;
 	char ns[64];
-	struct srv_cfg s = { .family = AF_INET, .addr = "127.0.0.1", .port = 7101,
-			     .nlisteners = 1, .optin = 1 };
-	struct cli_cfg c = { .family = AF_INET, .addr = "127.0.0.1", .port = 7101, .optin = 1 };
+	struct srv_cfg s = {
+	    .family = AF_INET, .addr = "127.0.0.1", .port = 7101, .nlisteners = 1, .optin = 1};
+	struct cli_cfg c = {.family = AF_INET, .addr = "127.0.0.1", .port = 7101, .optin = 1};
 	struct outcome o;
 
 	netns_with("c", ns, sizeof(ns), "net.ipv4.tcp_syncookies=2");
-	peers_run(&env, &s, (struct side){ 1, ns }, &c, (struct side){ 1, ns }, &o);
+	peers_run(&env, &s, (struct side){1, ns}, &c, (struct side){1, ns}, &o);
 	peers_expect_all(&o, N, SMCR_OPTIN_PEER_NO, SMCR_OPTIN_SYNCOOKIE);
 }
 
@@ -100,15 +102,15 @@ static void test_first_synack_dropped(void **state)
 {
 	(void)state;
 	char ns[64];
-	struct srv_cfg s = { .family = AF_INET, .addr = "127.0.0.1", .port = 7102,
-			     .nlisteners = 1, .optin = 1 };
-	struct cli_cfg c = { .family = AF_INET, .addr = "127.0.0.1", .port = 7102, .optin = 1,
-			     .parallel = 1 };
+	struct srv_cfg s = {
+	    .family = AF_INET, .addr = "127.0.0.1", .port = 7102, .nlisteners = 1, .optin = 1};
+	struct cli_cfg c = {
+	    .family = AF_INET, .addr = "127.0.0.1", .port = 7102, .optin = 1, .parallel = 1};
 	struct outcome o;
 
 	netns_with("d", ns, sizeof(ns), "net.ipv4.tcp_syncookies=0");
 	nft_drop(ns);
-	peers_run(&env, &s, (struct side){ 1, ns }, &c, (struct side){ 1, ns }, &o);
+	peers_run(&env, &s, (struct side){1, ns}, &c, (struct side){1, ns}, &o);
 	peers_expect_all(&o, N, SMCR_OPTIN_SMC, SMCR_OPTIN_SMC);
 	assert_true(nft_dropped(ns) >= N);
 }
@@ -117,10 +119,18 @@ static void test_tfo(void **state)
 {
 	(void)state;
 	char ns[64];
-	struct srv_cfg s = { .family = AF_INET, .addr = "127.0.0.1", .port = 7103,
-			     .nlisteners = 1, .optin = 1, .fastopen = 4096 };
-	struct cli_cfg c = { .family = AF_INET, .addr = "127.0.0.1", .port = 7103, .optin = 1,
-			     .fastopen = 1, .count = 1 };
+	struct srv_cfg s = {.family = AF_INET,
+	                    .addr = "127.0.0.1",
+	                    .port = 7103,
+	                    .nlisteners = 1,
+	                    .optin = 1,
+	                    .fastopen = 4096};
+	struct cli_cfg c = {.family = AF_INET,
+	                    .addr = "127.0.0.1",
+	                    .port = 7103,
+	                    .optin = 1,
+	                    .fastopen = 1,
+	                    .count = 1};
 	struct outcome o;
 	struct peer_results *r;
 
@@ -128,14 +138,14 @@ static void test_tfo(void **state)
 	/* One connection first: the client gets its Fast Open cookie (the SYN-ACK carries
 	 * the cookie and our option: 40 bytes of options exactly). */
 	s.count = 1;
-	peers_run(&env, &s, (struct side){ 1, ns }, &c, (struct side){ 1, ns }, &o);
+	peers_run(&env, &s, (struct side){1, ns}, &c, (struct side){1, ns}, &o);
 	peers_expect_all(&o, 1, SMCR_OPTIN_SMC, SMCR_OPTIN_SMC);
 
 	/* Then 1000 at once with data in the SYN, nothing dropped. */
 	s.count = 0;
 	c.count = N;
 	c.parallel = 1;
-	peers_run(&env, &s, (struct side){ 1, ns }, &c, (struct side){ 1, ns }, &o);
+	peers_run(&env, &s, (struct side){1, ns}, &c, (struct side){1, ns}, &o);
 	peers_expect_all(&o, N, SMCR_OPTIN_SMC, SMCR_OPTIN_SMC);
 
 	/* And 1000 at once with every first SYN-ACK dropped: TFO SYN-ACK retransmits. To see
@@ -170,8 +180,8 @@ static void test_tfo(void **state)
 	}
 	for (int i = 0; i < r->ncli; i++)
 		smc_cli += r->cli[i].result == SMCR_OPTIN_SMC;
-	fprintf(stderr, "tfo children %d/%d, smc server %d client %d, SYN-ACKs dropped %ld\n",
-		tfo, r->nsrv, smc_srv, smc_cli, nft_dropped(ns));
+	fprintf(stderr, "tfo children %d/%d, smc server %d client %d, SYN-ACKs dropped %ld\n", tfo,
+	        r->nsrv, smc_srv, smc_cli, nft_dropped(ns));
 	assert_true(tfo >= N * 9 / 10); /* the case really is Fast Open */
 	assert_int_equal(smc_srv, N);
 	assert_int_equal(smc_cli, N);
@@ -181,7 +191,7 @@ static void test_tfo(void **state)
 	s.res = c.res = NULL;
 	s.count = 0;
 	s.port = c.port = 7104;
-	peers_run(&env, &s, (struct side){ 1, ns }, &c, (struct side){ 1, ns }, &o);
+	peers_run(&env, &s, (struct side){1, ns}, &c, (struct side){1, ns}, &o);
 	peers_expect_all(&o, N, SMCR_OPTIN_SMC, SMCR_OPTIN_SMC);
 }
 
@@ -195,9 +205,9 @@ static void test_synack_no_space(void **state)
 	struct bpf_program *prog;
 	struct bpf_link *link;
 	int cgfd;
-	struct srv_cfg s = { .family = AF_INET, .addr = "127.0.0.1", .port = 7105,
-			     .nlisteners = 1, .optin = 1 };
-	struct cli_cfg c = { .family = AF_INET, .addr = "127.0.0.1", .port = 7105, .optin = 1 };
+	struct srv_cfg s = {
+	    .family = AF_INET, .addr = "127.0.0.1", .port = 7105, .nlisteners = 1, .optin = 1};
+	struct cli_cfg c = {.family = AF_INET, .addr = "127.0.0.1", .port = 7105, .optin = 1};
 	struct outcome o;
 
 	netns_with("h", ns, sizeof(ns), "net.ipv4.tcp_syncookies=0");
@@ -214,7 +224,7 @@ static void test_synack_no_space(void **state)
 	link = bpf_program__attach_cgroup(prog, cgfd);
 	assert_non_null(link);
 
-	peers_run(&env, &s, (struct side){ 2, ns }, &c, (struct side){ 1, ns }, &o);
+	peers_run(&env, &s, (struct side){2, ns}, &c, (struct side){1, ns}, &o);
 	peers_expect_all(&o, N, SMCR_OPTIN_PEER_NO, SMCR_OPTIN_NO_SPACE);
 
 	bpf_link__destroy(link); /* unpinned: detached now */
@@ -248,10 +258,10 @@ int main(void)
 		return BPFENV_SKIP;
 	}
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_syncookies_forced),
-		cmocka_unit_test(test_first_synack_dropped),
-		cmocka_unit_test(test_tfo),
-		cmocka_unit_test(test_synack_no_space),
+	    cmocka_unit_test(test_syncookies_forced),
+	    cmocka_unit_test(test_first_synack_dropped),
+	    cmocka_unit_test(test_tfo),
+	    cmocka_unit_test(test_synack_no_space),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -38,21 +38,21 @@ static struct bpfenv env;
 static char ns_a[64], ns_b[64];
 static int cap_fd = -1;
 
-static const uint8_t smc_opt_padded[8] = { 0xfe, 0x06, 0xe2, 0xd4, 0xc3, 0xd9, 0x01, 0x01 };
+static const uint8_t smc_opt_padded[8] = {0xfe, 0x06, 0xe2, 0xd4, 0xc3, 0xd9, 0x01, 0x01};
 
 /* One captured handshake segment: the header fields that must not change, and the
  * option block with timestamp values zeroed. */
 struct seg {
 	int found;
-	uint8_t ip_fixed[8];  /* v4: tos, DF, ttl, proto; v6: version/class, next, hop limit */
-	unsigned ip_len;      /* v4 total length / v6 payload length */
+	uint8_t ip_fixed[8]; /* v4: tos, DF, ttl, proto; v6: version/class, next, hop limit */
+	unsigned ip_len;     /* v4 total length / v6 payload length */
 	uint8_t tcp_flags;
 	uint16_t window;
 	uint16_t urg;
-	unsigned doff;        /* bytes */
+	unsigned doff; /* bytes */
 	uint8_t opt[40];
 	unsigned optlen;
-	uint8_t raw[128];     /* IP + TCP header as captured, for the pcap */
+	uint8_t raw[128]; /* IP + TCP header as captured, for the pcap */
 	unsigned rawlen;
 };
 
@@ -110,7 +110,8 @@ static void collect(uint16_t port, struct handshake *h)
 			if (ip[6] != 6)
 				continue;
 			tcp = ip + 40;
-			s.ip_fixed[0] = ip[0]; /* version, traffic class; the flow label is per flow */
+			s.ip_fixed[0] =
+			    ip[0]; /* version, traffic class; the flow label is per flow */
 			s.ip_fixed[1] = ip[1] & 0xf0;
 			s.ip_fixed[4] = ip[6];
 			s.ip_fixed[5] = ip[7];
@@ -141,16 +142,20 @@ static void collect(uint16_t port, struct handshake *h)
 	}
 }
 
-static void handshake(int family, uint16_t port, int srv_cov, int srv_opt, int cli_cov,
-		      int cli_opt, struct handshake *h)
+static void handshake(int family, uint16_t port, int srv_cov, int srv_opt, int cli_cov, int cli_opt,
+                      struct handshake *h)
 {
-	struct srv_cfg s = { .family = family, .v6only = 1, .port = port, .nlisteners = 1,
-			     .optin = (unsigned)srv_opt, .count = 1 };
-	struct cli_cfg c = { .family = family, .port = port, .optin = cli_opt, .count = 1 };
+	struct srv_cfg s = {.family = family,
+	                    .v6only = 1,
+	                    .port = port,
+	                    .nlisteners = 1,
+	                    .optin = (unsigned)srv_opt,
+	                    .count = 1};
+	struct cli_cfg c = {.family = family, .port = port, .optin = cli_opt, .count = 1};
 	struct outcome o;
 
 	s.addr = c.addr = family == AF_INET ? "10.77.0.1" : "fd77::1";
-	peers_run(&env, &s, (struct side){ srv_cov, ns_a }, &c, (struct side){ cli_cov, ns_b }, &o);
+	peers_run(&env, &s, (struct side){srv_cov, ns_a}, &c, (struct side){cli_cov, ns_b}, &o);
 	collect(port, h);
 	assert_true(h->syn.found);
 	assert_true(h->synack.found);
@@ -188,14 +193,14 @@ static void tshark_check(const struct seg *syn, int family)
 {
 	char path[] = "/tmp/smcr-wire-XXXXXX";
 	char out[256];
-	uint8_t hdr[24] = { 0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0 };
-	uint8_t rec[16] = { 0 };
+	uint8_t hdr[24] = {0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0};
+	uint8_t rec[16] = {0};
 	int fd;
 
 	if (bpfenv_sh("tshark -v >/dev/null 2>&1") != 0)
 		return; /* optional second opinion */
 	hdr[16] = 0xff;
-	hdr[17] = 0xff; /* snaplen 65535 */
+	hdr[17] = 0xff;                          /* snaplen 65535 */
 	hdr[20] = family == AF_INET ? 228 : 229; /* LINKTYPE_IPV4 / LINKTYPE_IPV6 */
 	rec[8] = rec[12] = (uint8_t)syn->rawlen;
 	fd = mkstemp(path);
@@ -205,8 +210,9 @@ static void tshark_check(const struct seg *syn, int family)
 	assert_int_equal(write(fd, syn->raw, syn->rawlen), (ssize_t)syn->rawlen);
 	close(fd);
 	int rc = bpfenv_sh_out(out, sizeof(out),
-			       "tshark -r %s -T fields -e tcp.options.experimental.exid "
-			       "-e tcp.options.experimental.data 2>/dev/null", path);
+	                       "tshark -r %s -T fields -e tcp.options.experimental.exid "
+	                       "-e tcp.options.experimental.data 2>/dev/null",
+	                       path);
 	unlink(path);
 	assert_int_equal(rc, 0);
 	/* Wireshark reads a 16-bit ExID (e2d4) followed by data c3d9 (wireshark.md). */
@@ -218,8 +224,8 @@ static void run_family(int family, uint16_t base)
 {
 	struct handshake outside, plain, both, cli_only, srv_only;
 
-	handshake(family, base + 0, 0, 1, 0, 1, &outside);  /* programs do not see them */
-	handshake(family, base + 1, 1, 0, 1, 0, &plain);    /* seen, not opted in */
+	handshake(family, base + 0, 0, 1, 0, 1, &outside); /* programs do not see them */
+	handshake(family, base + 1, 1, 0, 1, 0, &plain);   /* seen, not opted in */
 	handshake(family, base + 2, 1, 1, 1, 1, &both);
 	handshake(family, base + 3, 1, 0, 1, 1, &cli_only);
 	handshake(family, base + 4, 1, 1, 1, 0, &srv_only);
@@ -255,15 +261,16 @@ static int group_setup(void **state)
 
 	if (bpfenv_setup(&env, 1) != 0)
 		return -1;
-	if (bpfenv_netns(&env, "a", ns_a, sizeof(ns_a)) || bpfenv_netns(&env, "b", ns_b, sizeof(ns_b)))
+	if (bpfenv_netns(&env, "a", ns_a, sizeof(ns_a)) ||
+	    bpfenv_netns(&env, "b", ns_b, sizeof(ns_b)))
 		return -1;
 	/* No offloads: the captured frames are the ones the stack built. */
 	rc = bpfenv_sh("ip -n %s link add va type veth peer name vb netns %s && "
-		       "ip -n %s addr add 10.77.0.1/24 dev va && "
-		       "ip -n %s addr add fd77::1/64 dev va nodad && ip -n %s link set va up && "
-		       "ip -n %s addr add 10.77.0.2/24 dev vb && "
-		       "ip -n %s addr add fd77::2/64 dev vb nodad && ip -n %s link set vb up",
-		       ns_a, ns_b, ns_a, ns_a, ns_a, ns_b, ns_b, ns_b);
+	               "ip -n %s addr add 10.77.0.1/24 dev va && "
+	               "ip -n %s addr add fd77::1/64 dev va nodad && ip -n %s link set va up && "
+	               "ip -n %s addr add 10.77.0.2/24 dev vb && "
+	               "ip -n %s addr add fd77::2/64 dev vb nodad && ip -n %s link set vb up",
+	               ns_a, ns_b, ns_a, ns_a, ns_a, ns_b, ns_b, ns_b);
 	if (rc != 0)
 		return -1;
 	/* The capture socket lives in the server's namespace, on va. */
@@ -277,8 +284,8 @@ static int group_setup(void **state)
 	close(self);
 	if (cap_fd < 0 || idx == 0)
 		return -1;
-	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL),
-				   .sll_ifindex = (int)idx };
+	struct sockaddr_ll sll = {
+	    .sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL), .sll_ifindex = (int)idx};
 	return bind(cap_fd, (struct sockaddr *)&sll, sizeof(sll));
 }
 
@@ -300,8 +307,8 @@ int main(void)
 		return BPFENV_SKIP;
 	}
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_wire_ipv4),
-		cmocka_unit_test(test_wire_ipv6),
+	    cmocka_unit_test(test_wire_ipv4),
+	    cmocka_unit_test(test_wire_ipv6),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -65,7 +65,7 @@ static void test_classify_abi(void **state)
 {
 	(void)state;
 	assert_int_equal(smcr_optin_classify(SMCR_BPF_ABI + 1, CLIENT | F(SENT) | F(PEER)),
-			 SMCR_OPTIN_ABI);
+	                 SMCR_OPTIN_ABI);
 	assert_int_equal(smcr_optin_classify(0, 0), SMCR_OPTIN_ABI);
 }
 
@@ -75,7 +75,7 @@ static void test_names_and_errors(void **state)
 	assert_string_equal(smcr_optin_name(SMCR_OPTIN_SMC), "SMC");
 	assert_string_equal(smcr_optin_name(SMCR_OPTIN_NOT_INSTALLED), "NOT_INSTALLED");
 	assert_string_equal(smcr_optin_name(SMCR_OPTIN__COUNT), "UNKNOWN");
-	assert_string_equal(smcr_optin_name((enum smcr_optin_result)-1), "UNKNOWN");
+	assert_string_equal(smcr_optin_name((enum smcr_optin_result) - 1), "UNKNOWN");
 	assert_int_equal(smcr_optin_err(SMCR_OPTIN_SMC), 0);
 	for (int r = 0; r < SMCR_OPTIN__COUNT; r++) {
 		assert_true(strlen(smcr_optin_reason(r)) > 10);
@@ -83,7 +83,8 @@ static void test_names_and_errors(void **state)
 			int e = smcr_optin_err(r);
 			assert_true(e < 0);
 			assert_true(strncmp(smcr_err_name(e), "BPF_", 4) == 0);
-			assert_int_equal(smcr_err_decline(e), 0); /* before CLC: nothing to decline */
+			assert_int_equal(smcr_err_decline(e),
+			                 0); /* before CLC: nothing to decline */
 		}
 	}
 	assert_int_equal(smcr_err_errno(smcr_optin_err(SMCR_OPTIN_NOT_INSTALLED)), ENOPROTOOPT);
@@ -110,11 +111,9 @@ static void test_not_tcp_and_bad_fd(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_classify_client),
-		cmocka_unit_test(test_classify_server),
-		cmocka_unit_test(test_classify_abi),
-		cmocka_unit_test(test_names_and_errors),
-		cmocka_unit_test(test_not_tcp_and_bad_fd),
+	    cmocka_unit_test(test_classify_client),    cmocka_unit_test(test_classify_server),
+	    cmocka_unit_test(test_classify_abi),       cmocka_unit_test(test_names_and_errors),
+	    cmocka_unit_test(test_not_tcp_and_bad_fd),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

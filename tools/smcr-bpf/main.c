@@ -46,41 +46,39 @@ enum { EXIT_ERR = 1, EXIT_USAGE = 2, EXIT_NOT_INSTALLED = 3, EXIT_REFUSED = 4 };
 
 /* The three programs, their attach types and pin names. */
 struct prog_desc {
-	const char *hook;      /* shown by status */
-	const char *prog_pin;  /* pin names inside the pin dir */
+	const char *hook;     /* shown by status */
+	const char *prog_pin; /* pin names inside the pin dir */
 	const char *link_pin;
-	const char *name;      /* program name in the kernel (15 characters at most) */
+	const char *name; /* program name in the kernel (15 characters at most) */
 	enum bpf_attach_type type;
 };
 static const struct prog_desc progs[3] = {
-	{ "sock_ops", "prog_sockops", "link_sockops", "smcr_sockops", BPF_CGROUP_SOCK_OPS },
-	{ "setsockopt", "prog_setsockopt", "link_setsockopt", "smcr_setsockopt",
-	  BPF_CGROUP_SETSOCKOPT },
-	{ "getsockopt", "prog_getsockopt", "link_getsockopt", "smcr_getsockopt",
-	  BPF_CGROUP_GETSOCKOPT },
+    {"sock_ops", "prog_sockops", "link_sockops", "smcr_sockops", BPF_CGROUP_SOCK_OPS},
+    {"setsockopt", "prog_setsockopt", "link_setsockopt", "smcr_setsockopt", BPF_CGROUP_SETSOCKOPT},
+    {"getsockopt", "prog_getsockopt", "link_getsockopt", "smcr_getsockopt", BPF_CGROUP_GETSOCKOPT},
 };
-static const char *const map_pins[4] = { "map_sk", "map_echo", "map_stats", "map_meta" };
+static const char *const map_pins[4] = {"map_sk", "map_echo", "map_stats", "map_meta"};
 
 /* Counter names, in enum smcr_bpf_ctr order (bpf/abi.h). */
 static const char *const ctr_names[SMCR_C__COUNT] = {
-	[SMCR_C_OPTIN] = "opt_in_requests",
-	[SMCR_C_OPTIN_LATE] = "opt_in_too_late",
-	[SMCR_C_ARM_CONNECT] = "clients_armed",
-	[SMCR_C_ARM_LISTEN] = "listeners_armed",
-	[SMCR_C_ARM_FAIL] = "arm_failures",
-	[SMCR_C_SAVESYN_FAIL] = "save_syn_failures",
-	[SMCR_C_SYN_WRITTEN] = "syn_options_written",
-	[SMCR_C_SYN_NOSPACE] = "syn_no_space",
-	[SMCR_C_SYNACK_ECHOED] = "synack_options_echoed",
-	[SMCR_C_SYNACK_NOSPACE] = "synack_no_space",
-	[SMCR_C_SYNACK_COOKIE] = "synack_syncookie_skips",
-	[SMCR_C_SYNACK_NOSYN] = "synack_tfo_retransmit_echoes",
-	[SMCR_C_ECHO_MAP_FAIL] = "echo_record_failures",
-	[SMCR_C_SEEN_SYN] = "peer_syn_with_option",
-	[SMCR_C_SEEN_SYNACK] = "peer_synack_with_option",
-	[SMCR_C_CLIENT_SMC] = "client_smc",
-	[SMCR_C_SERVER_SMC] = "server_smc",
-	[SMCR_C_STATE_READ] = "state_reads",
+    [SMCR_C_OPTIN] = "opt_in_requests",
+    [SMCR_C_OPTIN_LATE] = "opt_in_too_late",
+    [SMCR_C_ARM_CONNECT] = "clients_armed",
+    [SMCR_C_ARM_LISTEN] = "listeners_armed",
+    [SMCR_C_ARM_FAIL] = "arm_failures",
+    [SMCR_C_SAVESYN_FAIL] = "save_syn_failures",
+    [SMCR_C_SYN_WRITTEN] = "syn_options_written",
+    [SMCR_C_SYN_NOSPACE] = "syn_no_space",
+    [SMCR_C_SYNACK_ECHOED] = "synack_options_echoed",
+    [SMCR_C_SYNACK_NOSPACE] = "synack_no_space",
+    [SMCR_C_SYNACK_COOKIE] = "synack_syncookie_skips",
+    [SMCR_C_SYNACK_NOSYN] = "synack_tfo_retransmit_echoes",
+    [SMCR_C_ECHO_MAP_FAIL] = "echo_record_failures",
+    [SMCR_C_SEEN_SYN] = "peer_syn_with_option",
+    [SMCR_C_SEEN_SYNACK] = "peer_synack_with_option",
+    [SMCR_C_CLIENT_SMC] = "client_smc",
+    [SMCR_C_SERVER_SMC] = "server_smc",
+    [SMCR_C_STATE_READ] = "state_reads",
 };
 _Static_assert(sizeof(ctr_names) / sizeof(ctr_names[0]) == SMCR_C__COUNT, "counter names");
 
@@ -246,15 +244,15 @@ static void remove_pins(const char *dir)
 
 static struct bpf_map *skel_map(struct smcr_opt *s, int i)
 {
-	struct bpf_map *m[4] = { s->maps.smcr_sk, s->maps.smcr_echo, s->maps.smcr_stats,
-				 s->maps.smcr_meta };
+	struct bpf_map *m[4] = {s->maps.smcr_sk, s->maps.smcr_echo, s->maps.smcr_stats,
+	                        s->maps.smcr_meta};
 	return m[i];
 }
 
 static struct bpf_program *skel_prog(struct smcr_opt *s, int i)
 {
-	struct bpf_program *p[3] = { s->progs.smcr_sockops, s->progs.smcr_setsockopt,
-				     s->progs.smcr_getsockopt };
+	struct bpf_program *p[3] = {s->progs.smcr_sockops, s->progs.smcr_setsockopt,
+	                            s->progs.smcr_getsockopt};
 	return p[i];
 }
 
@@ -295,7 +293,7 @@ static int cmd_install(const char *cgroup_arg, const char *dir)
 {
 	char cg[4096], where[4096], p[4096];
 	struct smcr_opt *s = NULL;
-	struct bpf_link *links[3] = { NULL, NULL, NULL };
+	struct bpf_link *links[3] = {NULL, NULL, NULL};
 	struct stat st;
 	int cgfd = -1, rc = EXIT_ERR, pinned = 0;
 
@@ -347,7 +345,8 @@ static int cmd_install(const char *cgroup_arg, const char *dir)
 	s = smcr_opt__open_and_load();
 	if (!s) {
 		die_msg("loading the BPF programs failed: %s (needs root, or CAP_BPF and "
-			"CAP_NET_ADMIN; kernel >= 5.15)", strerror(errno));
+		        "CAP_NET_ADMIN; kernel >= 5.15)",
+		        strerror(errno));
 		goto out;
 	}
 	if (write_meta(s, cg, (__u64)st.st_ino, (__u64)time(NULL)) != 0) {
@@ -377,7 +376,8 @@ static int cmd_install(const char *cgroup_arg, const char *dir)
 	for (int i = 0; i < 3; i++) {
 		links[i] = bpf_program__attach_cgroup(skel_prog(s, i), cgfd);
 		if (!links[i]) {
-			die_msg("attaching %s to %s failed: %s", progs[i].hook, cg, strerror(errno));
+			die_msg("attaching %s to %s failed: %s", progs[i].hook, cg,
+			        strerror(errno));
 			goto out;
 		}
 		pin_path(p, sizeof(p), dir, progs[i].link_pin);
@@ -386,8 +386,8 @@ static int cmd_install(const char *cgroup_arg, const char *dir)
 			goto out;
 		}
 	}
-	printf("smcr-bpf: installed version %s (abi %d) on cgroup %s, pinned in %s\n",
-	       SMCR_VERSION, SMCR_BPF_ABI, cg, dir);
+	printf("smcr-bpf: installed version %s (abi %d) on cgroup %s, pinned in %s\n", SMCR_VERSION,
+	       SMCR_BPF_ABI, cg, dir);
 	rc = 0;
 out:
 	if (rc != 0 && pinned) {
@@ -406,9 +406,9 @@ static int cmd_upgrade(const char *dir)
 {
 	struct smcr_bpf_meta m;
 	struct smcr_opt *s = NULL;
-	struct bpf_link *links[3] = { NULL, NULL, NULL };
+	struct bpf_link *links[3] = {NULL, NULL, NULL};
 	char p[4096];
-	int mapfd[4] = { -1, -1, -1, -1 }, rc = EXIT_ERR, r;
+	int mapfd[4] = {-1, -1, -1, -1}, rc = EXIT_ERR, r;
 
 	r = read_meta(dir, &m);
 	if (r) {
@@ -426,7 +426,7 @@ static int cmd_upgrade(const char *dir)
 		mapfd[i] = bpf_obj_get(p);
 		if (mapfd[i] < 0 || bpf_map__reuse_fd(skel_map(s, i), mapfd[i]) != 0) {
 			die_msg("map %s cannot be reused (%s): uninstall, then install", p,
-				strerror(errno));
+			        strerror(errno));
 			goto out;
 		}
 	}
@@ -443,7 +443,8 @@ static int cmd_upgrade(const char *dir)
 			goto out;
 		}
 		if (bpf_link__update_program(links[i], skel_prog(s, i)) != 0) {
-			die_msg("replacing the %s program failed: %s", progs[i].hook, strerror(errno));
+			die_msg("replacing the %s program failed: %s", progs[i].hook,
+			        strerror(errno));
 			goto out;
 		}
 	}
@@ -490,7 +491,7 @@ static int cmd_uninstall(const char *dir)
 	remove_pins(dir);
 	if (rmdir(dir) != 0 && errno != ENOENT) {
 		die_msg("rmdir %s: %s (files left there that smcr-bpf did not create?)", dir,
-			strerror(errno));
+		        strerror(errno));
 		return EXIT_ERR;
 	}
 	printf("smcr-bpf: uninstalled from %s\n", dir);
@@ -520,8 +521,7 @@ static void status_prog(const char *dir, int i, const char *cgroup)
 	for (int b = 0; b < BPF_TAG_SIZE; b++)
 		snprintf(tag + 2 * b, 3, "%02x", pi.tag[b]);
 	cgfd = open(cgroup, O_RDONLY | O_DIRECTORY);
-	if (cgfd >= 0 && pi.id &&
-	    bpf_prog_query(cgfd, progs[i].type, 0, &aflags, ids, &cnt) == 0)
+	if (cgfd >= 0 && pi.id && bpf_prog_query(cgfd, progs[i].type, 0, &aflags, ids, &cnt) == 0)
 		for (__u32 k = 0; k < cnt; k++)
 			attached |= ids[k] == pi.id;
 	printf("  %-12s prog %u %s tag %s, link %u, %s\n", progs[i].hook, pi.id,
@@ -556,7 +556,8 @@ static int cmd_status(const char *dir)
 	printf("smcr-bpf: installed\n");
 	printf("  version      %s (abi %u)%s\n", m.version, m.abi,
 	       strcmp(m.version, SMCR_VERSION) ? " (this smcr-bpf is " SMCR_VERSION
-						   ": `smcr-bpf upgrade`)" : "");
+	                                         ": `smcr-bpf upgrade`)"
+	                                       : "");
 	printf("  pin dir      %s\n", dir);
 	printf("  cgroup       %s (id %llu)\n", m.cgroup, (unsigned long long)m.cgroup_id);
 	printf("  installed    %s\n", when);
@@ -591,26 +592,22 @@ static int cmd_status(const char *dir)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: smcr-bpf install   [--cgroup PATH] [--pin-dir DIR]\n"
-		"       smcr-bpf upgrade   [--pin-dir DIR]\n"
-		"       smcr-bpf uninstall [--pin-dir DIR]\n"
-		"       smcr-bpf status    [--pin-dir DIR]\n"
-		"Installs the BPF programs that let unprivileged smcr programs offer SMC-R in\n"
-		"their TCP handshakes (kind 254, ExID E2D4C3D9). Default cgroup: the cgroup v2\n"
-		"root from /proc/mounts; default pin dir: " DEFAULT_PIN_DIR ".\n"
-		"Options: -v (libbpf messages), --version.\n");
+	fprintf(f, "usage: smcr-bpf install   [--cgroup PATH] [--pin-dir DIR]\n"
+	           "       smcr-bpf upgrade   [--pin-dir DIR]\n"
+	           "       smcr-bpf uninstall [--pin-dir DIR]\n"
+	           "       smcr-bpf status    [--pin-dir DIR]\n"
+	           "Installs the BPF programs that let unprivileged smcr programs offer SMC-R in\n"
+	           "their TCP handshakes (kind 254, ExID E2D4C3D9). Default cgroup: the cgroup v2\n"
+	           "root from /proc/mounts; default pin dir: " DEFAULT_PIN_DIR ".\n"
+	           "Options: -v (libbpf messages), --version.\n");
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "cgroup", required_argument, NULL, 'c' },
-		{ "pin-dir", required_argument, NULL, 'p' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "version", no_argument, NULL, 'V' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"cgroup", required_argument, NULL, 'c'}, {"pin-dir", required_argument, NULL, 'p'},
+	    {"verbose", no_argument, NULL, 'v'},      {"version", no_argument, NULL, 'V'},
+	    {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
 	};
 	const char *cgroup = NULL, *dir = DEFAULT_PIN_DIR, *cmd;
 	int c;
