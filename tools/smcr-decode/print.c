@@ -98,9 +98,14 @@ static void frame_fields(struct out *o, const struct clc_frame *f)
 	out_str(o, "trailer", eye_name(f->trail));
 }
 
+/* 16 hex digits, no prefix: 2-byte instance then the MAC (wire-formats.md 2.3). */
 static void peer_id(struct out *o, const struct wire_peer_id *p)
 {
-	out_hex(o, "peer_id", wire_peer_id_u64(p), 16);
+	uint8_t b[WIRE_PEER_ID_LEN];
+	uint64_t v = wire_peer_id_u64(p);
+	for (int i = WIRE_PEER_ID_LEN - 1; i >= 0; i--, v >>= 8)
+		b[i] = (uint8_t)v;
+	out_bytes(o, "peer_id", b, sizeof(b));
 }
 
 static void rmbe_size(struct out *o, unsigned code)
