@@ -380,7 +380,8 @@ static void test_hex_forms(void **state)
 	/* The SMC TCP option alone (wire-formats.md 1). */
 	assert_int_equal(runcmd(&r, "%s --json fe06e2d4c3d9", shq(decoder)), 0);
 	assert_int_equal(r.status, 0);
-	expect_line(r.out, 0, "{\"kind\":\"tcp.option\",\"aligned\":false,\"exid\":\"0xe2d4c3d9\"}");
+	expect_line(r.out, 0,
+		    "{\"kind\":\"tcp.option\",\"aligned\":false,\"exid\":\"0xe2d4c3d9\"}");
 	runcmd_free(&r);
 }
 
@@ -531,7 +532,8 @@ static void test_pcap_truncated_stream(void **state)
 	assert_int_equal(runcmd(&r, "%s --json -r %s", shq(decoder), shq(path)), 0);
 	assert_int_equal(r.status, 2);
 	assert_int_equal(line_count(r.out), 1);
-	expect_line(r.out, 0, "{\"kind\":\"clc.decline\",\"frame\":4,\"diagnosis\":\"0x03070000\"}");
+	expect_line(r.out, 0,
+		    "{\"kind\":\"clc.decline\",\"frame\":4,\"diagnosis\":\"0x03070000\"}");
 	assert_non_null(strstr(r.err, "clc.proposal: CLC_TRUNCATED"));
 	assert_non_null(strstr(r.err, "(60 of 92 bytes)"));
 	runcmd_free(&r);

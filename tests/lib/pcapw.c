@@ -139,7 +139,11 @@ static void put24(uint8_t *p, uint32_t v)
 {
 	p[0] = (uint8_t)(v >> 16); p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)v;
 }
-static void put32(uint8_t *p, uint32_t v) { put16(p, (uint16_t)(v >> 16)); put16(p + 2, (uint16_t)v); }
+static void put32(uint8_t *p, uint32_t v)
+{
+	put16(p, (uint16_t)(v >> 16));
+	put16(p + 2, (uint16_t)v);
+}
 
 static size_t eth(uint8_t *out, const struct pcapw_ep *src, const struct pcapw_ep *dst,
 		  uint16_t type)
@@ -324,7 +328,7 @@ size_t pcapw_build_roce_v2(uint8_t *out, size_t cap, const struct pcapw_roce *p)
 	put16(u, p->src->port);
 	put16(u + 2, ROCE_V2_UDP_PORT);
 	put16(u + 4, (uint16_t)udplen);
-	put16(u + 6, 0);			/* no UDP checksum (allowed over IPv4; RoCE v2 does) */
+	put16(u + 6, 0);			/* no UDP checksum: allowed over IPv4 */
 	bth(u + UDP_HDR_LEN, p);
 	if (p->len)
 		memcpy(u + UDP_HDR_LEN + ROCE_BTH_LEN, p->payload, p->len);

@@ -264,8 +264,18 @@ static void roce(struct gen *g, enum gen_kind kind, int ver, bool from_server,
 		.dqpn = from_server ? 0x1a1b1c : 0x0a0b0c, .psn = 0x100 + (uint32_t)g->n,
 		.payload = f->bytes, .len = f->len,
 	};
-	if ((ver == 1 ? pcapw_roce_v1(&g->w, &p) : pcapw_roce_v2(&g->w, &p)))
+	uint8_t frame[PCAPW_FRAME_MAX];
+	size_t n = ver == 1 ? pcapw_build_roce_v1(frame, sizeof(frame), &p)
+			    : pcapw_build_roce_v2(frame, sizeof(frame), &p);
+	f->dest_qp = p.dqpn;
+	f->bth_psn = p.psn;
+	if (n < 4 || pcapw_frame(&g->w, frame, n)) {
 		g->failed = 1;
+		return;
+	}
+	const uint8_t *crc = frame + n - ROCE_ICRC_LEN;
+	f->icrc_wire = (uint32_t)crc[0] << 24 | (uint32_t)crc[1] << 16 | (uint32_t)crc[2] << 8 |
+		       crc[3];
 }
 
 static void llc_msgs(struct gen *g)

@@ -32,6 +32,8 @@ struct gen_frame {
 	struct clc_msg clc;
 	struct llc_msg llc;
 	struct cdc_msg cdc;
+	uint32_t dest_qp, bth_psn;	/* RoCE BTH */
+	uint32_t icrc_wire;	/* RoCE: the 4 ICRC bytes as written, read big-endian */
 	uint8_t bytes[256];	/* the encoded message (CLC/LLC/CDC) */
 	size_t len;
 	const char *what;	/* short description for failure messages */
