@@ -25,8 +25,9 @@ struct tcp_dir {
 	bool have_base;		/* base is known (SYN seen, or first data began with CLC) */
 	bool done;		/* CLC phase over: ignore further data */
 	uint32_t base;		/* sequence number of stream byte 0 */
-	uint8_t *buf;		/* CAP_STREAM_MAX bytes once data arrives */
-	uint8_t *have;		/* bitmap: byte i of the stream received */
+	uint8_t *buf;		/* bufcap bytes, grown on demand up to CAP_STREAM_MAX */
+	uint8_t *have;		/* bitmap of bufcap bits: byte i of the stream received */
+	size_t bufcap;
 	size_t contig;		/* bytes 0..contig-1 all received */
 	size_t parsed;		/* bytes consumed by the CLC decoder */
 	unsigned last_frame;	/* frame that last extended the stream */
@@ -85,11 +86,40 @@ static struct tcp_dir *dir_get(struct cap *c, const struct frame_info *fi)
 	return t;
 }
 
-static void dir_reset(struct tcp_dir *t)
+static void dir_free_bufs(struct tcp_dir *t)
 {
 	free(t->buf);
 	free(t->have);
 	t->buf = t->have = NULL;
+	t->bufcap = 0;
+}
+
+/* Makes the buffers hold stream bytes [0, need). 0, or -1 when out of memory. */
+static int dir_grow(struct tcp_dir *t, size_t need)
+{
+	if (need <= t->bufcap)
+		return 0;
+	size_t cap = t->bufcap ? t->bufcap : 4096;
+	while (cap < need)
+		cap *= 2;
+	if (cap > CAP_STREAM_MAX)
+		cap = CAP_STREAM_MAX;
+	uint8_t *b = realloc(t->buf, cap);
+	if (!b)
+		return -1;
+	t->buf = b;
+	uint8_t *h = realloc(t->have, cap / 8);
+	if (!h)
+		return -1;
+	memset(h + t->bufcap / 8, 0, (cap - t->bufcap) / 8);
+	t->have = h;
+	t->bufcap = cap;
+	return 0;
+}
+
+static void dir_reset(struct tcp_dir *t)
+{
+	dir_free_bufs(t);
 	t->have_base = t->done = false;
 	t->contig = t->parsed = 0;
 }
@@ -111,9 +141,7 @@ static void dir_decode(struct cap *c, struct tcp_dir *t, bool final)
 				    &stop);
 	if (stop == DEC_STOP_NOT_CLC) {
 		/* The CLC phase is over: drop the buffers, keep the direction known. */
-		free(t->buf);
-		free(t->have);
-		t->buf = t->have = NULL;
+		dir_free_bufs(t);
 		t->done = true;
 	}
 }
@@ -131,6 +159,7 @@ static void tcp_segment(struct cap *c, const struct frame_info *fi)
 			addr_text(dst, sizeof(dst), fi->ipver, fi->dst_ip, fi->dport);
 			struct dec_where w = {
 				.transport = DEC_TCP, .frame = c->frame, .src = src, .dst = dst,
+				.syn = true,
 			};
 			dec_tcp_option(c->d, (fi->tcp_flags & TCP_FLAG_ACK) != 0, &w);
 		}
@@ -155,18 +184,15 @@ static void tcp_segment(struct cap *c, const struct frame_info *fi)
 	uint32_t rel = fi->seq - t->base;	/* modulo 2^32 */
 	if (rel >= CAP_STREAM_MAX)
 		return;	/* before the stream start (a huge value) or beyond the CLC phase */
-	if (!t->buf) {
-		t->buf = malloc(CAP_STREAM_MAX);
-		t->have = calloc(CAP_STREAM_MAX / 8, 1);
-		if (!t->buf || !t->have) {
-			dir_reset(t);
-			t->done = true;
-			return;
-		}
-	}
 	size_t n = fi->paylen;
 	if (n > CAP_STREAM_MAX - rel)
 		n = CAP_STREAM_MAX - rel;
+	if (dir_grow(t, rel + n)) {
+		fprintf(c->d->err, "%s: out of memory reassembling a TCP stream\n", c->d->prog);
+		dir_reset(t);
+		t->done = true;
+		return;
+	}
 	for (size_t i = 0; i < n; i++) {
 		size_t at = rel + i;
 		if (!(t->have[at / 8] & (1u << (at % 8)))) {
@@ -175,7 +201,7 @@ static void tcp_segment(struct cap *c, const struct frame_info *fi)
 		}
 	}
 	size_t old = t->contig;
-	while (t->contig < CAP_STREAM_MAX && (t->have[t->contig / 8] & (1u << (t->contig % 8))))
+	while (t->contig < t->bufcap && (t->have[t->contig / 8] & (1u << (t->contig % 8))))
 		t->contig++;
 	if (t->contig > old) {
 		t->last_frame = c->frame;
@@ -236,8 +262,7 @@ static int run(struct dec *d, pcap_t *p, char *errbuf, size_t errlen)
 	}
 	for (size_t i = 0; i < c.ndirs; i++) {
 		dir_decode(&c, &c.dirs[i], true);
-		free(c.dirs[i].buf);
-		free(c.dirs[i].have);
+		dir_free_bufs(&c.dirs[i]);
 	}
 	free(c.dirs);
 	pcap_close(p);

@@ -95,7 +95,8 @@ static const char *clc_kind_of_byte(const uint8_t *p, size_t len)
 	}
 }
 
-/* Decodes one LLC or CDC message of exactly len bytes (len <= 44). */
+/* Decodes one LLC or CDC message of len bytes (the codecs reject len != 44, except a CDC
+ * of 26..43 bytes, which Linux accepts: wire-formats.md 7.1). */
 static void dec_llc_cdc(struct dec *d, const uint8_t *p, size_t len, const struct dec_where *w)
 {
 	if (len >= 1 && p[0] == LLC_TYPE_CDC) {
@@ -274,11 +275,7 @@ bool dec_send_payload(struct dec *d, const uint8_t *buf, size_t len, struct dec_
 	if (!v1 || (len != LLC_MSG_LEN && (len < 2 || buf[1] != LLC_MSG_LEN)))
 		return false;
 	w->offset = 0;
-	if (len > LLC_MSG_LEN) {
-		/* Let the codec name it (LLC_LONG / CDC_LONG). */
-		dec_llc_cdc(d, buf, len, w);
-		return true;
-	}
+	/* Any length: the codec names what is wrong (LLC_SHORT/LONG, CDC_SHORT/LONG). */
 	dec_llc_cdc(d, buf, len, w);
 	return true;
 }

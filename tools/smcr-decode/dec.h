@@ -45,6 +45,7 @@ struct dec_where {
 	unsigned frame;		/* pcap record number, 1-based; 0 for hex input */
 	uint64_t offset;
 	const char *src, *dst;	/* "10.0.0.1:40000", "fe80::1" (pcap only) */
+	bool syn;		/* DEC_TCP: a SYN/SYN-ACK (no stream offset) */
 	uint32_t dest_qp;	/* BTH (RoCE only) */
 	uint32_t bth_psn;
 };

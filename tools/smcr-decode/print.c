@@ -60,7 +60,8 @@ void print_begin(struct out *o, const char *kind, const struct dec_where *w, siz
 		out_uint(o, "offset", w->offset);
 		break;
 	case DEC_TCP:
-		out_uint(o, "stream_offset", w->offset);
+		if (!w->syn)
+			out_uint(o, "stream_offset", w->offset);
 		break;
 	case DEC_ROCE_V1:
 	case DEC_ROCE_V2:
