@@ -30,7 +30,8 @@ static void test_pack_shared(void **state)
 	(void)state;
 	struct curs c = C(0xABCD, 0x12345678);
 	assert_true(curs_pack(c) == 0x0000ABCD12345678ull);
-	assert_curs(curs_unpack(0x9999ABCD12345678ull), 0xABCD, 0x12345678);	/* bits 48+ unused */
+	/* Bits 48..63 are unused. */
+	assert_curs(curs_unpack(0x9999ABCD12345678ull), 0xABCD, 0x12345678);
 	assert_curs(curs_unpack(curs_pack(C(0xFFFF, 0xFFFFFFFF))), 0xFFFF, 0xFFFFFFFF);
 	struct curs_shared s;
 	atomic_init(&s.v, 0);
@@ -206,7 +207,7 @@ static void test_free_space_and_window(void **state)
 	/* Across a wrap. */
 	struct curs_wnd x = { .size = S, .cons_sent = C(4, 0xf000), .cons = C(5, 0x1000),
 			      .peer_prod = C(5, 0xe000) };
-	assert_true(curs_cons_update_due(&x));		/* 0x2000 to confirm, peer sees 4 KiB free */
+	assert_true(curs_cons_update_due(&x));	/* 0x2000 to confirm, peer sees 4 KiB free */
 }
 
 static void test_split(void **state)
@@ -244,7 +245,7 @@ static void test_split(void **state)
 		uint32_t pos = off, covered = 0;
 		for (int i = 0; i < k; i++) {
 			assert_true(ch[i].len > 0);
-			assert_int_equal(ch[i].off, pos);		/* continues where it left */
+			assert_int_equal(ch[i].off, pos);	/* goes on where it left */
 			assert_true(ch[i].off + ch[i].len <= size);
 			for (uint32_t j = 0; j < ch[i].len; j++)
 				seen[ch[i].off + j]++;

@@ -70,9 +70,10 @@ static void test_type_errors(void **state)
 		case 1: case 2: case 3: case 4: case 6: case 7: case 8: case 9:
 			assert_int_equal(k, LLC_KIND_V1);
 			/* The body of a TEST LINK is not valid for every type; the type passed. */
-			assert_true(rc != -SMCR_E_LLC_UNKNOWN_TYPE && rc != -SMCR_E_LLC_V2_UNSUPPORTED &&
-				    rc != -SMCR_E_LLC_IS_CDC && rc != -SMCR_E_LLC_SHORT &&
-				    rc != -SMCR_E_LLC_BAD_LENGTH);
+			assert_true(rc != -SMCR_E_LLC_UNKNOWN_TYPE);
+			assert_true(rc != -SMCR_E_LLC_V2_UNSUPPORTED);
+			assert_true(rc != -SMCR_E_LLC_IS_CDC && rc != -SMCR_E_LLC_SHORT);
+			assert_true(rc != -SMCR_E_LLC_BAD_LENGTH);
 			break;
 		case 0xFE:
 			assert_int_equal(k, LLC_KIND_CDC);

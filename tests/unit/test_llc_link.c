@@ -185,7 +185,7 @@ static void test_add_link_hint_and_mtu(void **state)
 	expect_err(b, 3, 0x80, -SMCR_E_LLC_AL_LINK_ZERO);
 
 	load("add_link_req", b);
-	expect_err(b, 32, 0x00, 0);			/* request, MTU 0: to be rejected, decodes */
+	expect_err(b, 32, 0x00, 0);		/* request, MTU 0: decodes, to be rejected */
 	expect_err(b, 32, 0x06, -SMCR_E_LLC_AL_BAD_MTU);
 	expect_err(b, 32, 0x0f, -SMCR_E_LLC_AL_BAD_MTU);
 	expect_err(b, 32, 0xf3, 0);			/* high nibble reserved */
