@@ -13,13 +13,21 @@
  * Exits 77 (CTest skip) when tshark is not installed. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <setjmp.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -557,8 +565,9 @@ static int teardown(void **state)
 		for (size_t k = 0; k < NFIELDS; k++)
 			free(rows[i][k]);
 	if (!getenv("SMCR_TSHARK_KEEP")) {
-		unlink(pcap_path);
-		rmdir(tmpdir);
+		struct runcmd r;
+		if (runcmd(&r, "rm -rf %s", shq(tmpdir)) == 0)
+			runcmd_free(&r);
 	} else {
 		fprintf(stderr, "capture kept: %s\n", pcap_path);
 	}
@@ -737,6 +746,189 @@ static void test_smcr_decode_same_capture(void **state)
 	runcmd_free(&r);
 }
 
+/* ---- a real TCP exchange on loopback, captured by dumpcap (optional in the brief) ------ */
+
+extern char **environ;
+
+static void msleep(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+/* Starts dumpcap on lo for tcp port `port`, writing path; returns its pid once it says
+ * "Capturing on" (its stderr goes to a file: a pipe we stop reading would kill it with
+ * SIGPIPE when it prints its statistics on exit), or -1 when it cannot capture here (not
+ * root, no lo, ...) with the reason in why. */
+static pid_t dumpcap_start(const char *path, const char *log, unsigned port, char *why,
+			   size_t whylen)
+{
+	char filter[64];
+	snprintf(filter, sizeof(filter), "tcp port %u", port);
+	char *argv[] = { "dumpcap", "-i", "lo", "-f", filter, "-w", (char *)path, "-q", NULL };
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	pid_t pid;
+	int rc = posix_spawnp(&pid, "dumpcap", &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc) {
+		snprintf(why, whylen, "cannot run dumpcap: %s", strerror(rc));
+		return -1;
+	}
+	/* Up to 10 s for the line it prints once the capture is active. */
+	char buf[1024] = "";
+	for (int waited = 0; waited < 10000; waited += 50) {
+		FILE *f = fopen(log, "r");
+		if (f) {
+			size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+			buf[n] = 0;
+			fclose(f);
+		}
+		if (strstr(buf, "Capturing on")) {
+			msleep(200);
+			return pid;
+		}
+		if (waitpid(pid, NULL, WNOHANG) == pid) {
+			snprintf(why, whylen, "dumpcap exited: %.200s", buf);
+			return -1;
+		}
+		msleep(50);
+	}
+	snprintf(why, whylen, "dumpcap did not start capturing: %.200s", buf);
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	return -1;
+}
+
+static void send_all(int fd, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	while (n) {
+		ssize_t w = send(fd, b, n, 0);
+		assert_true(w > 0);
+		b += w;
+		n -= (size_t)w;
+	}
+}
+
+static void recv_all(int fd, void *p, size_t n)
+{
+	uint8_t *b = p;
+	while (n) {
+		ssize_t r = recv(fd, b, n, 0);
+		assert_true(r > 0);
+		b += r;
+		n -= (size_t)r;
+	}
+}
+
+/* The CLC messages of gen.c's first flow sent through the kernel's TCP on 127.0.0.1 (no
+ * SMC option: the kernel writes the SYNs), captured live, decoded by tshark and smcr-decode. */
+static void test_loopback_capture(void **state)
+{
+	(void)state;
+	const struct gen_frame *prop = NULL, *acc = NULL, *conf = NULL;
+	for (int i = 0; i < nframes; i++) {
+		const struct gen_frame *f = &frames[i];
+		if (f->kind != GEN_CLC)
+			continue;
+		if (f->clc.type == CLC_PROPOSAL && !prop)
+			prop = f;
+		else if (f->clc.type == CLC_ACCEPT)
+			acc = f;
+		else if (f->clc.type == CLC_CONFIRM)
+			conf = f;
+	}
+	assert_non_null(prop);
+	assert_non_null(acc);
+	assert_non_null(conf);
+
+	int ls = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(ls >= 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001) };
+	socklen_t sl = sizeof(sa);
+	assert_int_equal(bind(ls, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(ls, 1), 0);
+	assert_int_equal(getsockname(ls, (struct sockaddr *)&sa, &sl), 0);
+	unsigned port = ntohs(sa.sin_port);
+
+	char path[320], log[320], why[256];
+	snprintf(path, sizeof(path), "%s/lo.pcapng", tmpdir);
+	snprintf(log, sizeof(log), "%s/dumpcap.log", tmpdir);
+	pid_t dc = dumpcap_start(path, log, port, why, sizeof(why));
+	if (dc < 0) {
+		close(ls);
+		printf("SKIP loopback capture: %s\n", why);
+		skip();
+	}
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(c >= 0);
+	assert_int_equal(connect(c, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	int s = accept(ls, NULL, NULL);
+	assert_true(s >= 0);
+	uint8_t buf[256];
+	send_all(c, prop->bytes, prop->len);
+	recv_all(s, buf, prop->len);
+	assert_memory_equal(buf, prop->bytes, prop->len);
+	send_all(s, acc->bytes, acc->len);
+	recv_all(c, buf, acc->len);
+	send_all(c, conf->bytes, conf->len);
+	recv_all(s, buf, conf->len);
+	send_all(c, "application data after CLC", 26);
+	recv_all(s, buf, 26);
+	close(c);
+	close(s);
+	close(ls);
+	msleep(300);
+	kill(dc, SIGINT);	/* dumpcap writes what it has and exits */
+	int st;
+	assert_int_equal(waitpid(dc, &st, 0), dc);
+
+	struct runcmd r;
+	assert_int_equal(runcmd(&r, "tshark -n -r %s -Y smc -T fields -E separator=/t "
+				    "-e smc.clc_msg -e smc.length -e smc.accept.server.qp.number "
+				    "-e smc.confirm.client.rmb.rkey -e _ws.malformed",
+				shq(path)), 0);
+	assert_int_equal(r.status, 0);
+	char want[512];
+	snprintf(want, sizeof(want), "1\t%zu\t\t\t\n2\t68\t0x%06x\t\t\n3\t68\t\t0x%08x\t\n",
+		 prop->len, acc->clc.accept.qpn, conf->clc.accept.rkey);
+	if (strcmp(r.out, want)) {
+		struct runcmd all;
+		if (runcmd(&all, "tshark -n -r %s", shq(path)))
+			all.out = NULL;
+		fail_msg("tshark on the live capture:\n%s\nwant:\n%s\nthe capture:\n%s", r.out,
+			 want, all.out ? all.out : "?");
+	}
+	runcmd_free(&r);
+
+	const char *b = getenv("SMCR_BINARY_DIR");
+	if (b) {
+		char dec[1024];
+		snprintf(dec, sizeof(dec), "%s/tools/smcr-decode/smcr-decode", b);
+		assert_int_equal(runcmd(&r, "%s --json -r %s", shq(dec), shq(path)), 0);
+		assert_int_equal(r.status, 0);
+		assert_int_equal(line_count(r.out), 3);
+		char l[4096], exp[256];
+		assert_true(line_at(r.out, 1, l, sizeof(l)));
+		snprintf(exp, sizeof(exp),
+			 "{\"kind\":\"clc.accept\",\"stream_offset\":0,\"qpn\":%u}",
+			 acc->clc.accept.qpn);
+		assert_true(jsonmatch_subset(l, exp, why, sizeof(why)));
+		assert_true(line_at(r.out, 2, l, sizeof(l)));
+		snprintf(exp, sizeof(exp), "{\"kind\":\"clc.confirm\",\"stream_offset\":%zu}",
+			 prop->len);
+		assert_true(jsonmatch_subset(l, exp, why, sizeof(why)));
+		runcmd_free(&r);
+	}
+	unlink(path);
+	unlink(log);
+}
+
 static void test_checks_made(void **state)
 {
 	(void)state;
@@ -760,6 +952,7 @@ int main(void)
 		cmocka_unit_test(test_llc),
 		cmocka_unit_test(test_cdc),
 		cmocka_unit_test(test_smcr_decode_same_capture),
+		cmocka_unit_test(test_loopback_capture),
 		cmocka_unit_test(test_checks_made),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
