@@ -380,6 +380,14 @@ int progress_timer_arm(struct prog_timer *t, uint64_t deadline_ns)
 	return 0;
 }
 
+bool progress_timer_armed(struct prog_timer *t)
+{
+	pthread_mutex_lock(&progress_lock);
+	bool a = t->armed;
+	pthread_mutex_unlock(&progress_lock);
+	return a;
+}
+
 bool progress_timer_cancel(struct prog_timer *t)
 {
 	pthread_mutex_lock(&progress_lock);

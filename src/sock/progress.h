@@ -72,6 +72,8 @@ struct prog_timer {
 void progress_timer_init(struct prog_timer *t, prog_fn fn, void *arg);
 /* (Re)arms. Starts the thread. */
 SMCR_MUST_CHECK int progress_timer_arm(struct prog_timer *t, uint64_t deadline_ns);
+/* True while armed (not yet popped for running). */
+bool progress_timer_armed(struct prog_timer *t);
 /* Returns true if the timer was armed and will not run. When it returns false the
  * callback may be running or have run; the owner must synchronise with it itself. */
 bool progress_timer_cancel(struct prog_timer *t);

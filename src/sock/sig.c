@@ -98,9 +98,30 @@ void sig_close(struct sig *s)
 	pthread_mutex_destroy(&s->lock);
 }
 
+void sig_forget_prog(struct sig *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->prog = -1;
+	pthread_mutex_unlock(&s->lock);
+}
+
+void sig_clear_error(struct sig *s)
+{
+	int err;
+	socklen_t l = sizeof(err);
+	pthread_mutex_lock(&s->lock);
+	if (s->prog >= 0)
+		(void)sock_sys.getsockopt(s->prog, SOL_SOCKET, SO_ERROR, &err, &l);
+	pthread_mutex_unlock(&s->lock);
+}
+
 void sig_set_nonblock(struct sig *s, bool on)
 {
 	pthread_mutex_lock(&s->lock);
+	if (s->prog < 0) {
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
 	int fl = sock_sys.fcntl(s->prog, F_GETFL);
 	if (fl >= 0)
 		(void)sock_sys.fcntl(s->prog, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
@@ -111,7 +132,7 @@ void sig_readable(struct sig *s)
 {
 	char b = 't';
 	pthread_mutex_lock(&s->lock);
-	if (!s->dead && !s->rdhup && !s->rd_shut) {
+	if (!s->dead && !s->rdhup && !s->rd_shut && s->prog >= 0) {
 		if (s->tokens >= SIG_TOKEN_CAP &&
 		    sock_sys.recv(s->prog, &b, 1, SIG_IO_FLAGS) == 1)
 			s->tokens--;
@@ -123,11 +144,21 @@ void sig_readable(struct sig *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
+void sig_readable_if_none(struct sig *s)
+{
+	char b = 't';
+	pthread_mutex_lock(&s->lock);
+	if (!s->dead && !s->rdhup && !s->rd_shut && s->prog >= 0 && s->tokens == 0 &&
+	    sock_sys.send(s->end, &b, 1, SIG_IO_FLAGS) == 1)
+		s->tokens++;
+	pthread_mutex_unlock(&s->lock);
+}
+
 void sig_drain_in(struct sig *s)
 {
 	char buf[SIG_TOKEN_CAP];
 	pthread_mutex_lock(&s->lock);
-	while (s->tokens > 0) {
+	while (s->tokens > 0 && s->prog >= 0) {
 		ssize_t n = sock_sys.recv(s->prog, buf, s->tokens < sizeof(buf) ? s->tokens
 										  : sizeof(buf),
 					  SIG_IO_FLAGS);
@@ -142,7 +173,7 @@ void sig_block_out(struct sig *s)
 {
 	static const char filler[4096];
 	pthread_mutex_lock(&s->lock);
-	if (!s->out_blocked && !s->dead && !s->wr_shut) {
+	if (!s->out_blocked && !s->dead && !s->wr_shut && s->prog >= 0) {
 		for (;;) {
 			ssize_t n = sock_sys.send(s->prog, filler, sizeof(filler), SIG_IO_FLAGS);
 			if (n <= 0)
@@ -191,7 +222,7 @@ void sig_rdhup(struct sig *s)
 void sig_shut_wr(struct sig *s)
 {
 	pthread_mutex_lock(&s->lock);
-	if (!s->wr_shut && !s->dead) {
+	if (!s->wr_shut && !s->dead && s->prog >= 0) {
 		/* TCP shows POLLOUT after SHUT_WR (writes fail with EPIPE): undo any fill, then
 		 * leave one byte queued at end so a later sig_error still resets prog. */
 		sig_unfill_locked(s);
@@ -208,7 +239,7 @@ void sig_shut_wr(struct sig *s)
 void sig_shut_rd(struct sig *s)
 {
 	pthread_mutex_lock(&s->lock);
-	if (!s->rd_shut && !s->dead) {
+	if (!s->rd_shut && !s->dead && s->prog >= 0) {
 		(void)sock_sys.shutdown(s->prog, SHUT_RD);
 		s->rd_shut = true;
 	}
@@ -222,9 +253,10 @@ void sig_error(struct sig *s)
 		/* AF_UNIX resets the peer (ECONNRESET, POLLERR) only when the closing end has
 		 * unread bytes: there is filler, the reserve byte, or this one. */
 		char b = 'e';
-		if (!s->wr_shut && s->filled == 0)
+		if (!s->wr_shut && s->filled == 0 && s->prog >= 0)
 			(void)sock_sys.send(s->prog, &b, 1, SIG_IO_FLAGS);
-		sock_sys.close(s->end);
+		if (s->end >= 0)
+			sock_sys.close(s->end);
 		s->end = -1;
 		s->filled = 0;
 		s->out_blocked = false;

@@ -64,9 +64,17 @@ SMCR_MUST_CHECK int sig_install(struct sig *s, int target, bool cloexec);
  * Frees the lock. */
 void sig_close(struct sig *s);
 
+/* The program's fd number stops being the program end (it is closed, or the TCP socket is
+ * about to be put there): from now on nothing touches prog. */
+void sig_forget_prog(struct sig *s);
+/* Clears prog's pending socket error (after the program was told of it, as TCP clears
+ * sk_err when it reports it). */
+void sig_clear_error(struct sig *s);
 void sig_set_nonblock(struct sig *s, bool on);
 /* One more arrival (data, EOF, error): POLLIN, and a new edge. */
 void sig_readable(struct sig *s);
+/* POLLIN on if no token is queued (no new edge otherwise). */
+void sig_readable_if_none(struct sig *s);
 /* Nothing left to read: POLLIN off (unless EOF/error made it permanent). */
 void sig_drain_in(struct sig *s);
 /* Peer's RMBE full: POLLOUT off. Idempotent. */
