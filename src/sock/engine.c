@@ -165,15 +165,17 @@ struct core_engine *sock_engine(void)
 
 void sock_engine_spin(void)
 {
-	struct core_engine *e = atomic_load_explicit(&eng_fast, memory_order_acquire);
-	if (e)
-		(void)core_engine_progress(e, smcr_now_ns(), NULL);
+	/* Whoever polls the CQs must leave them armed (core_engine_prepare_sleep): a
+	 * progress call consumes the completion event, and an unarmed CQ would never wake
+	 * the progress thread again. So the same loop as the progress thread's. */
+	(void)engine_hook(smcr_now_ns());
 }
 
 void sock_core_event(void *ctx, struct core_conn *c, unsigned events, unsigned raised)
 {
 	(void)c;
 	struct sock *s = ctx;
+	LOG_DBG("engine", "fd %d: event 0x%x raised 0x%x", s->fd, events, raised);
 	if (raised & CORE_EV_CLC)
 		hs_kick(s);
 	/* Before SMC the program end is the placeholder (nothing to show); the handshake's

@@ -28,7 +28,7 @@ void it_child_env(int role)
 	setenv("SMCR_DEVICES", spec, 1);
 #endif
 	if (!getenv("SMCR_LOG"))
-		setenv("SMCR_LOG", "warn", 1);
+		setenv("SMCR_LOG", "error", 1);
 }
 
 void it_rules(const char *rules)
