@@ -30,6 +30,10 @@
 static char perf_bin[4096];
 static int have_smcr;
 
+/* No run of the tool may hang the suite: each gets this long, then SIGKILL and a failure
+ * that says so (a bound on a hang, not a speed assertion: a normal run takes ~2 s). */
+#define RUN_LIMIT_S 45
+
 /* Runs the binary with args; returns its exit status and its stdout in *out (malloc). */
 static int run(char **out, ...)
 {
@@ -53,6 +57,18 @@ static int run(char **out, ...)
 		_exit(127);
 	}
 	close(p[1]);
+	/* the watchdog: a child that kills the run after RUN_LIMIT_S */
+	pid_t dog = fork();
+	assert_true(dog >= 0);
+	if (dog == 0) {
+		struct timespec ts = { RUN_LIMIT_S, 0 };
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+		if (kill(pid, SIGKILL) == 0)
+			fprintf(stderr, "test_perf_run: smcr-perf %s did not end within %d s: killed\n",
+				argv[1], RUN_LIMIT_S);
+		_exit(0);
+	}
 	size_t cap = 4096, len = 0;
 	char *buf = malloc(cap);
 	assert_non_null(buf);
@@ -73,6 +89,9 @@ static int run(char **out, ...)
 	int st;
 	while (waitpid(pid, &st, 0) < 0)
 		assert_int_equal(errno, EINTR);
+	kill(dog, SIGKILL);
+	while (waitpid(dog, NULL, 0) < 0 && errno == EINTR)
+		;
 	*out = buf;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
@@ -224,12 +243,12 @@ static void test_server_client(void **st)
 		char *out = NULL;
 		int rc = 1;
 		/* the server needs a moment to listen: retry a refused connect, bounded */
-		for (int tries = 0; tries < 100; tries++) {
+		for (int tries = 0; tries < 50; tries++) {
 			free(out);
 			rc = run(&out, "client", "127.0.0.1", "-p", port, "-t", "pingpong", "-s",
 				 "100", "-d", "0.1", "--json", "--transport", cli_tr, NULL);
-			if (rc == 0)
-				break;
+			if (rc != 1)
+				break; /* 0: done; anything else is not "not listening yet" */
 			struct timespec ts = { 0, 20 * 1000 * 1000 };
 			nanosleep(&ts, NULL);
 		}
