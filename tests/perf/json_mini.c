@@ -58,11 +58,13 @@ static bool parse_string(struct jp *p, char **out)
 				unsigned cp = 0;
 				for (int i = 0; i < 4; i++) {
 					char h = *p->s++;
-					cp <<= 4;
-					if (h >= '0' && h <= '9') cp |= (unsigned)(h - '0');
-					else if (h >= 'a' && h <= 'f') cp |= (unsigned)(h - 'a' + 10);
-					else if (h >= 'A' && h <= 'F') cp |= (unsigned)(h - 'A' + 10);
-					else goto bad;
+					int d = h >= '0' && h <= '9'   ? h - '0'
+						: h >= 'a' && h <= 'f' ? h - 'a' + 10
+						: h >= 'A' && h <= 'F' ? h - 'A' + 10
+								       : -1;
+					if (d < 0)
+						goto bad;
+					cp = cp << 4 | (unsigned)d;
 				}
 				if (cp > 0x7f)
 					goto bad; /* the tool only escapes control characters */

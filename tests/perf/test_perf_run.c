@@ -65,7 +65,8 @@ static int run(char **out, ...)
 		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 			;
 		if (kill(pid, SIGKILL) == 0)
-			fprintf(stderr, "test_perf_run: smcr-perf %s did not end within %d s: killed\n",
+			fprintf(stderr,
+				"test_perf_run: smcr-perf %s did not end within %d s: killed\n",
 				argv[1], RUN_LIMIT_S);
 		_exit(0);
 	}

@@ -225,7 +225,8 @@ static int apply(struct perf_opts *o, const struct opt_def *d, const char *v, ch
 	}
 	case O_DUR:
 		if (perf_parse_duration(v, &o->duration) < 0)
-			return fail(err, elen, "bad duration '%s' (seconds, e.g. 2, 0.5, 500ms)", v);
+			return fail(err, elen, "bad duration '%s' (seconds, e.g. 2, 0.5, 500ms)",
+				    v);
 		o->duration_set = true;
 		return 0;
 	case O_CONNS:

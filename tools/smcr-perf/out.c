@@ -234,7 +234,8 @@ void perf_out_cmp_text(FILE *f, const struct perf_cmp *c)
 			c->smcr.local_reason ? c->smcr.local_reason : "NONE",
 			c->smcr.peer_reason ? c->smcr.peer_reason : "NONE");
 	if (c->test == PERF_TEST_PINGPONG)
-		fprintf(f, "  tail: TCP p99 %.3g us, p99.9 %.3g us; SMC-R p99 %.3g us, p99.9 %.3g us\n",
+		fprintf(f, "  tail: TCP p99 %.3g us, p99.9 %.3g us; "
+			   "SMC-R p99 %.3g us, p99.9 %.3g us\n",
 			c->tcp.p99_median, c->tcp.p999_median, c->smcr.p99_median,
 			c->smcr.p999_median);
 	if (c->test == PERF_TEST_CONNS)

@@ -180,7 +180,8 @@ static void *ctrl_main(void *arg)
 			dl.tv_sec += SRV_END_TIMEOUT_S;
 			pthread_mutex_lock(&s->lock);
 			while (x->conns < req.arg || x->open > 0) {
-				if (pthread_cond_timedwait(&x->changed, &s->lock, &dl) == ETIMEDOUT) {
+				int w = pthread_cond_timedwait(&x->changed, &s->lock, &dl);
+				if (w == ETIMEDOUT) {
 					status = PROTO_ST_TIMEOUT;
 					break;
 				}
@@ -277,7 +278,8 @@ static void *sink_main(void *arg)
 					c->bytes += (uint64_t)r;
 					continue;
 				}
-				if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+				if (r < 0 &&
+				    (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 					break;
 				done = true; /* EOF or error */
 				break;
@@ -347,7 +349,8 @@ static void serve_new(struct srv *s, int fd)
 	}
 	rc = proto_hdr_decode(hb, sizeof(hb), &h);
 	if (rc < 0) {
-		fprintf(stderr, "smcr-perf server: dropping a connection: %s\n", proto_err_name(rc));
+		fprintf(stderr, "smcr-perf server: dropping a connection: %s\n",
+			proto_err_name(rc));
 		s->tr->close(fd);
 		return;
 	}
