@@ -7,7 +7,8 @@ pkgs=(build-essential cmake pkg-config libcmocka-dev libpcap-dev)
 if [ "${1:-}" = test ]; then
   # clang + compiler-rt: libFuzzer and sanitizers; tshark: the independent decoder;
   # iproute2: network namespaces for the emulated provider's tests.
-  pkgs+=(clang libclang-rt-14-dev tshark iproute2 procps)
+  # libssl-dev: SHA-256 (libcrypto) in the socket layer's integration tests only.
+  pkgs+=(clang libclang-rt-14-dev tshark iproute2 procps libssl-dev)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

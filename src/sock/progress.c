@@ -161,6 +161,13 @@ static void *progress_main(void *unused)
 			timeout = ms > 60000 ? 60000 : (int)ms;
 		}
 		int n = epoll_wait(epfd, evs, 64, timeout);
+		/* Watches are published under progress_lock (progress_watch adds the epoll
+		 * registration while holding it): taking it once per batch orders our reads of
+		 * each watch after its initialisation (epoll itself is no barrier to TSan). */
+		if (n > 0) {
+			pthread_mutex_lock(&progress_lock);
+			pthread_mutex_unlock(&progress_lock);
+		}
 		for (int i = 0; i < n; i++) {
 			if (evs[i].data.ptr == &prog_ev_marker) {
 				uint64_t v;
@@ -293,12 +300,12 @@ int progress_watch(int fd, uint32_t events, prog_fn fn, void *arg, prog_release_
 	w->arg = arg;
 	w->release = release;
 	atomic_init(&w->dead, false);
-	pthread_mutex_lock(&progress_lock);
-	int epfd = prog_epfd;
-	pthread_mutex_unlock(&progress_lock);
 	struct epoll_event ev = { .events = events, .data.ptr = w };
-	if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+	pthread_mutex_lock(&progress_lock);
+	if (epoll_ctl(prog_epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
 		rc = sock_err_sys(errno);
+	pthread_mutex_unlock(&progress_lock);
+	if (rc < 0) {
 		free(w);
 		return rc;
 	}
@@ -308,13 +315,13 @@ int progress_watch(int fd, uint32_t events, prog_fn fn, void *arg, prog_release_
 
 int progress_watch_modify(struct prog_watch *w, uint32_t events)
 {
-	pthread_mutex_lock(&progress_lock);
-	int epfd = prog_epfd;
-	pthread_mutex_unlock(&progress_lock);
 	struct epoll_event ev = { .events = events, .data.ptr = w };
-	if (epoll_ctl(epfd, EPOLL_CTL_MOD, w->fd, &ev) < 0)
-		return sock_err_sys(errno);
-	return 0;
+	int rc = 0;
+	pthread_mutex_lock(&progress_lock);
+	if (epoll_ctl(prog_epfd, EPOLL_CTL_MOD, w->fd, &ev) < 0)
+		rc = sock_err_sys(errno);
+	pthread_mutex_unlock(&progress_lock);
+	return rc;
 }
 
 void progress_unwatch(struct prog_watch *w)

@@ -200,3 +200,58 @@ void cp_fill(uint8_t *buf, size_t len, uint64_t seed)
 		buf[i++] = (uint8_t)x;
 	}
 }
+
+static uint64_t splitmix(uint64_t x)
+{
+	x += 0x9E3779B97F4A7C15ull;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+	return x ^ (x >> 31);
+}
+
+void cp_stream_fill(uint8_t *buf, uint64_t off, size_t len, uint64_t seed)
+{
+	size_t i = 0;
+	while (i < len) {
+		uint64_t pos = off + i;
+		uint64_t v = splitmix(seed * 0x100000001B3ull + (pos >> 3));
+		uint8_t b[8];
+		memcpy(b, &v, 8);
+		size_t k = pos & 7;
+		while (k < 8 && i < len)
+			buf[i++] = b[k++];
+	}
+}
+
+long cp_stream_check(const uint8_t *buf, uint64_t off, size_t len, uint64_t seed)
+{
+	uint8_t tmp[4096];
+	size_t i = 0;
+	while (i < len) {
+		size_t n = len - i < sizeof(tmp) ? len - i : sizeof(tmp);
+		cp_stream_fill(tmp, off + i, n, seed);
+		if (memcmp(tmp, buf + i, n)) {
+			for (size_t k = 0; k < n; k++)
+				if (tmp[k] != buf[i + k])
+					return (long)(i + k);
+		}
+		i += n;
+	}
+	return -1;
+}
+
+uint64_t cp_rand(uint64_t *s)
+{
+	uint64_t x = *s ? *s : 0x2545F4914F6CDD1Dull;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	*s = x;
+	return x;
+}
+
+bool cp_quick(void)
+{
+	const char *q = getenv("SMCR_TEST_QUICK");
+	return q && *q && strcmp(q, "0") != 0;
+}

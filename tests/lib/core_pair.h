@@ -58,4 +58,15 @@ long cp_pump(struct cp_pair *pp, struct core_conn *tx, struct core_conn *rx, con
 /* Deterministic bytes (xorshift) for transfers. */
 void cp_fill(uint8_t *buf, size_t len, uint64_t seed);
 
+
+
+/* A reproducible byte stream: byte i of stream seed is the same wherever it is generated,
+ * so a receiver checks any range without keeping what was sent. */
+void cp_stream_fill(uint8_t *buf, uint64_t off, size_t len, uint64_t seed);
+/* Index of the first byte of buf that differs from the stream, or -1 if all match. */
+long cp_stream_check(const uint8_t *buf, uint64_t off, size_t len, uint64_t seed);
+/* xorshift64 step for test randomness. */
+uint64_t cp_rand(uint64_t *s);
+/* SMCR_TEST_QUICK set (sanitizer stages): big transfers are cut down. */
+bool cp_quick(void);
 #endif

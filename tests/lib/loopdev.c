@@ -75,6 +75,7 @@ struct loop_dev {
 static pthread_mutex_t loop_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct loop_dev *loop_devs[LOOP_MAX_DEVS];
 static struct loopdev_stats loop_st;
+static struct loop_dev *loop_last;
 
 #define LD(d) DEV_CONTAINER_OF(d, struct loop_dev, dev)
 
@@ -612,6 +613,8 @@ static void l_close(struct dev_device *d)
 	struct loop_dev *ld = LD(d);
 	pthread_mutex_lock(&loop_lock);
 	loop_devs[ld->idx] = NULL;
+	if (loop_last == ld)
+		loop_last = NULL;
 	for (int i = 0; i < LOOP_MAX_MRS; i++)
 		free(ld->mrs[i]);
 	pthread_mutex_unlock(&loop_lock);
@@ -688,6 +691,7 @@ static int l_open(const struct dev_ops *ops, const char *args, struct dev_device
 	snprintf(name, sizeof(name), "loop%d", idx);
 	dev_device_init(&ld->dev, ops, "loop", name, 1, fd);
 	loop_devs[idx] = ld;
+	loop_last = ld;
 	pthread_mutex_unlock(&loop_lock);
 	*out = &ld->dev;
 	return 0;
@@ -738,4 +742,12 @@ void loopdev_stats(struct loopdev_stats *st)
 	pthread_mutex_lock(&loop_lock);
 	*st = loop_st;
 	pthread_mutex_unlock(&loop_lock);
+}
+
+struct dev_device *loopdev_last_opened(void)
+{
+	pthread_mutex_lock(&loop_lock);
+	struct dev_device *d = loop_last ? &loop_last->dev : NULL;
+	pthread_mutex_unlock(&loop_lock);
+	return d;
 }

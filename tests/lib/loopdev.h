@@ -19,6 +19,9 @@ int loopdev_register(void);
  * ERR too, as an RC peer would after its transport timeout. */
 void loopdev_kill(struct dev_device *dev);
 
+/* The device opened last (e.g. right after creating an engine on "loop"). */
+struct dev_device *loopdev_last_opened(void);
+
 /* Counters for tests: WRITE and SEND work requests executed, bytes written. */
 struct loopdev_stats {
 	unsigned long writes, sends, write_bytes, access_errors;

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -77,9 +78,12 @@ static struct obj pool[NOBJ];
 static _Atomic int stop;
 static _Atomic long lookups, hits;
 
+static _Atomic int readers_started;
+
 static void *reader(void *arg)
 {
 	(void)arg;
+	atomic_fetch_add(&readers_started, 1);
 	while (!atomic_load(&stop)) {
 		for (int fd = 0; fd < NFD; fd++) {
 			struct fdobj *g = fdtab_get(fd);
@@ -110,7 +114,12 @@ static void test_race(void **state)
 	for (int fd = 0; fd < NFD; fd++)
 		installed[fd] = -1;
 	int next = 0;
-	for (int round = 0; round < ROUNDS; round++) {
+	/* Both readers running before the writer starts, and the writer goes on until they
+	 * have looked up a good number of times (a loaded 2-core machine schedules late). */
+	while (atomic_load(&readers_started) < 2)
+		sched_yield();
+	for (int round = 0; round < ROUNDS || (atomic_load(&lookups) < 20000 && round < 50 * ROUNDS);
+	     round++) {
 		int fd = round % NFD;
 		if (installed[fd] >= 0) {
 			struct obj *o = &pool[installed[fd]];
