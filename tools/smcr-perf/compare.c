@@ -26,6 +26,7 @@
 #include "out.h"
 #include "server.h"
 #include "tr.h"
+#include "util/log.h"
 
 #define CMP_START_TIMEOUT_MS 10000
 
@@ -187,6 +188,11 @@ int perf_compare_run(const struct perf_opts *o)
 	rc = 0;
 out:
 	fflush(stdout);
+	/* Killing the smcr server takes its end of the link group down: this process's engine
+	 * then sees the link fail, as it should, and would say so at warn level. That is the
+	 * expected end of a compare, so it is not printed (unless SMCR_LOG asks for it). */
+	if (!getenv("SMCR_LOG"))
+		smcr_log_set_level(SMCR_LOG_ERROR);
 	stop_server(&tcp);
 	stop_server(&smcr);
 	return rc;
