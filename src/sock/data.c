@@ -131,7 +131,11 @@ static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t h
 		ms = d > 1000000 ? 1000000 : (int)d;
 	}
 	struct pollfd p = { .fd = s->fd, .events = want == CORE_EV_IN ? POLLIN : POLLOUT };
+	LOG_DBG("data", "fd %d: sleep for %s (ev 0x%x)", s->fd, want == CORE_EV_IN ? "in" : "out",
+		core_conn_events(s->conn));
 	int n = sock_sys.poll(&p, 1, ms);
+	LOG_DBG("data", "fd %d: woke for %s (ev 0x%x, revents 0x%x)", s->fd,
+		want == CORE_EV_IN ? "in" : "out", core_conn_events(s->conn), p.revents);
 	if (n < 0 && errno == EINTR)
 		return -SMCR_E_SOCK_INTR;
 	if (n == 0 && deadline != UINT64_MAX && smcr_now_ns() >= deadline)

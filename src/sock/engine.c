@@ -11,7 +11,10 @@
 #include "sock/sock.h"
 
 #include <pthread.h>
+#include <smcr/smcr.h>
 #include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 #include <string.h>
 #include <sys/epoll.h>
 
@@ -93,6 +96,38 @@ static void engine_fd_ready(void *arg, uint32_t events)
 	(void)events;
 }
 
+/* At exit the kernel closes a TCP socket's fd and still sends its FIN; a userspace stack
+ * dies with the process. So, as the kernel would, close every SMC-R connection the program
+ * left open, then give the close protocol (the "connection closed" CDCs, and the peers'
+ * answers) up to $SMCR_EXIT_WAIT_MS (default 2000, the spec's close wait) to finish;
+ * return at once when nothing is left. Only in the process that created the engine. */
+static pid_t eng_pid;
+
+static void engine_exit(void)
+{
+	struct core_engine *e = atomic_load_explicit(&eng_fast, memory_order_acquire);
+	if (!e || getpid() != eng_pid)
+		return;
+	for (int fd = fdtab_next(0); fd >= 0; fd = fdtab_next(fd + 1)) {
+		struct sock *s = sock_get(fd);
+		if (!s)
+			continue;
+		int st = atomic_load(&s->state);
+		sock_put(s);
+		if (st == SS_SMC || st == SS_HANDSHAKE)
+			(void)smcr_close(fd);
+	}
+	uint64_t end = smcr_now_ns() + env_ms("SMCR_EXIT_WAIT_MS", 2000 * SMCR_NS_PER_MS);
+	for (;;) {
+		struct core_engine_stats st;
+		core_engine_stats(e, &st);
+		if (st.conns == 0 || smcr_now_ns() >= end)
+			break;
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
 static void engine_atfork_child(void)
 {
 	/* The parent's engine (its QPs, memory, thread) is not usable here; a child that
@@ -155,6 +190,8 @@ struct core_engine *sock_engine(void)
 				LOG_ERR("engine", "cannot watch engine fd %d", fds[i]);
 		}
 		eng = e;
+		eng_pid = getpid();
+		atexit(engine_exit);
 		atomic_store_explicit(&eng_fast, e, memory_order_release);
 		progress_set_hook(engine_hook);
 		LOG_INFO("engine", "SMC-R engine up with %d device(s)", ndev);
@@ -165,15 +202,17 @@ struct core_engine *sock_engine(void)
 
 void sock_engine_spin(void)
 {
-	struct core_engine *e = atomic_load_explicit(&eng_fast, memory_order_acquire);
-	if (e)
-		(void)core_engine_progress(e, smcr_now_ns(), NULL);
+	/* Whoever polls the CQs must leave them armed (core_engine_prepare_sleep): a
+	 * progress call consumes the completion event, and an unarmed CQ would never wake
+	 * the progress thread again. So the same loop as the progress thread's. */
+	(void)engine_hook(smcr_now_ns());
 }
 
 void sock_core_event(void *ctx, struct core_conn *c, unsigned events, unsigned raised)
 {
 	(void)c;
 	struct sock *s = ctx;
+	LOG_DBG("engine", "fd %d: event 0x%x raised 0x%x", s->fd, events, raised);
 	if (raised & CORE_EV_CLC)
 		hs_kick(s);
 	/* Before SMC the program end is the placeholder (nothing to show); the handshake's

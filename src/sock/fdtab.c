@@ -101,6 +101,22 @@ bool fdtab_clear(int fd, struct fdobj *o)
 	return true;
 }
 
+int fdtab_next(int from)
+{
+	if (from < 0)
+		from = 0;
+	for (unsigned d = (unsigned)from / FDTAB_CHUNK; d < FDTAB_DIR; d++) {
+		fdslot *chunk = atomic_load_explicit(&fdtab_dir[d], memory_order_acquire);
+		if (!chunk)
+			continue;
+		unsigned i = d == (unsigned)from / FDTAB_CHUNK ? (unsigned)from % FDTAB_CHUNK : 0;
+		for (; i < FDTAB_CHUNK; i++)
+			if (atomic_load_explicit(&chunk[i], memory_order_acquire))
+				return (int)(d * FDTAB_CHUNK + i);
+	}
+	return -1;
+}
+
 unsigned fdtab_count(void)
 {
 	return atomic_load_explicit(&fdtab_n, memory_order_relaxed);

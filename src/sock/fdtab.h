@@ -45,6 +45,9 @@ SMCR_MUST_CHECK int fdtab_set(int fd, struct fdobj *o);
 /* Removes o from fd if it is there (returns true; the table's reference passes to the
  * caller), else false. */
 bool fdtab_clear(int fd, struct fdobj *o);
+/* The lowest fd >= from with an object installed now, or -1 (walking the table: the
+ * exit handler). */
+int fdtab_next(int from);
 /* Number of installed fds (tests: no growth). */
 unsigned fdtab_count(void);
 /* Frees the chunks. Only when no thread can look up any more (tests, process end). */

@@ -340,7 +340,7 @@ static void hs_noengine_locked(struct sock *s, enum hs_input in)
 	int rc = clc_decode(s->in, s->in_len, &got);
 	s->in_len = 0;
 	if (rc == 0 && got.type == CLC_DECLINE) {
-		hs_fallback_locked(s, 0, got.decline.diag);
+		hs_fallback_locked(s, SMCR_REASON_PEERDECL, got.decline.diag);
 	} else if (rc == 0 && got.type == CLC_PROPOSAL) {
 		if (clc_encode(&m, buf, sizeof(buf), &len) < 0 ||
 		    hs_write_all(s->tcp, buf, len) < 0)

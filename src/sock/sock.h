@@ -153,8 +153,8 @@ void sock_sync_after_call(struct sock *s);
 /* The process's engine, created on first use (NULL when no device could be opened: the
  * reason is logged once and connections fall back with SMCR_REASON_NODEV). */
 struct core_engine *sock_engine(void);
-/* Spins on the engine's progress for at most SOCK_SPIN_NS (blocking calls, before they
- * sleep; decision 3). */
+/* One round of the engine's progress from a program thread (blocking calls spin on it for
+ * at most SOCK_SPIN_NS before they sleep; decision 3). Leaves the CQs armed. */
 void sock_engine_spin(void);
 #define SOCK_SPIN_NS 5000ull
 /* Core's event callback for every connection (ctx = struct sock). */

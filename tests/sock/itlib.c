@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "sock/rules.h"
+#include "util/log.h"
 
 void it_child_env(int role)
 {
@@ -28,7 +29,8 @@ void it_child_env(int role)
 	setenv("SMCR_DEVICES", spec, 1);
 #endif
 	if (!getenv("SMCR_LOG"))
-		setenv("SMCR_LOG", "warn", 1);
+		setenv("SMCR_LOG", "error", 1);
+	smcr_log_set_level((enum smcr_log_level)smcr_log_parse_level(getenv("SMCR_LOG")));
 }
 
 void it_rules(const char *rules)
@@ -43,9 +45,9 @@ pid_t it_fork(int (*fn)(void *arg), void *arg)
 	fflush(NULL);
 	pid_t p = fork();
 	if (p == 0) {
-		int rc = fn(arg);
-		fflush(NULL);
-		_exit(rc);
+		/* exit(), not _exit(): the library's exit handler lets closing connections
+		 * finish their close protocol, as the kernel does for TCP after a process ends */
+		exit(fn(arg));
 	}
 	return p;
 }
@@ -236,6 +238,23 @@ bool it_info(int fd, struct smcr_info *in)
 	socklen_t l = sizeof(*in);
 	memset(in, 0, sizeof(*in));
 	return smcr_getsockopt(fd, SOL_SMCR, SMCR_INFO, in, &l) == 0 && l == sizeof(*in);
+}
+
+void it_list_fds(const char *tag)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		char p[300], t[300];
+		snprintf(p, sizeof(p), "/proc/self/fd/%s", e->d_name);
+		ssize_t n = readlink(p, t, sizeof(t) - 1);
+		if (n > 0) {
+			t[n] = 0;
+			fprintf(stderr, "%s: fd %s -> %s\n", tag, e->d_name, t);
+		}
+	}
+	if (d)
+		closedir(d);
 }
 
 int it_count_fds(void)

@@ -66,6 +66,8 @@ void it_fill_random(void *buf, size_t n, uint64_t *seed);
 bool it_info(int fd, struct smcr_info *in);
 /* Number of fds open in this process (/proc/self/fd). */
 int it_count_fds(void);
+/* Lists them on stderr (debugging a growth). */
+void it_list_fds(const char *tag);
 
 /* Shared memory between parent and children (anonymous MAP_SHARED). */
 void *it_shared(size_t n);
