@@ -198,7 +198,9 @@ static int async_events(struct core_engine *e, struct core_dev *cd, uint64_t now
 		case DEV_EVENT_QP_ACCESS_ERR:
 			for (struct core_link *l = e->links; l; l = l->next) {
 				if (l->cdev == cd && l->qp && l->qp->qp_num == ev.qp_num) {
-					LOG_WARN(CORE_UNIT, "link %u: %s", l->id, dev_event_type_str(ev.type));
+					if (l->state != CORE_LINK_DOWN)
+						LOG_WARN(CORE_UNIT, "link %u: %s", l->id,
+							 dev_event_type_str(ev.type));
 					link_down(l, -SMCR_E_CORE_LINK_DOWN, now);
 					break;
 				}

@@ -2,7 +2,8 @@
  * every write size 1..4096, large transfers with random write and read sizes in both
  * directions at once, the window (RMBE full -> AGAIN -> window update), iovecs, MSG_PEEK,
  * over both transmit paths: staged (provider inline 128 bytes, shm-like) and direct inline
- * WRITEs from the caller's buffer (provider inline 1 MiB). Single-threaded, time passed in. */
+ * WRITEs from the caller's buffer (provider inline 1 MiB), on the in-process loop provider
+ * and on the shm provider. Single-threaded, time passed in. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -39,6 +40,7 @@ static int setup_spec(void **state, const char *spec)
 
 static int setup_staged(void **state) { return setup_spec(state, "loop"); }
 static int setup_inline(void **state) { return setup_spec(state, "loop:inline=1048576"); }
+static int setup_shm(void **state) { return setup_spec(state, "shm"); }
 
 static int teardown(void **state)
 {
@@ -257,6 +259,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_random_both_ways, setup_inline, teardown),
 		cmocka_unit_test_setup_teardown(test_window, setup_staged, teardown),
 		cmocka_unit_test_setup_teardown(test_window, setup_inline, teardown),
+		/* the same over the same-host shared-memory provider */
+		cmocka_unit_test_setup_teardown(test_every_size, setup_shm, teardown),
+		cmocka_unit_test_setup_teardown(test_random_both_ways, setup_shm, teardown),
+		cmocka_unit_test_setup_teardown(test_window, setup_shm, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -259,8 +259,8 @@ static void *receiver(void *arg)
 
 static void test_threads(void **state)
 {
-	(void)state;
-	struct core_engine *ce = cp_engine(NULL, NULL), *se = cp_engine(NULL, NULL);
+	const char *spec = *state;
+	struct core_engine *ce = cp_engine(spec, NULL), *se = cp_engine(spec, NULL);
 	assert_non_null(ce);
 	assert_non_null(se);
 	struct prog pg;
@@ -318,7 +318,8 @@ static void test_threads(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_threads),
+		{ "test_threads_loop", test_threads, NULL, NULL, "loop" },
+		{ "test_threads_shm", test_threads, NULL, NULL, "shm" },
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

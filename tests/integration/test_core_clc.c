@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "lib/core_pair.h"
+#include "lib/loopdev.h"
 #include "wire/clc.h"
 
 #define S(x) (x##ull * 1000000000ull)
@@ -445,6 +446,73 @@ static void test_out_of_sync_received(void **state)
 	cp_release(&p1);
 }
 
+/* No usable device (port down): a client sends a Decline instead of a Proposal, a server
+ * declines the Proposal; both NOSMCRDEV 0x03030002 (wire-formats.md 5.2). */
+static void test_no_device(void **state)
+{
+	(void)state;
+	struct core_engine *ce = cp_engine("loop", NULL);
+	struct dev_device *cdev = loopdev_last_opened();
+	struct core_engine *se = cp_engine("loop", NULL);
+	struct dev_device *sdev = loopdev_last_opened();
+	assert_int_equal(dev_set_port_state(cdev, 1, 0), 0);
+	struct core_conn *c = new_conn(ce, CORE_CLIENT);
+	struct core_clc_result r = step(c, NULL, 0, false, T0);
+	assert_int_equal(r.status, CORE_CLC_FALLBACK);
+	struct clc_msg m;
+	assert_int_equal(clc_decode(r.out, r.out_len, &m), 0);
+	assert_int_equal(m.type, CLC_DECLINE);
+	assert_int_equal(m.decline.diag, 0x03030002);
+	core_conn_release(c, T0);
+	assert_int_equal(dev_set_port_state(cdev, 1, 1), 0);
+	assert_int_equal(dev_set_port_state(sdev, 1, 0), 0);
+	c = new_conn(ce, CORE_CLIENT);
+	struct core_conn *s = new_conn(se, CORE_SERVER);
+	r = step(c, NULL, 0, false, T0);
+	r = step(s, r.out, r.out_len, false, T0);
+	assert_int_equal(r.status, CORE_CLC_FALLBACK);
+	assert_int_equal(clc_decode(r.out, r.out_len, &m), 0);
+	assert_int_equal(m.decline.diag, 0x03030002);
+	core_conn_release(c, T0);
+	core_conn_release(s, T0);
+	core_engine_free(ce);
+	core_engine_free(se);
+}
+
+/* A Confirm with a bad field (MTU code 0): the server declines (INTERR) and frees the
+ * first-contact LG; the client falls back on the Decline. */
+static void test_bad_confirm(void **state)
+{
+	struct two *t = *state;
+	struct core_conn *c = new_conn(t->ce, CORE_CLIENT), *s = new_conn(t->se, CORE_SERVER);
+	struct core_clc_result r = step(c, NULL, 0, false, T0);
+	r = step(s, r.out, r.out_len, false, T0);
+	uint8_t acc[CLC_ACCEPT_LEN];
+	memcpy(acc, r.out, sizeof(acc));
+	r = step(c, acc, sizeof(acc), false, T0);
+	uint8_t conf[CLC_ACCEPT_LEN];
+	memcpy(conf, r.out, sizeof(conf));
+	conf[50] &= 0xF0;	/* MTU code 0 */
+	r = step(s, conf, sizeof(conf), false, T0);
+	assert_int_equal(r.status, CORE_CLC_FALLBACK);
+	struct clc_msg m;
+	assert_int_equal(clc_decode(r.out, r.out_len, &m), 0);
+	assert_int_equal(m.decline.diag, 0x09990000);
+	uint8_t d[CLC_DECLINE_LEN];
+	memcpy(d, r.out, sizeof(d));
+	r = step(c, d, sizeof(d), false, T0);
+	assert_int_equal(r.status, CORE_CLC_FALLBACK);
+	core_engine_progress(t->se, T0 + S(5), NULL);
+	core_engine_progress(t->ce, T0 + S(5), NULL);
+	struct core_engine_stats st;
+	core_engine_stats(t->se, &st);
+	assert_int_equal(st.lgs, 0);
+	core_engine_stats(t->ce, &st);
+	assert_int_equal(st.lgs, 0);
+	core_conn_release(c, T0);
+	core_conn_release(s, T0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -454,6 +522,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_declines, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_out_of_sync_received, setup, teardown),
+		cmocka_unit_test(test_no_device),
+		cmocka_unit_test_setup_teardown(test_bad_confirm, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

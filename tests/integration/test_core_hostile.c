@@ -41,9 +41,10 @@ static struct core_clc_result handshake(struct fx *x, size_t mem, size_t off, ui
 					uint8_t cl_flags)
 {
 	x->now = T0;
-	x->e = cp_engine(NULL, NULL);
+	/* The fake peer and these steps assume a synchronous provider: loop. */
+	x->e = cp_engine("loop", NULL);
 	assert_non_null(x->e);
-	assert_int_equal(fp_open(&x->fp, cp_dev_spec(), mem, off, code), 0);
+	assert_int_equal(fp_open(&x->fp, "loop", mem, off, code), 0);
 	struct core_conn_params p;
 	cp_conn_params(&p, CORE_CLIENT, 0);
 	assert_int_equal(core_conn_new(x->e, &p, &x->c), 0);
@@ -456,6 +457,43 @@ static void test_peer_vanishes(void **state)
 	done(&x);
 }
 
+/* procedures.md 4.3/4.5: B on the wire when our data does not fit the peer's free space;
+ * R from the peer gets a consumer-cursor CDC even below the 10 % threshold. */
+static void test_b_and_r_flags(void **state)
+{
+	(void)state;
+	struct fx x;
+	struct core_clc_result r = handshake(&x, 65536, 0, 0, 0x03);	/* 16 KiB RMBE */
+	assert_int_equal(r.status, CORE_CLC_SMC);
+	uint8_t m[8][44];
+	(void)fp_recv(&x.fp, m, 8);
+	static uint8_t big[20000];
+	struct iovec v = { big, sizeof(big) };
+	assert_int_equal(core_conn_send(x.c, &v, 1, 0), 16384);
+	int n = fp_recv(&x.fp, m, 8);
+	assert_int_equal(n, 1);
+	struct cdc_msg c;
+	assert_int_equal(cdc_decode(m[0], 44, &c), 0);
+	assert_true(c.pf.write_blocked);
+	assert_int_equal(c.prod.wrap, 1);
+	assert_int_equal(c.prod.count, 0);
+	/* The peer's R: our next CDC carries our consumer cursor, though we read only 5 bytes. */
+	assert_int_equal(fp_write(&x.fp, 0, "hello", 5), 0);
+	assert_int_equal(fp_cdc(&x.fp, 1, 0, (struct curs){ 0, 5 }, (struct curs){ 0, 0 }, 0, 0), 0);
+	progress(&x);
+	char b[8];
+	assert_int_equal(rd(x.c, b, sizeof(b)), 5);
+	assert_int_equal(fp_recv(&x.fp, m, 8), 0);	/* below the threshold: no update */
+	assert_int_equal(fp_cdc(&x.fp, 2, 0, (struct curs){ 0, 5 }, (struct curs){ 0, 0 },
+				CDC_PF_CONS_UPD_REQ, 0), 0);
+	progress(&x);
+	n = fp_recv(&x.fp, m, 8);
+	assert_int_equal(n, 1);
+	assert_int_equal(cdc_decode(m[0], 44, &c), 0);
+	assert_int_equal(c.cons.count, 5);
+	done(&x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -468,6 +506,7 @@ int main(void)
 		cmocka_unit_test(test_delete_link_all),
 		cmocka_unit_test(test_writes_stay_inside),
 		cmocka_unit_test(test_peer_vanishes),
+		cmocka_unit_test(test_b_and_r_flags),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,13 +31,20 @@ static long recv_buf(struct core_conn *c, char *buf, size_t len, unsigned flags)
 	return core_conn_recv(c, &v, 1, flags);
 }
 
+static void engines_on(const char *spec, struct core_engine **ce, struct core_engine **se,
+		       const struct core_engine_params *p)
+{
+	*ce = cp_engine(spec, p);
+	*se = cp_engine(spec, p);
+	assert_non_null(*ce);
+	assert_non_null(*se);
+}
+
+/* On $SMCR_TEST_DEV (loop by default, shm when set). */
 static void engines(struct core_engine **ce, struct core_engine **se,
 		    const struct core_engine_params *p)
 {
-	*ce = cp_engine(NULL, p);
-	*se = cp_engine(NULL, p);
-	assert_non_null(*ce);
-	assert_non_null(*se);
+	engines_on(NULL, ce, se, p);
 }
 
 static void connect_smc(struct cp_pair *pp, struct core_engine *ce, struct core_engine *se)
@@ -187,7 +194,7 @@ static void test_reuse(void **state)
 {
 	(void)state;
 	struct core_engine *ce, *se;
-	engines(&ce, &se, NULL);
+	engines_on("loop", &ce, &se, NULL);	/* counts the provider's SENDs */
 	struct cp_pair p1 = { 0 }, p2 = { 0 }, p3 = { 0 };
 	connect_smc(&p1, ce, se);
 	struct core_conn_info c1, c2, c3, s2;
@@ -423,7 +430,7 @@ static void test_testlink(void **state)
 {
 	(void)state;
 	struct core_engine *ce, *se;
-	engines(&ce, &se, NULL);
+	engines_on("loop", &ce, &se, NULL);	/* counts the provider's SENDs */
 	struct cp_pair pp = { 0 };
 	connect_smc(&pp, ce, se);
 	struct loopdev_stats a, b;
@@ -455,8 +462,8 @@ static void test_testlink(void **state)
 static void test_peer_death(void **state)
 {
 	(void)state;
-	struct core_engine *ce = cp_engine(NULL, NULL);
-	struct core_engine *se = cp_engine(NULL, NULL);
+	struct core_engine *ce = cp_engine("loop", NULL);
+	struct core_engine *se = cp_engine("loop", NULL);
 	struct dev_device *sdev = loopdev_last_opened();
 	assert_non_null(sdev);
 	struct cp_pair pp = { 0 };
@@ -493,6 +500,32 @@ static void test_engine_free(void **state)
 	assert_int_equal(smcr_err_errno((int)rc), ECONNRESET);
 	cp_release(&pp);
 	core_engine_free(ce);
+}
+
+/* sock saw a TCP RST on the hidden TCP socket: the connection aborts (A to the peer). */
+static void test_tcp_rst(void **state)
+{
+	(void)state;
+	struct core_engine *ce, *se;
+	engines(&ce, &se, NULL);
+	struct cp_pair pp = { 0 };
+	connect_smc(&pp, ce, se);
+	core_conn_tcp_event(pp.cli, false, pp.now);	/* FIN: only noted */
+	assert_int_equal(core_conn_events(pp.cli) & CORE_EV_ERR, 0);
+	core_conn_tcp_event(pp.cli, true, pp.now);
+	unsigned ev = core_conn_events(pp.cli);
+	assert_true(ev & CORE_EV_ERR);
+	struct core_conn_info ci;
+	core_conn_info(pp.cli, &ci);
+	assert_int_equal(ci.tcp_action, CORE_TCP_RESET);
+	assert_int_equal(core_conn_error(pp.cli), -SMCR_E_CORE_RESET);
+	assert_int_equal(core_conn_error(pp.cli), 0);	/* SO_ERROR: once */
+	cp_progress(&pp, 2);
+	char b[8];
+	assert_int_equal(recv_buf(pp.srv, b, sizeof(b), 0), -SMCR_E_CORE_RESET);
+	cp_release(&pp);
+	core_engine_free(ce);
+	core_engine_free(se);
 }
 
 /* Events are reported through the callback for peer-caused changes. */
@@ -560,6 +593,7 @@ int main(void)
 		cmocka_unit_test(test_peer_death),
 		cmocka_unit_test(test_engine_free),
 		cmocka_unit_test(test_callbacks),
+		cmocka_unit_test(test_tcp_rst),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

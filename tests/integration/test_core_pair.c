@@ -14,8 +14,8 @@
 
 static void test_first_contact(void **state)
 {
-	(void)state;
-	struct core_engine *ce = cp_engine(NULL, NULL), *se = cp_engine(NULL, NULL);
+	const char *spec = *state;
+	struct core_engine *ce = cp_engine(spec, NULL), *se = cp_engine(spec, NULL);
 	assert_non_null(ce);
 	assert_non_null(se);
 	struct cp_pair pp = { 0 };
@@ -59,7 +59,8 @@ static void test_first_contact(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_first_contact),
+		{ "test_first_contact_loop", test_first_contact, NULL, NULL, "loop" },
+		{ "test_first_contact_shm", test_first_contact, NULL, NULL, "shm" },
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -62,6 +62,7 @@ struct loop_dev {
 	struct dev_device dev;
 	int idx;
 	bool live;
+	bool port_down;
 	uint32_t max_inline;
 	struct dev_gid gid;
 	uint8_t mac[6];
@@ -137,9 +138,10 @@ static int l_query_device(struct dev_device *d, struct dev_device_attr *a)
 
 static int l_query_port(struct dev_device *d, uint8_t p, struct dev_port_attr *a)
 {
-	(void)d;
 	(void)p;
-	a->state = DEV_PORT_ACTIVE;
+	pthread_mutex_lock(&loop_lock);
+	a->state = LD(d)->port_down ? DEV_PORT_DOWN : DEV_PORT_ACTIVE;
+	pthread_mutex_unlock(&loop_lock);
 	a->max_mtu = DEV_MTU_4096;
 	a->active_mtu = DEV_MTU_1024;
 	a->gid_tbl_len = 1;
@@ -622,7 +624,19 @@ static void l_close(struct dev_device *d)
 	free(ld);
 }
 
+static int l_set_port_state(struct dev_device *d, uint8_t p, int up)
+{
+	(void)p;
+	struct loop_dev *ld = LD(d);
+	pthread_mutex_lock(&loop_lock);
+	ld->port_down = !up;
+	async_push(ld, up ? DEV_EVENT_PORT_ACTIVE : DEV_EVENT_PORT_ERR, NULL);
+	pthread_mutex_unlock(&loop_lock);
+	return 0;
+}
+
 static const struct dev_ops loop_ops = {
+	.set_port_state = l_set_port_state,
 	.alloc_pd = l_alloc_pd,
 	.close_device = l_close,
 	.create_cq = l_create_cq,
