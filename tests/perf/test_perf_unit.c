@@ -439,6 +439,9 @@ static void test_proto(void **st)
 	assert_int_equal(proto_hdr_decode(b, PROTO_HDR_LEN - 1, &d), -PROTO_E_SHORT);
 	memcpy(x, b, sizeof(x)); x[0] = 'X';
 	assert_int_equal(proto_hdr_decode(x, sizeof(x), &d), -PROTO_E_MAGIC);
+	/* a CLC message (SMC-R client at a plain TCP server) has its own diagnosis */
+	static const uint8_t clc[PROTO_HDR_LEN] = { 0xe2, 0xd4, 0xc3, 0xd9, 0x01, 0x00, 0x34 };
+	assert_int_equal(proto_hdr_decode(clc, sizeof(clc), &d), -PROTO_E_CLC);
 	memcpy(x, b, sizeof(x)); x[4] = 2;
 	assert_int_equal(proto_hdr_decode(x, sizeof(x), &d), -PROTO_E_VERSION);
 	memcpy(x, b, sizeof(x)); x[5] = 0;

@@ -42,12 +42,15 @@ struct cli {
 };
 
 static int cfail(struct cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Writes the message; errno is kept for the caller. */
 static int cfail(struct cli *c, const char *fmt, ...)
 {
+	int e = errno;
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(c->err, c->elen, fmt, ap);
 	va_end(ap);
+	errno = e;
 	return -1;
 }
 
@@ -77,6 +80,7 @@ static int open_conn(struct cli *c, enum proto_kind kind, const void *extra, siz
 		int e = errno;
 		char a[80];
 		tr->close(fd);
+		errno = e;
 		return cfail(c, "connect to %s (%s): %s",
 			     tr_fmt_addr((const struct sockaddr *)&c->cfg->addr, a, sizeof(a)),
 			     tr->name, strerror(e));
@@ -451,11 +455,47 @@ out:
 	return rc;
 }
 
-int perf_client_run(const struct perf_client_cfg *cfg, struct perf_result *r, char *err,
-		    size_t elen)
+int perf_session_open(const struct perf_tr *tr, const struct sockaddr_storage *addr,
+		      socklen_t addrlen, struct perf_session *sess, char *err, size_t elen)
+{
+	struct perf_client_cfg cfg = { .tr = tr, .addr = *addr, .addrlen = addrlen, .size = 1 };
+	struct cli c = { .cfg = &cfg, .tr = tr, .session = perf_random64(), .ctrl = -1,
+			 .err = err, .elen = elen };
+	struct proto_reply rep;
+
+	err[0] = 0;
+	sess->tr = tr;
+	sess->id = c.session;
+	sess->ctrl = open_conn(&c, PROTO_KIND_CTRL, NULL, 0);
+	if (sess->ctrl >= 0) {
+		set_timeo(&c, sess->ctrl, CLI_RCVTIMEO_S);
+		c.ctrl = sess->ctrl;
+		/* a first BEGIN proves the server speaks smcr-perf on this transport */
+		if (ctrl_call(&c, PROTO_OP_BEGIN, 0, &rep) == 0)
+			return 0;
+		tr->close(sess->ctrl);
+		sess->ctrl = -1;
+	}
+	if (tr->kind == PERF_TR_SMCR && errno != ECONNREFUSED && strlen(err) + 1 < elen) {
+		size_t n = strlen(err);
+		snprintf(err + n, elen - n, " (an smcr client proposes SMC-R in its first bytes: "
+			 "the server must be an smcr one, not --transport tcp)");
+	}
+	return -1;
+}
+
+void perf_session_close(struct perf_session *sess)
+{
+	if (sess->ctrl >= 0)
+		sess->tr->close(sess->ctrl);
+	sess->ctrl = -1;
+}
+
+int perf_client_run(const struct perf_client_cfg *cfg, struct perf_session *sess,
+		    struct perf_result *r, char *err, size_t elen)
 {
 	struct cli c = {
-		.cfg = cfg, .tr = cfg->tr, .session = perf_random64(), .ctrl = -1,
+		.cfg = cfg, .tr = cfg->tr, .session = sess->id, .ctrl = sess->ctrl,
 		.err = err, .elen = elen, .raw_mode = -1,
 		.mode = cfg->tr->kind == PERF_TR_SMCR ? PERF_MODE_SMCR : PERF_MODE_TCP,
 	};
@@ -467,15 +507,10 @@ int perf_client_run(const struct perf_client_cfg *cfg, struct perf_result *r, ch
 	r->size = cfg->size;
 	r->p99 = r->p999 = r->cpu = r->mem_per_conn_kib = r->idle_mem_per_conn_kib = NAN;
 	err[0] = 0;
-
-	c.ctrl = open_conn(&c, PROTO_KIND_CTRL, NULL, 0);
-	if (c.ctrl < 0)
+	if (sess->tr != cfg->tr || sess->ctrl < 0)
+		return cfail(&c, "internal: the session is closed or of another transport");
+	if (ctrl_call(&c, PROTO_OP_BEGIN, 0, &rep) < 0)
 		return -1;
-	set_timeo(&c, c.ctrl, CLI_RCVTIMEO_S);
-	if (ctrl_call(&c, PROTO_OP_BEGIN, 0, &rep) < 0) {
-		cfg->tr->close(c.ctrl);
-		return -1;
-	}
 	uint64_t cpu0 = perf_cpu_us(), rss0 = perf_rss_kib(), tcpmem0 = perf_tcp_mem_kib();
 	int rc = -1;
 	switch (cfg->test) {
@@ -486,7 +521,6 @@ int perf_client_run(const struct perf_client_cfg *cfg, struct perf_result *r, ch
 	case PERF_TEST_COUNT: rc = cfail(&c, "no such test"); break;
 	}
 	uint64_t cpu1 = perf_cpu_us();
-	cfg->tr->close(c.ctrl);
 	if (rc < 0)
 		return -1;
 	/* the server read its own end's mode from its engine: both ends must agree */

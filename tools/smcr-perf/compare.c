@@ -103,21 +103,22 @@ static void stop_server(struct child *ch)
 	ch->pid = 0;
 }
 
-static int run_one(const struct perf_opts *o, enum perf_trk kind, uint16_t port, size_t size,
-		   struct perf_side *side)
+static int run_one(const struct perf_opts *o, struct perf_session *sess, uint16_t port,
+		   size_t size, struct perf_side *side)
 {
 	struct perf_client_cfg cfg;
 	struct perf_result r;
 	char err[512];
 	memset(&cfg, 0, sizeof(cfg));
-	cfg.tr = tr_get(kind);
+	cfg.tr = sess->tr;
 	cfg.test = o->test;
 	cfg.size = size;
 	cfg.duration = o->duration;
 	cfg.conns = o->conns;
-	if (tr_resolve("127.0.0.1", port, false, &cfg.addr, &cfg.addrlen, err, sizeof(err)) < 0 ||
-	    perf_client_run(&cfg, &r, err, sizeof(err)) < 0) {
-		fprintf(stderr, "smcr-perf compare: %s run: %s\n", tr_kind_name(kind), err);
+	if (tr_resolve("127.0.0.1", port, false, &cfg.addr, &cfg.addrlen, err,
+		       sizeof(err)) < 0 ||
+	    perf_client_run(&cfg, sess, &r, err, sizeof(err)) < 0) {
+		fprintf(stderr, "smcr-perf compare: %s run: %s\n", cfg.tr->name, err);
 		return -1;
 	}
 	perf_side_add(side, &r, cfg.tr->reason_name(r.local_reason),
@@ -125,9 +126,23 @@ static int run_one(const struct perf_opts *o, enum perf_trk kind, uint16_t port,
 	return 0;
 }
 
+static int open_session(enum perf_trk kind, uint16_t port, struct perf_session *sess)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	char err[512];
+	if (tr_resolve("127.0.0.1", port, false, &ss, &sl, err, sizeof(err)) < 0 ||
+	    perf_session_open(tr_get(kind), &ss, sl, sess, err, sizeof(err)) < 0) {
+		fprintf(stderr, "smcr-perf compare: %s: %s\n", tr_kind_name(kind), err);
+		return -1;
+	}
+	return 0;
+}
+
 int perf_compare_run(const struct perf_opts *o)
 {
 	struct child tcp = { 0 }, smcr = { 0 };
+	struct perf_session stcp = { .ctrl = -1 }, ssmcr = { .ctrl = -1 };
 	int rc = 1;
 
 	if (!tr_get(o->cmp_smcr)) {
@@ -146,6 +161,11 @@ int perf_compare_run(const struct perf_opts *o)
 		snprintf(rule, sizeof(rule), "127.0.0.1:%u", smcr.port);
 		tr_smcr_rules("client", rule);
 	}
+	/* one control connection per transport for the whole compare: over SMC-R it keeps
+	 * the link group up, so every measured connection reuses it */
+	if (open_session(PERF_TR_TCP, tcp.port, &stcp) < 0 ||
+	    open_session(o->cmp_smcr, smcr.port, &ssmcr) < 0)
+		goto out;
 	if (o->dat)
 		perf_out_dat_header_cmp(stdout);
 	if (o->json && o->nsizes > 1)
@@ -162,8 +182,8 @@ int perf_compare_run(const struct perf_opts *o)
 		c.tcp.transport = PERF_TR_TCP;
 		c.smcr.transport = o->cmp_smcr;
 		for (unsigned k = 0; k < o->rounds; k++) {
-			if (run_one(o, PERF_TR_TCP, tcp.port, c.size, &c.tcp) < 0 ||
-			    run_one(o, o->cmp_smcr, smcr.port, c.size, &c.smcr) < 0)
+			if (run_one(o, &stcp, tcp.port, c.size, &c.tcp) < 0 ||
+			    run_one(o, &ssmcr, smcr.port, c.size, &c.smcr) < 0)
 				goto out;
 		}
 		perf_cmp_finish(&c);
@@ -193,6 +213,10 @@ out:
 	 * expected end of a compare, so it is not printed (unless SMCR_LOG asks for it). */
 	if (!getenv("SMCR_LOG"))
 		smcr_log_set_level(SMCR_LOG_ERROR);
+	if (stcp.tr)
+		perf_session_close(&stcp);
+	if (ssmcr.tr)
+		perf_session_close(&ssmcr);
 	stop_server(&tcp);
 	stop_server(&smcr);
 	return rc;

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "client.h"
@@ -12,6 +13,7 @@
 #include "proc.h"
 #include "server.h"
 #include "tr.h"
+#include "util/log.h"
 
 static int client_main(const struct perf_opts *o)
 {
@@ -37,6 +39,11 @@ static int client_main(const struct perf_opts *o)
 	out = (struct perf_client_out){ .test = o->test, .transport = tr->name, .server = server,
 					.duration = o->duration, .conns = o->conns,
 					.cpu = o->cpu };
+	struct perf_session sess;
+	if (perf_session_open(tr, &cfg.addr, cfg.addrlen, &sess, err, sizeof(err)) < 0) {
+		fprintf(stderr, "smcr-perf client: %s\n", err);
+		return 1;
+	}
 	if (o->dat)
 		perf_out_dat_header_client(stdout);
 	else if (!o->json)
@@ -46,9 +53,10 @@ static int client_main(const struct perf_opts *o)
 	for (size_t i = 0; i < o->nsizes; i++) {
 		struct perf_result r;
 		cfg.size = o->sizes[i];
-		if (perf_client_run(&cfg, &r, err, sizeof(err)) < 0) {
+		if (perf_client_run(&cfg, &sess, &r, err, sizeof(err)) < 0) {
 			fflush(stdout);
 			fprintf(stderr, "smcr-perf client: %s\n", err);
+			perf_session_close(&sess);
 			return 1;
 		}
 		const char *lr = tr->reason_name(r.local_reason);
@@ -66,6 +74,10 @@ static int client_main(const struct perf_opts *o)
 	}
 	if (o->json)
 		fputs(o->nsizes > 1 ? "]\n" : "\n", stdout);
+	perf_session_close(&sess);
+	/* the run is over: the link going down as the server (--once) exits is expected */
+	if (!getenv("SMCR_LOG"))
+		smcr_log_set_level(SMCR_LOG_ERROR);
 	return 0;
 }
 

@@ -47,7 +47,7 @@ int proto_hdr_decode(const uint8_t *buf, size_t len, struct proto_hdr *h)
 	if (len < PROTO_HDR_LEN)
 		return -PROTO_E_SHORT;
 	if (rcur_expect(&c, PROTO_MAGIC, 4) < 0)
-		return -PROTO_E_MAGIC;
+		return memcmp(buf, PROTO_CLC_EYECATCHER, 4) == 0 ? -PROTO_E_CLC : -PROTO_E_MAGIC;
 	if (rcur_get_u8(&c, &ver) < 0 || rcur_get_u8(&c, &kind) < 0 ||
 	    rcur_get_u16(&c, &flags) < 0 || rcur_get_u32(&c, &size) < 0 ||
 	    rcur_get_u64(&c, &session) < 0 || rcur_get_bytes(&c, rsvd, sizeof(rsvd)) < 0)
@@ -132,6 +132,9 @@ const char *proto_err_name(int err)
 	case PROTO_E_FLAGS: return "flags or reserved bytes set";
 	case PROTO_E_SIZE: return "size out of range";
 	case PROTO_E_OP: return "unknown control op or status";
+	case PROTO_E_CLC:
+		return "an SMC-R client (its first bytes are a CLC Proposal) reached this plain "
+		       "TCP server (--transport tcp)";
 	default: return "no error";
 	}
 }

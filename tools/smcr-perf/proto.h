@@ -36,6 +36,8 @@
 #define PROTO_HDR_LEN 32
 #define PROTO_REQ_LEN 8
 #define PROTO_REPLY_LEN 64
+/* The first bytes of every CLC message: "SMCR" in EBCDIC (RFC 7609 3.6, the eyecatcher). */
+#define PROTO_CLC_EYECATCHER "\xe2\xd4\xc3\xd9"
 
 enum proto_kind {
 	PROTO_KIND_CTRL = 1,
@@ -66,6 +68,7 @@ enum proto_err {
 	PROTO_E_FLAGS,		/* flags or reserved bytes not zero */
 	PROTO_E_SIZE,		/* size 0 or above PERF_SIZE_MAX */
 	PROTO_E_OP,		/* unknown control op */
+	PROTO_E_CLC,		/* the bytes are a CLC message: an SMC-R client, a TCP server */
 };
 
 struct proto_hdr {

@@ -34,6 +34,7 @@
 #include "proto.h"
 #include "server.h"
 #include "tr.h"
+#include "util/log.h"
 
 #define SRV_HDR_TIMEOUT_S 5	 /* a connection must send its header within this */
 #define SRV_END_TIMEOUT_S 30	 /* END waits at most this long for the data to end */
@@ -200,6 +201,9 @@ static void *ctrl_main(void *arg)
 	}
 	conn_end(c);
 	if (s->once) {
+		/* the session was the server's whole job: its link going down now is expected */
+		if (!getenv("SMCR_LOG"))
+			smcr_log_set_level(SMCR_LOG_ERROR);
 		atomic_store(&s->stop, true);
 		/* wakes the blocking accept (EINVAL), which then sees stop */
 		s->tr->shutdown(s->lfd, SHUT_RDWR);
