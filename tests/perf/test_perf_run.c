@@ -204,6 +204,11 @@ static void test_compare_conns_connect(void **st)
 	assert_int_equal(rc, 0);
 	j = jv_parse(out);
 	check_cmp(j, "connect", 64, "conn/s", 3);
+	/* issue 6: connect measures new connections over an EXISTING link group (the control
+	 * connection holds it): the engine must report no measured connection as first contact */
+	const struct jv *sm = jv_get(j, "smcr");
+	assert_true(jv_get(sm, "conns")->num > 0);
+	assert_true(jv_get(sm, "first_contacts")->num == 0);
 	jv_free(j);
 	free(out);
 }

@@ -39,6 +39,7 @@ struct cli {
 	enum perf_mode mode;
 	int raw_mode;
 	uint32_t local_reason, peer_reason;
+	unsigned first_contacts;
 };
 
 static int cfail(struct cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -118,6 +119,7 @@ static void note_mode(struct cli *c, int fd)
 		ci.mode = PERF_MODE_UNKNOWN;
 		ci.raw_mode = -1;
 	}
+	c->first_contacts += ci.first_contact;
 	if (perf_mode_rank(ci.mode) <= perf_mode_rank(c->mode))
 		return;
 	c->mode = ci.mode;
@@ -531,6 +533,7 @@ int perf_client_run(const struct perf_client_cfg *cfg, struct perf_session *sess
 	}
 	r->mode = c.mode;
 	r->raw_mode = c.raw_mode;
+	r->first_contacts = c.first_contacts;
 	r->local_reason = c.local_reason;
 	r->peer_reason = c.peer_reason;
 	r->cpu_client_s = (double)(cpu1 - cpu0) / 1e6;

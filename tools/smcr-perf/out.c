@@ -54,6 +54,8 @@ void perf_side_add(struct perf_side *s, const struct perf_result *r, const char 
 		s->local_reason = r->mode == PERF_MODE_FALLBACK ? lreason : NULL;
 		s->peer_reason = r->mode == PERF_MODE_FALLBACK ? preason : NULL;
 	}
+	s->conns += r->conns;
+	s->first_contacts += r->first_contacts;
 	s->value[s->n] = r->value;
 	s->p99[s->n] = r->p99;
 	s->p999[s->n] = r->p999;
@@ -109,6 +111,7 @@ static void json_side(FILE *f, const struct perf_cmp *c, const struct perf_side 
 	}
 	fputs(",\"transport\":", f);
 	json_str(f, s->transport == PERF_TR_SMCR ? "smcr" : "tcp");
+	fprintf(f, ",\"conns\":%lu,\"first_contacts\":%lu", s->conns, s->first_contacts);
 	if (s->local_reason || s->peer_reason) {
 		fputs(",\"local_reason\":", f);
 		json_str(f, s->local_reason ? s->local_reason : "NONE");
@@ -229,6 +232,9 @@ void perf_out_cmp_text(FILE *f, const struct perf_cmp *c)
 	fprintf(f, "  %-7s %-13s %-16s %s\n", "", "mode", what(c->test), "runs");
 	text_side(f, c, "TCP", &c->tcp);
 	text_side(f, c, c->smcr.transport == PERF_TR_SMCR ? "SMC-R" : "TCP(2)", &c->smcr);
+	if (c->smcr.first_contacts)
+		fprintf(f, "  SMC-R: %lu of %lu measured connections created a link group\n",
+			c->smcr.first_contacts, c->smcr.conns);
 	if (c->smcr.local_reason || c->smcr.peer_reason)
 		fprintf(f, "  SMC-R fell back to TCP: local reason %s, peer reason %s\n",
 			c->smcr.local_reason ? c->smcr.local_reason : "NONE",
@@ -352,8 +358,9 @@ void perf_out_client_json(FILE *f, const struct perf_client_out *o, const struct
 	json_str(f, perf_unit(o->test));
 	fputs(",\"seconds\":", f);
 	perf_json_num(f, r->seconds);
-	fprintf(f, ",\"conns\":%u,\"ops\":%llu,\"bytes\":%llu", r->conns,
-		(unsigned long long)r->ops, (unsigned long long)r->bytes);
+	fprintf(f, ",\"conns\":%u,\"first_contacts\":%u,\"ops\":%llu,\"bytes\":%llu",
+		r->conns, r->first_contacts, (unsigned long long)r->ops,
+		(unsigned long long)r->bytes);
 	if (o->test == PERF_TEST_PINGPONG) {
 		fputs(",\"median\":", f);
 		perf_json_num(f, r->value);

@@ -19,6 +19,8 @@ struct perf_side {
 	/* worst mode over the runs, as read from the engine (client.c note_mode) */
 	enum perf_mode mode;
 	const char *local_reason, *peer_reason; /* names; NULL when no fallback */
+	/* measured connections over all runs, and how many of them created a link group */
+	unsigned long conns, first_contacts;
 	/* medians, filled by perf_cmp_finish */
 	double median, p99_median, p999_median, cpu_median, mem_median, idle_mem_median;
 };

@@ -115,6 +115,7 @@ struct perf_result {
 	uint64_t ops;		/* round trips / connections made */
 	uint64_t bytes;		/* payload the server received (stream, conns) */
 	unsigned conns;		/* data connections measured */
+	unsigned first_contacts; /* of those, how many created a link group (engine's word) */
 	enum perf_mode mode;
 	uint32_t local_reason, peer_reason; /* of the first fallen-back connection, else 0 */
 	int raw_mode;		/* the smcr_info mode of that connection (UNKNOWN case) */

@@ -22,6 +22,7 @@ struct tr_conn_info {
 	int raw_mode;		/* enum smcr_mode for smcr; -1 for the tcp transport */
 	enum perf_mode mode;	/* PERF_MODE_TCP / SMCR / FALLBACK / UNKNOWN */
 	uint32_t local_reason, peer_reason;
+	bool first_contact;	/* smcr: this connection created its link group */
 };
 
 struct perf_tr {
