@@ -295,7 +295,8 @@ enum core_msg_flags {
  *   -SMCR_E_AGAIN        nothing could be sent now; CORE_EV_OUT is raised when it can
  *   -SMCR_E_CORE_PIPE    write side shut down / connection closed (EPIPE; sock raises
  *                        SIGPIPE unless MSG_NOSIGNAL)
- *   -SMCR_E_CORE_RESET   connection reset (ECONNRESET), or another pending error
+ *   -SMCR_E_CORE_RESET   connection reset, or the peer closed (C received) (ECONNRESET);
+ *                        a pending error is reported once with its own code
  *   -SMCR_E_CORE_NOTCONN not (yet) in SMC mode (ENOTCONN)
  * A zero-length send returns 0. With CORE_MSG_OOB, the last byte of the data is the urgent
  * byte (procedures.md 4.6); it is sent only if all of it fits (else -SMCR_E_AGAIN). */

@@ -355,6 +355,28 @@ static void t_rnr(void **state)
 	assert_int_equal(wait_state(qb, DEV_QPS_ERR, WAIT_MS), 0);
 	assert_int_equal(dev_destroy_qp(qa), 0);
 	assert_int_equal(dev_destroy_qp(qb), 0);
+
+	/* A short transport timeout does not turn an RNR wait into retry exceeded: the peer
+	 * is there, it just has no receive WR yet (posted right after RTS, before any
+	 * handshake a provider may run). */
+	qa = qp_new(&f->a, 4, 4, 0);
+	qb = qp_new(&f->b, 4, 4, 0);
+	qp_init(qa);
+	qp_init(qb);
+	qp_rtr(qa, &f->b.gid, qb->qp_num);
+	qp_rtr(qb, &f->a.gid, qa->qp_num);
+	struct dev_qp_attr rts = { .qp_state = DEV_QPS_RTS, .timeout = 1, .retry_cnt = 0,
+				   .rnr_retry = 7, .max_rd_atomic = 1 };
+	assert_int_equal(dev_modify_qp(qa, &rts, DEV_QP_MASK_RTS), 0);
+	qp_rts(qb, 7);
+	assert_int_equal(post_send(qa, DEV_WR_SEND, DEV_SEND_INLINE | DEV_SEND_SIGNALED, &sg, 1, 0,
+				   0, 0, 20), 0);
+	expect_no_wc(f->a.scq, 300);
+	post_recv(&f->b, qb, 0, 64, 21);
+	expect_wc(f->b.rcq, 21, DEV_WC_SUCCESS, DEV_WC_RECV);
+	expect_wc(f->a.scq, 20, DEV_WC_SUCCESS, DEV_WC_SEND);
+	assert_int_equal(dev_destroy_qp(qa), 0);
+	assert_int_equal(dev_destroy_qp(qb), 0);
 }
 
 /* A SEND longer than the receive WR: LOC_LEN_ERR there, REM_INV_REQ_ERR here (rule 7). */

@@ -114,6 +114,34 @@ static void test_half_close(void **state)
 	core_engine_free(se);
 }
 
+/* The peer closed (C): reads see EOF, writes ECONNRESET (Linux smc_tx_sendmsg). */
+static void test_peer_closed(void **state)
+{
+	(void)state;
+	struct core_engine *ce, *se;
+	engines(&ce, &se, NULL);
+	struct cp_pair pp = { 0 };
+	connect_smc(&pp, ce, se);
+	char b[8];
+	core_conn_close(pp.srv, false, pp.now);
+	cp_progress(&pp, 2);
+	unsigned ev = core_conn_events(pp.cli);
+	assert_true(ev & CORE_EV_RDHUP);
+	assert_true(ev & CORE_EV_IN);
+	assert_int_equal(recv_buf(pp.cli, b, sizeof(b), 0), 0);
+	assert_int_equal(send_str(pp.cli, "late", 0), -SMCR_E_CORE_RESET);
+	assert_int_equal(smcr_err_errno(-SMCR_E_CORE_RESET), ECONNRESET);
+	core_conn_close(pp.cli, false, pp.now);
+	cp_progress(&pp, 2);
+	struct core_conn_info ci;
+	core_conn_info(pp.cli, &ci);
+	assert_string_equal(ci.state, "CLOSED");
+	assert_int_equal(ci.tcp_action, CORE_TCP_SHUTDOWN);
+	cp_release(&pp);
+	core_engine_free(ce);
+	core_engine_free(se);
+}
+
 static void test_abort_unread(void **state)
 {
 	(void)state;
@@ -582,6 +610,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_half_close),
+		cmocka_unit_test(test_peer_closed),
 		cmocka_unit_test(test_abort_unread),
 		cmocka_unit_test(test_linger0),
 		cmocka_unit_test(test_reuse),

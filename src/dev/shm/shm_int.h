@@ -260,6 +260,7 @@ struct shm_qp {
 	uint32_t unsig_done;		/* executed unsignaled WRs not yet retired by a CQE */
 	uint64_t block_since_ns;	/* head blocked since (0: not blocked) */
 	enum dev_wc_status block_status; /* what the head fails with at the deadline */
+	int block_reason;		/* 0 not connected, else the TX_BLOCKED_* value */
 	uint64_t deadline_ns;		/* head fails at this time (0: none) */
 	uint64_t next_connect_ns;	/* initiator in SHM_CONN_WANT: next dial attempt */
 

@@ -44,7 +44,7 @@ static const struct {
 
 static double opt_secs = 1.0;
 static long opt_rtts = 20000;
-static uint64_t opt_spin_ns = 50000;
+static uint64_t opt_spin_ns = 20000;
 
 static void die(const char *what, int rc)
 {
