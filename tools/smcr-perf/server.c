@@ -358,7 +358,10 @@ static void serve_new(struct srv *s, int fd)
 		s->tr->close(fd);
 		return;
 	}
-	set_rcvtimeo(s, fd, 0);
+	/* a connect exchange is answered by this thread: it keeps the timeout, so a client
+	 * that never sends its payload cannot stall the accept loop */
+	if (h.kind != PROTO_KIND_CONNECT)
+		set_rcvtimeo(s, fd, 0);
 	if (s->tr->query(fd, &ci) < 0)
 		ci.mode = PERF_MODE_UNKNOWN;
 	struct srv_conn *c = calloc(1, sizeof(*c));
