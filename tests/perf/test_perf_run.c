@@ -276,6 +276,79 @@ static void test_server_client(void **st)
 	}
 }
 
+/* Connects to 127.0.0.1:port with plain TCP, retrying while the server starts. */
+static int raw_connect(int port)
+{
+	for (int tries = 0; tries < 100; tries++) {
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		assert_true(fd >= 0);
+		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
+			/* a server that failed to drop us must fail the test, not hang it */
+			struct timeval tv = { 10, 0 };
+			setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+			return fd;
+		}
+		close(fd);
+		struct timespec ts = { 0, 20 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	fail_msg("the server did not start listening");
+	return -1;
+}
+
+/* A hostile or confused peer: bad headers are dropped (the connection closed), and the
+ * server still serves the next, real client. */
+static void test_server_hostile(void **st)
+{
+	(void)st;
+	int port = free_port();
+	char ps[16];
+	snprintf(ps, sizeof(ps), "%d", port);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		int devnull = open("/dev/null", O_WRONLY);
+		dup2(devnull, 2);
+		execl(perf_bin, perf_bin, "server", "-B", "127.0.0.1", "-p", ps, "--transport",
+		      "tcp", "--once", (char *)NULL);
+		_exit(127);
+	}
+	static const uint8_t bad[][32] = {
+		{ 'X', 'P', 'R', 'F', 1, 2 },			     /* magic */
+		{ 'S', 'P', 'R', 'F', 9, 2, 0, 0, 0, 0, 0, 1 },	     /* version */
+		{ 'S', 'P', 'R', 'F', 1, 7, 0, 0, 0, 0, 0, 1 },	     /* kind */
+		{ 'S', 'P', 'R', 'F', 1, 3, 0, 0, 0, 0, 0, 0 },	     /* size 0 */
+		{ 'S', 'P', 'R', 'F', 1, 3, 0, 0, 0x7f, 0, 0, 0 },  /* size 2 GiB */
+		{ 0xe2, 0xd4, 0xc3, 0xd9, 1, 0, 0x34 },		     /* a CLC message */
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int fd = raw_connect(port);
+		assert_int_equal(write(fd, bad[i], sizeof(bad[i])), sizeof(bad[i]));
+		char b[16];
+		ssize_t n = read(fd, b, sizeof(b)); /* the server closes: EOF or reset */
+		assert_true(n == 0 || (n < 0 && errno == ECONNRESET));
+		close(fd);
+	}
+	/* a short header and a hang-up: dropped too */
+	int fd = raw_connect(port);
+	assert_int_equal(write(fd, "SPRF", 4), 4);
+	close(fd);
+	char *out;
+	assert_int_equal(run(&out, "client", "127.0.0.1", "-p", ps, "-t", "connect", "-d", "0.1",
+			     "--transport", "tcp", "--json", NULL), 0);
+	struct jv *j = jv_parse(out);
+	assert_non_null(j);
+	assert_true(jv_get(j, "ops")->num > 0);
+	jv_free(j);
+	free(out);
+	int stt;
+	assert_int_equal(waitpid(pid, &stt, 0), pid);
+	assert_true(WIFEXITED(stt) && WEXITSTATUS(stt) == 0);
+}
+
 static void test_bad_usage(void **st)
 {
 	(void)st;
@@ -328,6 +401,7 @@ int main(void)
 		cmocka_unit_test(test_compare_stream_sweep),
 		cmocka_unit_test(test_compare_conns_connect),
 		cmocka_unit_test(test_server_client),
+		cmocka_unit_test(test_server_hostile),
 		cmocka_unit_test(test_bad_usage),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
