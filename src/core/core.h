@@ -131,6 +131,27 @@ int core_engine_progress(struct core_engine *e, uint64_t now_ns, uint64_t *next_
  * fd event it consumed loses nothing. core_engine_progress never consumes fd events. */
 int core_engine_prepare_sleep(struct core_engine *e);
 
+/* Spinning (added by the tune branch; docs/parts/tune.md "Spinning"). A thread that polls
+ * the engine in a loop for a short time before it sleeps (a blocking call's brief spin,
+ * ENGINE.md decision 3) brackets the loop with these two and calls only
+ * core_engine_progress inside it, never core_engine_prepare_sleep:
+ *
+ *     core_engine_spin_begin(e, now);
+ *     do { if (ready) break; core_engine_progress(e, now, NULL); } while (now < until);
+ *     core_engine_spin_end(e);
+ *     ... then sleep (poll on the program's fd) if not ready ...
+ *
+ * While at least one thread is between begin and end, the CQs are disarmed: the peer
+ * writes no eventfd and the thread sleeping on core_engine_fds() (the progress thread) is
+ * not woken by completions the spinner handles itself; prepare_sleep does not arm them
+ * either. The last spin_end arms them again and polls once more (what prepare_sleep
+ * does), so a sleeper loses nothing. A spin older than 1 ms no longer holds the arms off
+ * (a spinner that lost its CPU): core_engine_progress reports that moment as a deadline,
+ * and prepare_sleep arms after it. Every begin must be followed by exactly one end (any
+ * thread may call them; they nest by count). */
+void core_engine_spin_begin(struct core_engine *e, uint64_t now_ns);
+void core_engine_spin_end(struct core_engine *e);
+
 struct core_engine_stats {
 	struct wire_peer_id peer_id;
 	unsigned ndevices;

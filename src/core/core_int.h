@@ -41,6 +41,7 @@
 #define CORE_LG_SLOTS 256		/* conn slots 1..255; alert token = gen << 8 | slot */
 #define CORE_RTOKENS_MAX 255		/* peer RMBs remembered per LG (procedures.md 6) */
 #define CORE_MAX_DEVS 4
+#define CORE_SPIN_GRACE_NS 1000000ull	/* a spin older than this no longer keeps CQs unarmed */
 
 /* wr_id layout: link id in the top 32 bits, then kind and index. */
 #define CORE_WR_RECV 0x10000u
@@ -317,6 +318,11 @@ struct core_engine {
 	uint32_t next_lg_id;		/* [E] */
 	uint32_t next_link_id;		/* [E] */
 	uint64_t next_deadline;		/* [E] earliest timer; recomputed when passed */
+	/* Spinning threads (core_engine_spin_begin/end): while any spins, the CQs stay
+	 * disarmed and prepare_sleep does not arm them (the spinners poll), unless the oldest
+	 * spin is older than CORE_SPIN_GRACE_NS (a spinner that lost its CPU). */
+	unsigned spinners;		/* [E] */
+	uint64_t spin_since;		/* [E] now_ns of the spin_begin that made spinners 1 */
 	uint64_t last_now;		/* [E] latest now_ns seen by progress */
 	bool freed;			/* [E] core_engine_free ran */
 	_Atomic uint32_t refcnt;	/* the owner's + one per conn object */
@@ -336,6 +342,10 @@ void core_engine_put(struct core_engine *e);
 void core_ev_raise(struct core_conn *c, unsigned bits);
 /* Reports queued events (no core lock held by the caller). */
 void core_ev_fire(struct core_engine *e);
+/* A sender found no free send slot: poll the CQs now (shm completes sends as they are
+ * posted, so the completions that free slots are usually queued already) and arm for any
+ * completion, so the next one wakes a sleeper. No core lock held. */
+void core_reap(struct core_engine *e);
 
 /* ---- conn.c ---- */
 void conn_hold(struct core_conn *c);

@@ -267,10 +267,65 @@ int core_engine_progress(struct core_engine *e, uint64_t now_ns, uint64_t *next_
 	core_ev_fire(e);
 	if (next_deadline_ns) {
 		pthread_mutex_lock(&e->lock);
-		*next_deadline_ns = e->next_deadline;
+		uint64_t next = e->next_deadline;
+		/* A spinner keeps the CQs unarmed: look again when its grace is over, in case
+		 * it lost its CPU (prepare_sleep arms then). */
+		if (e->spinners && e->spin_since + CORE_SPIN_GRACE_NS < next)
+			next = e->spin_since + CORE_SPIN_GRACE_NS;
+		*next_deadline_ns = next;
 		pthread_mutex_unlock(&e->lock);
 	}
 	return n;
+}
+
+/* The arm for a sleeper: solicited receives only (every LLC and CDC is sent solicited,
+ * linux-interop.md 6; error completions fire either way), unless a send completion has
+ * somebody waiting for it: a sender short of send slots, or a dead LG draining before its
+ * QP goes. So a send completion (shm: at every post) wakes no one. eng->lock held. */
+static int arm_solicited_locked(struct core_engine *e, const struct core_dev *cd)
+{
+	for (struct core_link *l = e->links; l; l = l->next) {
+		if (l->cdev != cd)
+			continue;
+		pthread_mutex_lock(&l->tx_lock);
+		bool any = l->slot_waiters ||
+			   (l->lg->state == CORE_LG_DEAD && l->slots_free != CORE_SEND_SLOTS);
+		pthread_mutex_unlock(&l->tx_lock);
+		if (any)
+			return 0;
+	}
+	return 1;
+}
+
+/* Whether CQs are to be armed now: not while a thread spins (it polls), unless that spin
+ * has lasted beyond its grace. eng->lock held. */
+static bool arm_allowed_locked(const struct core_engine *e)
+{
+	return !e->spinners || e->last_now > e->spin_since + CORE_SPIN_GRACE_NS;
+}
+
+/* After an arm: whatever completed before it does not wake the fd, so poll once more.
+ * Returns 1 if completions were handled. Waits for a concurrent poller (it finishes a
+ * bounded CQ drain) rather than assuming it saw everything. No core lock held. */
+static int recheck(struct core_engine *e)
+{
+	int more = 0;
+	pthread_mutex_lock(&e->poll_lock);
+	pthread_mutex_lock(&e->lock);
+	if (!e->freed) {
+		struct dev_wc wc[32];
+		for (int i = 0; i < e->ndevs; i++) {
+			int k;
+			while ((k = dev_poll_cq(e->devs[i].cq, 32, wc)) > 0) {
+				for (int j = 0; j < k; j++)
+					link_handle_wc(e, &wc[j], e->last_now);
+				more = 1;
+			}
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+	pthread_mutex_unlock(&e->poll_lock);
+	return more;
 }
 
 int core_engine_prepare_sleep(struct core_engine *e)
@@ -278,35 +333,66 @@ int core_engine_prepare_sleep(struct core_engine *e)
 	int more = 0;
 	pthread_mutex_lock(&e->lock);
 	if (!e->freed) {
+		bool arm = arm_allowed_locked(e);
 		for (int i = 0; i < e->ndevs; i++) {
 			while (dev_get_cq_event(e->devs[i].cq) == 0)
 				;	/* the event that woke us (if any) */
-			if (dev_req_notify_cq(e->devs[i].cq, 0))
+			if (arm && dev_req_notify_cq(e->devs[i].cq,
+						     arm_solicited_locked(e, &e->devs[i])))
 				more = 1;
 		}
 	}
 	pthread_mutex_unlock(&e->lock);
-	/* A completion that arrived before the arm does not wake the fd: look once more. */
-	if (pthread_mutex_trylock(&e->poll_lock) == 0) {
-		pthread_mutex_lock(&e->lock);
-		if (!e->freed) {
-			struct dev_wc wc[32];
-			for (int i = 0; i < e->ndevs; i++) {
-				int k;
-				while ((k = dev_poll_cq(e->devs[i].cq, 32, wc)) > 0) {
-					for (int j = 0; j < k; j++)
-						link_handle_wc(e, &wc[j], e->last_now);
-					more = 1;
-				}
-			}
-		}
-		pthread_mutex_unlock(&e->lock);
-		pthread_mutex_unlock(&e->poll_lock);
-	} else {
-		more = 1;	/* somebody else is processing: do not sleep on a stale state */
-	}
+	if (recheck(e))
+		more = 1;
 	core_ev_fire(e);
 	return more;
+}
+
+void core_engine_spin_begin(struct core_engine *e, uint64_t now_ns)
+{
+	pthread_mutex_lock(&e->lock);
+	if (e->spinners++ == 0 && !e->freed) {
+		e->spin_since = now_ns;
+		/* The spinner polls: completions need not write the comp fds (no eventfd write
+		 * by the peer, no wake-up of the progress thread) until spin_end arms again. */
+		for (int i = 0; i < e->ndevs; i++) {
+			int rc = dev_disarm_cq(e->devs[i].cq);
+			(void)rc;	/* NOTSUP: the arm stays (a wake-up nobody needs, no more) */
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+}
+
+void core_engine_spin_end(struct core_engine *e)
+{
+	bool armed = false;
+	pthread_mutex_lock(&e->lock);
+	if (e->spinners && --e->spinners == 0 && !e->freed) {
+		for (int i = 0; i < e->ndevs; i++)
+			if (dev_req_notify_cq(e->devs[i].cq, arm_solicited_locked(e, &e->devs[i])))
+				SMCR_LOG_RL(SMCR_LOG_WARN, CORE_UNIT, "CQ arm failed");
+		armed = true;
+	}
+	pthread_mutex_unlock(&e->lock);
+	if (armed)
+		(void)recheck(e);
+	core_ev_fire(e);
+}
+
+void core_reap(struct core_engine *e)
+{
+	pthread_mutex_lock(&e->lock);
+	if (!e->freed && arm_allowed_locked(e))
+		for (int i = 0; i < e->ndevs; i++)
+			if (dev_req_notify_cq(e->devs[i].cq, 0))
+				SMCR_LOG_RL(SMCR_LOG_WARN, CORE_UNIT, "CQ arm failed");
+	pthread_mutex_unlock(&e->lock);
+	if (pthread_mutex_trylock(&e->poll_lock) == 0) {
+		(void)progress_locked(e, e->last_now);
+		pthread_mutex_unlock(&e->poll_lock);
+	}
+	core_ev_fire(e);
 }
 
 int core_engine_fds(const struct core_engine *e, int *fds, int max)

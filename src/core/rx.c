@@ -7,6 +7,8 @@
 
 #include <string.h>
 
+#include "util/copy.h"
+
 static void bad_peer(struct core_conn *c, int err, const struct cdc_msg *m)
 {
 	SMCR_LOG_RL(SMCR_LOG_WARN, CORE_UNIT,
@@ -57,6 +59,22 @@ void rx_cdc(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now)
 	}
 	if (c->rx_seq_valid && seq16_older(m.seqno, c->rx_seq)) {
 		atomic_fetch_add(&e->cdc_rx_dropped, 1);	/* 7.1: older: dropped */
+		goto out;
+	}
+	if (c->reset_err) {
+		/* The connection is dead (a bad cursor, our abort, the peer's A): no cursor or
+		 * data of a later CDC is taken (the program gets the reset, never bytes after
+		 * it: sock-wishes.md 1). Only the close flags count, so the close exchange can
+		 * finish (procedures.md 5.2). */
+		if (m.cf.abort && !(c->cl & CL_RCVD_A)) {
+			c->cl |= CL_RCVD_A;
+			close_change = true;
+		} else if (m.cf.closed && !(c->cl & CL_RCVD_C)) {
+			c->cl |= CL_RCVD_C;
+			close_change = true;
+		} else {
+			atomic_fetch_add(&e->cdc_rx_dropped, 1);
+		}
 		goto out;
 	}
 	/* Cursor checks (4.2): the producer may not go backwards nor past the space we gave
@@ -150,7 +168,7 @@ static void ring_copy_out(const struct core_conn *c, uint64_t pos, uint32_t n,
 				continue;
 			}
 			size_t take = room < left ? room : left;
-			memcpy((uint8_t *)iov[vi].iov_base + voff, src, take);
+			smcr_copy((uint8_t *)iov[vi].iov_base + voff, src, take);
 			src += take;
 			left -= (uint32_t)take;
 			voff += take;

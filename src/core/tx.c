@@ -10,6 +10,8 @@
 
 #include <string.h>
 
+#include "util/copy.h"
+
 /* Fills the slot with a CDC for c's current state (wire-formats.md 7). conn->lock held. */
 static void cdc_fill(struct core_conn *c, uint8_t *buf, bool urg)
 {
@@ -147,7 +149,7 @@ static void iov_copy(struct iov_pos *p, uint8_t *dst, size_t n)
 		size_t k = iov_take(p, n, &src);
 		if (!k)
 			return;
-		memcpy(dst, src, k);
+		smcr_copy(dst, src, k);
 		dst += k;
 		n -= k;
 	}
@@ -260,22 +262,14 @@ static int send_state_err(struct core_conn *c)
 	return 0;
 }
 
-long core_conn_send(struct core_conn *c, const struct iovec *iov, int iovcnt, unsigned flags)
+/* The body of core_conn_send: conn->lock held. *starved: AGAIN for want of a send slot
+ * (not of peer space). */
+static long send_locked(struct core_conn *c, const struct iovec *iov, int iovcnt, size_t total,
+			unsigned flags, bool *starved)
 {
-	size_t total = 0;
-	if (iovcnt < 0 || (iovcnt && !iov))
-		return -SMCR_E_INVAL;
-	for (int i = 0; i < iovcnt; i++) {
-		if (iov[i].iov_len && !iov[i].iov_base)
-			return -SMCR_E_INVAL;
-		total += iov[i].iov_len;
-	}
-	pthread_mutex_lock(&c->lock);
 	int rc = send_state_err(c);
-	if (rc || total == 0) {
-		pthread_mutex_unlock(&c->lock);
+	if (rc || total == 0)
 		return rc;
-	}
 	struct core_link *l = c->link;
 	bool oob = flags & CORE_MSG_OOB;
 	uint32_t space = conn_writable_locked(c);
@@ -286,7 +280,6 @@ long core_conn_send(struct core_conn *c, const struct iovec *iov, int iovcnt, un
 			c->tx_blocked = true;
 			(void)tx_cdc_locked(c, false);
 		}
-		pthread_mutex_unlock(&c->lock);
 		return -SMCR_E_AGAIN;
 	}
 	uint32_t n = total < space ? (uint32_t)total : space;
@@ -309,15 +302,13 @@ long core_conn_send(struct core_conn *c, const struct iovec *iov, int iovcnt, un
 		if (slot >= 0)
 			plan_staged(c, iov, iovcnt, n, slot, &pl);
 	} else {
-		if (pl.sent == 0) {
-			pthread_mutex_unlock(&c->lock);
+		if (pl.sent == 0)
 			return -SMCR_E_AGAIN;
-		}
 		slot = link_slot_get(l, (unsigned)pl.nwr + 1, false, true);
 	}
 	if (slot < 0) {
 		c->tx_wait = true;	/* woken by tx_wake_waiters */
-		pthread_mutex_unlock(&c->lock);
+		*starved = true;
 		return -SMCR_E_AGAIN;
 	}
 	if (oob && pl.sent < total)
@@ -334,11 +325,36 @@ long core_conn_send(struct core_conn *c, const struct iovec *iov, int iovcnt, un
 	if (rc) {
 		link_slot_abandon(l, slot);
 		close_abort_locked(c, -SMCR_E_CORE_RESET, false);
-		pthread_mutex_unlock(&c->lock);
 		return -SMCR_E_CORE_RESET;
 	}
 	if (pl.sent == total)
 		c->tx_wait = false;
-	pthread_mutex_unlock(&c->lock);
 	return (long)pl.sent;
+}
+
+long core_conn_send(struct core_conn *c, const struct iovec *iov, int iovcnt, unsigned flags)
+{
+	size_t total = 0;
+	if (iovcnt < 0 || (iovcnt && !iov))
+		return -SMCR_E_INVAL;
+	for (int i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len && !iov[i].iov_base)
+			return -SMCR_E_INVAL;
+		total += iov[i].iov_len;
+	}
+	bool starved = false;
+	pthread_mutex_lock(&c->lock);
+	long rc = send_locked(c, iov, iovcnt, total, flags, &starved);
+	pthread_mutex_unlock(&c->lock);
+	if (rc == -SMCR_E_AGAIN && starved) {
+		/* Every send slot waits for its completion to be polled: poll now rather than
+		 * make the caller sleep until somebody else does (and arm for any completion,
+		 * so a provider that completes later wakes the progress thread). */
+		core_reap(c->eng);
+		starved = false;
+		pthread_mutex_lock(&c->lock);
+		rc = send_locked(c, iov, iovcnt, total, flags, &starved);
+		pthread_mutex_unlock(&c->lock);
+	}
+	return rc;
 }

@@ -24,6 +24,7 @@ static int def_dealloc_pd(struct dev_pd *p) { (void)p; return -SMCR_E_NOTSUP; }
 static int def_dereg_mr(struct dev_mr *m) { (void)m; return -SMCR_E_NOTSUP; }
 static int def_destroy_cq(struct dev_cq *c) { (void)c; return -SMCR_E_NOTSUP; }
 static int def_destroy_qp(struct dev_qp *q) { (void)q; return -SMCR_E_NOTSUP; }
+static int def_disarm_cq(struct dev_cq *c) { (void)c; return -SMCR_E_NOTSUP; }
 static int def_get_async_event(struct dev_device *d, struct dev_async_event *e) { (void)d; (void)e; return -SMCR_E_NOTSUP; }
 static int def_get_cq_event(struct dev_cq *c) { (void)c; return -SMCR_E_NOTSUP; }
 static int def_modify_qp(struct dev_qp *q, const struct dev_qp_attr *a, unsigned m) { (void)q; (void)a; (void)m; return -SMCR_E_NOTSUP; }
@@ -47,6 +48,7 @@ static const struct dev_ops dev_default_ops = {
 	.dereg_mr = def_dereg_mr,
 	.destroy_cq = def_destroy_cq,
 	.destroy_qp = def_destroy_qp,
+	.disarm_cq = def_disarm_cq,
 	.get_async_event = def_get_async_event,
 	.get_cq_event = def_get_cq_event,
 	.modify_qp = def_modify_qp,
@@ -83,7 +85,7 @@ static void dev_ops_merge(struct dev_ops *dst, const struct dev_ops *p)
 		return;
 #define M(f) if (p->f) dst->f = p->f
 	M(alloc_pd); M(close_device); M(create_cq); M(create_qp); M(dealloc_pd); M(dereg_mr);
-	M(destroy_cq); M(destroy_qp); M(get_async_event); M(get_cq_event); M(modify_qp);
+	M(destroy_cq); M(destroy_qp); M(disarm_cq); M(get_async_event); M(get_cq_event); M(modify_qp);
 	M(poll_cq); M(post_recv); M(post_send); M(query_device); M(query_gid); M(query_port);
 	M(query_qp); M(reg_mr); M(req_notify_cq); M(set_port_state);
 #undef M
@@ -322,6 +324,11 @@ int dev_destroy_cq(struct dev_cq *cq)
 int dev_req_notify_cq(struct dev_cq *cq, int solicited_only)
 {
 	return cq->dev->ops->req_notify_cq(cq, solicited_only);
+}
+
+int dev_disarm_cq(struct dev_cq *cq)
+{
+	return cq->dev->ops->disarm_cq(cq);
 }
 
 int dev_get_cq_event(struct dev_cq *cq)

@@ -400,6 +400,9 @@ struct dev_ops {
 	int (*dereg_mr)(struct dev_mr *mr);
 	int (*destroy_cq)(struct dev_cq *cq);
 	int (*destroy_qp)(struct dev_qp *qp);
+	/* Not verbs (added for the engine's spinning, docs/parts/tune.md): withdraw an arm that
+	 * has not fired yet. Optional: the default returns NOTSUP and the arm stays. */
+	int (*disarm_cq)(struct dev_cq *cq);
 	int (*get_async_event)(struct dev_device *dev, struct dev_async_event *ev);
 	int (*get_cq_event)(struct dev_cq *cq);
 	int (*modify_qp)(struct dev_qp *qp, const struct dev_qp_attr *attr, unsigned mask);
@@ -491,6 +494,13 @@ SMCR_MUST_CHECK int dev_destroy_cq(struct dev_cq *cq);
  * any error completion) makes cq->comp_fd readable. Completions already queued do not
  * count: the usual loop is poll until empty, arm, poll once more, then sleep on comp_fd. */
 SMCR_MUST_CHECK int dev_req_notify_cq(struct dev_cq *cq, int solicited_only);
+/* Not verbs: withdraws an arm that has not fired yet, so completions stop writing comp_fd
+ * (a hint: the caller polls the CQ itself for a while, e.g. a thread spinning briefly
+ * before it sleeps, and arms again with dev_req_notify_cq before anyone sleeps on
+ * comp_fd). An event already on comp_fd stays. 0, or -SMCR_E_NOTSUP if the provider cannot
+ * (then the arm simply stays: the only cost is a wake-up nobody needed). Added for the
+ * engine's spin (docs/parts/tune.md). */
+SMCR_MUST_CHECK int dev_disarm_cq(struct dev_cq *cq);
 /* Consumes the event that made comp_fd readable (ibv_get_cq_event + ibv_ack_cq_events;
  * nonblocking). 0 if one was pending, -SMCR_E_AGAIN if not. */
 SMCR_MUST_CHECK int dev_get_cq_event(struct dev_cq *cq);

@@ -96,6 +96,9 @@ void shm_cq_list_del(struct shm_cq *cq, struct shm_qp *qp, int rx)
 			break;
 		}
 	}
+	/* Its producer may have fired our eventfd: the arm state no longer shows that. */
+	if (rx)
+		atomic_store_explicit(&cq->ev_maybe, true, memory_order_relaxed);
 	pthread_mutex_unlock(&cq->list_lock);
 }
 
@@ -110,7 +113,7 @@ void shm_cq_forget_qp(struct shm_cq *cq, struct shm_qp *qp)
 	pthread_mutex_unlock(&cq->lock);
 }
 
-void shm_cq_push(struct shm_cq *cq, const struct shm_cqe *e)
+static void cq_push(struct shm_cq *cq, const struct shm_cqe *e, int polled)
 {
 	int fire = 0;
 
@@ -134,9 +137,13 @@ void shm_cq_push(struct shm_cq *cq, const struct shm_cqe *e)
 	}
 	cq->q[(cq->q_head + cq->q_n) & (cq->q_cap - 1)] = *e;
 	cq->q_n++;
-	/* IB: a solicited-only arm fires on a solicited receive or any error completion. */
-	if (cq->armed == SHM_WAKE_ANY ||
-	    (cq->armed == SHM_WAKE_SOLICITED && (e->solicited || e->wc.status != DEV_WC_SUCCESS))) {
+	/* IB: a solicited-only arm fires on a solicited receive or any error completion. A
+	 * successful one the poller itself returns needs no wake-up (shm_cq_push_polled). */
+	if (polled && e->wc.status == DEV_WC_SUCCESS)
+		;
+	else if (cq->armed == SHM_WAKE_ANY ||
+		 (cq->armed == SHM_WAKE_SOLICITED &&
+		  (e->solicited || e->wc.status != DEV_WC_SUCCESS))) {
 		cq->armed = SHM_WAKE_NONE;
 		fire = 1;
 	}
@@ -145,21 +152,48 @@ void shm_cq_push(struct shm_cq *cq, const struct shm_cqe *e)
 		shm_efd_signal(cq->efd);
 }
 
+void shm_cq_push(struct shm_cq *cq, const struct shm_cqe *e) { cq_push(cq, e, 0); }
+
+void shm_cq_push_polled(struct shm_cq *cq, const struct shm_cqe *e) { cq_push(cq, e, 1); }
+
+/* True if an arm of cq fired (locally or through a producer) or may have: the eventfd may
+ * hold an event. cq->lock and list_lock held. */
+static int arm_used_locked(struct shm_cq *cq)
+{
+	if (cq->arm_mode == SHM_WAKE_NONE)
+		return 0;
+	if (cq->armed != cq->arm_mode)
+		return 1;
+	for (uint32_t i = 0; i < cq->n_rx; i++) {
+		struct shm_ring_hdr *h =
+			atomic_load_explicit(&cq->rx_qps[i]->rx_hdr, memory_order_acquire);
+		if (h && atomic_load_explicit(&h->need_wake, memory_order_relaxed) == SHM_WAKE_NONE)
+			return 1;
+	}
+	return 0;
+}
+
 int shm_req_notify_cq(struct dev_cq *dcq, int solicited_only)
 {
 	struct shm_cq *cq = shm_cq_of(dcq);
 	uint32_t mode = solicited_only ? SHM_WAKE_SOLICITED : SHM_WAKE_ANY;
 
 	/* Each arm replaces the previous one: an earlier arm may already have fired through
-	 * a peer's wake-up, which does not touch cq->armed. */
-	pthread_mutex_lock(&cq->lock);
-	cq->armed = (int)mode;
-	pthread_mutex_unlock(&cq->lock);
+	 * a peer's wake-up, which does not touch cq->armed; then remember that the eventfd may
+	 * hold its event (ev_maybe), so get_cq_event reads it. A ring already armed in this
+	 * mode is not written again: need_wake shares the consumer's cache line the producer
+	 * reads after every publish (a spinning caller re-arms in a loop). */
 	pthread_mutex_lock(&cq->list_lock);
+	pthread_mutex_lock(&cq->lock);
+	if (arm_used_locked(cq))
+		atomic_store_explicit(&cq->ev_maybe, true, memory_order_relaxed);
+	cq->armed = (int)mode;
+	cq->arm_mode = (int)mode;
+	pthread_mutex_unlock(&cq->lock);
 	for (uint32_t i = 0; i < cq->n_rx; i++) {
 		struct shm_ring_hdr *h =
 			atomic_load_explicit(&cq->rx_qps[i]->rx_hdr, memory_order_acquire);
-		if (h)
+		if (h && atomic_load_explicit(&h->need_wake, memory_order_relaxed) != mode)
 			atomic_store_explicit(&h->need_wake, mode, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&cq->list_lock);
@@ -170,19 +204,59 @@ int shm_req_notify_cq(struct dev_cq *dcq, int solicited_only)
 	return 0;
 }
 
+int shm_disarm_cq(struct dev_cq *dcq)
+{
+	struct shm_cq *cq = shm_cq_of(dcq);
+	/* A producer that loaded need_wake before our store still takes it and writes efd: a
+	 * spurious wake-up, nothing lost (the caller polls, then re-arms before sleeping). */
+	pthread_mutex_lock(&cq->list_lock);
+	pthread_mutex_lock(&cq->lock);
+	if (arm_used_locked(cq))
+		atomic_store_explicit(&cq->ev_maybe, true, memory_order_relaxed);
+	cq->armed = SHM_WAKE_NONE;
+	cq->arm_mode = SHM_WAKE_NONE;
+	pthread_mutex_unlock(&cq->lock);
+	for (uint32_t i = 0; i < cq->n_rx; i++) {
+		struct shm_ring_hdr *h =
+			atomic_load_explicit(&cq->rx_qps[i]->rx_hdr, memory_order_acquire);
+		if (h && atomic_load_explicit(&h->need_wake, memory_order_relaxed) != SHM_WAKE_NONE)
+			atomic_store_explicit(&h->need_wake, SHM_WAKE_NONE, memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&cq->list_lock);
+	return 0;
+}
+
 int shm_get_cq_event(struct dev_cq *dcq)
 {
 	struct shm_cq *cq = shm_cq_of(dcq);
+	/* Fast path: armed, no arm fired (not locally, no producer took need_wake), nothing
+	 * else may have written efd: no event can be queued, so no read() syscall. A hostile
+	 * peer can write our eventfd without taking need_wake; every SHM_CQ_FAST_SKIPS-th call
+	 * reads anyway, so such a write costs a sleeper at most that many extra turns. */
+	pthread_mutex_lock(&cq->list_lock);
+	pthread_mutex_lock(&cq->lock);
+	int skip = !atomic_load_explicit(&cq->ev_maybe, memory_order_relaxed) &&
+		   cq->arm_mode != SHM_WAKE_NONE && !arm_used_locked(cq) &&
+		   cq->fast_skips < SHM_CQ_FAST_SKIPS;
+	if (skip)
+		cq->fast_skips++;
+	pthread_mutex_unlock(&cq->lock);
+	pthread_mutex_unlock(&cq->list_lock);
+	if (skip)
+		return -SMCR_E_AGAIN;
+	atomic_store_explicit(&cq->ev_maybe, false, memory_order_relaxed);
 	uint64_t v;
 	ssize_t r = read(cq->efd, &v, sizeof v);
-	if (r != (ssize_t)sizeof v)
-		return -SMCR_E_AGAIN;
-	/* The arm is used up, also when a peer's wake-up fired it (which cannot clear
-	 * cq->armed): later completions must not signal until the next arm. */
 	pthread_mutex_lock(&cq->lock);
-	cq->armed = SHM_WAKE_NONE;
+	cq->fast_skips = 0;
+	if (r == (ssize_t)sizeof v) {
+		/* The arm is used up, also when a peer's wake-up fired it (which cannot clear
+		 * cq->armed): later completions must not signal until the next arm. */
+		cq->armed = SHM_WAKE_NONE;
+		cq->arm_mode = SHM_WAKE_NONE;
+	}
 	pthread_mutex_unlock(&cq->lock);
-	return 0;
+	return r == (ssize_t)sizeof v ? 0 : -SMCR_E_AGAIN;
 }
 
 int shm_poll_cq(struct dev_cq *dcq, int n, struct dev_wc *wc)

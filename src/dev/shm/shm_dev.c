@@ -278,6 +278,7 @@ void shm_dev_event(struct shm_dev *sd, enum dev_event_type type, uint8_t port, s
 	}
 	sd->evq[(sd->ev_head + sd->ev_n) % sd->ev_cap] = ev;
 	sd->ev_n++;
+	atomic_store_explicit(&sd->ev_maybe, true, memory_order_release);
 	shm_efd_signal(sd->async_efd);
 	pthread_mutex_unlock(&sd->ev_lock);
 	LOG_DBG("shm", "%s: event %s qp %u", sd->dev.name, dev_event_type_str(type), ev.qp_num);
@@ -303,6 +304,8 @@ static int shm_get_async_event(struct dev_device *dev, struct dev_async_event *e
 {
 	struct shm_dev *sd = shm_dev_of(dev);
 	int rc = 0;
+	if (!atomic_load_explicit(&sd->ev_maybe, memory_order_acquire))
+		return -SMCR_E_AGAIN;	/* nothing queued, eventfd not signalled: no syscall */
 	pthread_mutex_lock(&sd->ev_lock);
 	if (!sd->ev_n) {
 		rc = -SMCR_E_AGAIN;
@@ -315,6 +318,7 @@ static int shm_get_async_event(struct dev_device *dev, struct dev_async_event *e
 		uint64_t v;
 		ssize_t r = read(sd->async_efd, &v, sizeof v);	/* readable only while queued */
 		(void)r;
+		atomic_store_explicit(&sd->ev_maybe, false, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&sd->ev_lock);
 	return rc;
@@ -810,7 +814,7 @@ static int shm_query_device(struct dev_device *dev, struct dev_device_attr *a)
 	a->max_qp = SHM_MAX_QP;
 	a->max_qp_wr = SHM_MAX_WR;
 	a->max_sge = SHM_MAX_SGE;
-	a->max_inline_data = SHM_MAX_INLINE;
+	a->max_inline_data = SHM_MAX_INLINE_BIG;
 	a->max_cq = 1u << 16;
 	a->max_cqe = SHM_MAX_CQE;
 	a->max_mr = SHM_MAX_MR;
@@ -934,6 +938,7 @@ const struct dev_ops shm_ops = {
 	.dereg_mr = shm_dereg_mr,
 	.destroy_cq = shm_destroy_cq,
 	.destroy_qp = shm_destroy_qp,
+	.disarm_cq = shm_disarm_cq,
 	.get_async_event = shm_get_async_event,
 	.get_cq_event = shm_get_cq_event,
 	.modify_qp = shm_modify_qp,

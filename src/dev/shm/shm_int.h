@@ -13,6 +13,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "dev/dev.h"
@@ -25,11 +26,19 @@
 #define SHM_RKEY_TAB_ENTRIES 65536u
 #define SHM_MAX_WR 4096u
 #define SHM_MAX_SGE 4u
-#define SHM_MAX_INLINE 128u
+#define SHM_MAX_INLINE 128u		/* inline bytes kept in the WQE itself */
+/* Largest inline WR (device attr max_inline_data). Inline data beyond SHM_MAX_INLINE is read
+ * from the caller's buffer while post_send runs (the WR executes at once when it reaches the
+ * head of an idle SQ: one copy, straight into the peer's memory) and copied to the heap only
+ * if the WR has to wait behind a blocked one. Either way the caller's buffer is free again
+ * when post_send returns (verbs inline semantics). This is what lets the engine write from
+ * the caller's iovec into the peer's RMBE with no staging copy (docs/parts/tune.md). */
+#define SHM_MAX_INLINE_BIG (4u << 20)
 #define SHM_MAX_CQE (1u << 22)
 #define SHM_MAX_PEER_RMR 65536u		/* imported MRs per peer (hostile bound) */
 #define SHM_MAX_PARKED 4096u		/* QP_REQs waiting for their QP, per device */
 #define SHM_PARK_NS (30ull * 1000000000ull)
+#define SHM_CQ_FAST_SKIPS 64		/* get_cq_event answers without read() between reads */
 #define SHM_TICK_MS 10			/* device thread timer period while timers run */
 #define SHM_SNDTIMEO_MS 100		/* a peer not reading its socket this long is gone */
 #define SHM_DEREG_WAIT_NS (10ull * 1000000ull)	/* wait for a peer's WRITE in flight */
@@ -139,6 +148,11 @@ struct shm_dev {
 	pthread_mutex_t ev_lock;
 	struct dev_async_event *evq;
 	uint32_t ev_head, ev_n, ev_cap;
+	/* true from queueing an event (async_efd signalled) until the queue is empty and the
+	 * eventfd read back: written under ev_lock, read without it by shm_get_async_event's
+	 * fast path, so a progress loop that asks every turn makes no read() syscall when no
+	 * event exists (release on set / acquire on the check: the queued event is visible). */
+	_Atomic bool ev_maybe;
 
 	struct shm_dev *next;	/* shm_devs list (open_by_gid), under shm_devs_lock */
 };
@@ -176,11 +190,17 @@ struct shm_cq {
 	pthread_mutex_t list_lock;
 	struct shm_qp **rx_qps, **tx_qps;
 	uint32_t n_rx, cap_rx, n_tx, cap_tx;
-	/* lock protects q (a ring of CQEs, grown on demand), armed. */
+	/* lock protects q (a ring of CQEs, grown on demand), armed, arm_mode, fast_skips. */
 	pthread_mutex_t lock;
 	struct shm_cqe *q;
 	uint32_t q_head, q_n, q_cap;
-	int armed;		/* SHM_WAKE_* */
+	int armed;		/* SHM_WAKE_*: the arm local completions fire (cleared when fired) */
+	int arm_mode;		/* SHM_WAKE_* of the last req_notify not yet consumed by a read */
+	/* Maybe an event is on efd that the arm state cannot show (an arm replaced after it
+	 * fired, a QP left the CQ after its producer fired): shm_get_cq_event must read().
+	 * Set under lock (or list_lock for list_del), cleared by a read. */
+	_Atomic bool ev_maybe;
+	unsigned fast_skips;	/* get_cq_event answers without read() since the last read */
 };
 
 /* A posted send WR, copied. */
@@ -193,8 +213,15 @@ struct shm_swqe {
 	uint32_t rkey;
 	uint32_t num_sge;
 	struct dev_sge sge[SHM_MAX_SGE];
-	uint32_t inline_len;	/* DEV_SEND_INLINE: data copied here at post time */
-	uint8_t inline_data[SHM_MAX_INLINE];
+	uint32_t inline_len;	/* DEV_SEND_INLINE: total bytes */
+	uint8_t inline_data[SHM_MAX_INLINE];	/* inline_len <= SHM_MAX_INLINE: copied here */
+	/* inline_len > SHM_MAX_INLINE ("big inline"): while the posting post_send runs, sge[]
+	 * (num_sge) names the caller's bytes (lkeys ignored, as for inline); if the WR is still
+	 * queued when post_send ends, the bytes are copied to inline_heap (num_sge = 0), freed
+	 * when the WR leaves the SQ (swqe_release). inline_oom: that copy failed; the WR fails
+	 * with LOC_PROT_ERR when it reaches the head. All under sq_lock. */
+	uint8_t *inline_heap;
+	bool inline_oom;
 };
 
 struct shm_rwqe {
@@ -315,9 +342,14 @@ int shm_create_cq(struct dev_device *dev, int cqe, void *ctx, struct dev_cq **ou
 int shm_destroy_cq(struct dev_cq *cq);
 int shm_req_notify_cq(struct dev_cq *cq, int solicited_only);
 int shm_get_cq_event(struct dev_cq *cq);
+int shm_disarm_cq(struct dev_cq *cq);
 int shm_poll_cq(struct dev_cq *cq, int n, struct dev_wc *wc);
 /* Adds a completion (cq->lock inside; writes the eventfd if it fires the armed CQ). */
 void shm_cq_push(struct shm_cq *cq, const struct shm_cqe *e);
+/* As shm_cq_push, for a completion the caller's own poll_cq is about to return (receive
+ * progress inside poll_cq): the poller is awake, so a successful one fires no event (the
+ * arm stays for the next completion; the producer's wake-up, if armed, already fired). */
+void shm_cq_push_polled(struct shm_cq *cq, const struct shm_cqe *e);
 int shm_cq_list_add(struct shm_cq *cq, struct shm_qp *qp, int rx);
 void shm_cq_list_del(struct shm_cq *cq, struct shm_qp *qp, int rx);
 void shm_cq_forget_qp(struct shm_cq *cq, struct shm_qp *qp);

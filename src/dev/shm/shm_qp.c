@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "util/clock.h"
+#include "util/copy.h"
 #include "util/log.h"
 
 /* IB min RNR NAK timer encoding (IB spec 9.7.5.2.8), in microseconds; code 0 = 655.36 ms. */
@@ -90,6 +91,24 @@ int shm_qp_mark_err(struct shm_qp *q, enum dev_wc_status head_status, int ev, in
 	return 1;
 }
 
+/* A send WR leaves the SQ (executed, flushed or dropped): frees its big-inline copy.
+ * sq_lock held. */
+static void swqe_release(struct shm_swqe *w)
+{
+	free(w->inline_heap);
+	w->inline_heap = NULL;
+	w->inline_oom = false;
+}
+
+/* Drops every queued send WR without completions (RESET, destroy). sq_lock held or the QP
+ * unreachable. */
+static void sq_drop_locked(struct shm_qp *q)
+{
+	for (uint32_t i = q->sq_head; i != q->sq_tail; i++)
+		swqe_release(&q->sq[i % q->sq_size]);
+	q->sq_head = q->sq_tail;
+}
+
 /* Completes every pending send WR: the first with head_status, the rest WR_FLUSH_ERR.
  * sq_lock held. */
 static void sq_flush_locked(struct shm_qp *q, enum dev_wc_status head_status)
@@ -110,6 +129,7 @@ static void sq_flush_locked(struct shm_qp *q, enum dev_wc_status head_status)
 		if (first)
 			q->unsig_done = 0;
 		first = 0;
+		swqe_release(w);
 		q->sq_head++;
 		atomic_fetch_sub_explicit(&q->sq_pending, 1, memory_order_relaxed);
 		shm_cq_push(cq, &e);
@@ -159,7 +179,7 @@ static void wake_producer_locked(struct shm_qp *q)
 
 /* Moves published messages into posted receive WRs, in order (RC rule 1). rq_lock held and
  * the rx ring mapped. A hostile ring or a message without a receive WR moves the QP to ERR. */
-static void rx_consume_locked(struct shm_qp *q)
+static void rx_consume_locked(struct shm_qp *q, int polled)
 {
 	struct shm_cq *cq = shm_cq_of(q->qp.recv_cq);
 	int consumed = 0;
@@ -223,7 +243,10 @@ static void rx_consume_locked(struct shm_qp *q)
 		shm_ring_consume(&q->rx, q->rx_cons);
 		atomic_store_explicit(&q->rx_cons_hint, q->rx_cons, memory_order_relaxed);
 		consumed = 1;
-		shm_cq_push(cq, &e);
+		if (polled)
+			shm_cq_push_polled(cq, &e);
+		else
+			shm_cq_push(cq, &e);
 		if (fatal) {
 			shm_qp_mark_err(q, DEV_WC_WR_FLUSH_ERR, -1, 1, SHM_GONE_DISCONNECT);
 			break;
@@ -239,7 +262,7 @@ static void rx_consume_locked(struct shm_qp *q)
 static void rq_err_flush_locked(struct shm_qp *q)
 {
 	if (q->rx.map)
-		rx_consume_locked(q);
+		rx_consume_locked(q, 0);
 	rq_flush_locked(q);
 }
 
@@ -248,7 +271,7 @@ void shm_qp_rx_progress(struct shm_qp *q)
 	pthread_mutex_lock(&q->rq_lock);
 	enum dev_qp_state s = qp_state(q);
 	if (q->rx.map && (s == DEV_QPS_RTR || s == DEV_QPS_RTS))
-		rx_consume_locked(q);
+		rx_consume_locked(q, 1);
 	pthread_mutex_unlock(&q->rq_lock);
 }
 
@@ -377,6 +400,28 @@ static uint32_t swqe_len(const struct shm_swqe *w)
 	return (uint32_t)n;	/* bounded at post time */
 }
 
+/* The source pieces of an inline WR: the WQE's own bytes, the big-inline heap copy, or
+ * (only while the posting post_send runs) the caller's SGEs. Returns the piece count. */
+static uint32_t inline_src(const struct shm_swqe *w, const void *src[SHM_MAX_SGE],
+			   uint32_t n[SHM_MAX_SGE])
+{
+	if (!w->inline_len)
+		return 0;
+	if (w->inline_len <= SHM_MAX_INLINE || w->inline_heap) {
+		src[0] = w->inline_len <= SHM_MAX_INLINE ? w->inline_data : w->inline_heap;
+		n[0] = w->inline_len;
+		return 1;
+	}
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < w->num_sge; i++) {
+		if (!w->sge[i].length)
+			continue;
+		src[k] = (const void *)(uintptr_t)w->sge[i].addr;
+		n[k++] = w->sge[i].length;
+	}
+	return k;
+}
+
 /* RDMA WRITE: bounds and rkey checks against the peer's exported MR, then one memcpy per
  * SGE straight into the peer's memory. sq_lock held, connection up. */
 static enum dev_wc_status tx_write(struct shm_qp *q, const struct shm_swqe *w, uint32_t len)
@@ -385,11 +430,9 @@ static enum dev_wc_status tx_write(struct shm_qp *q, const struct shm_swqe *w, u
 	uint32_t n[SHM_MAX_SGE], k = 0;
 
 	if (w->flags & DEV_SEND_INLINE) {
-		if (len) {
-			src[0] = w->inline_data;
-			n[0] = len;
-			k = 1;
-		}
+		if (w->inline_oom)
+			return DEV_WC_LOC_PROT_ERR;
+		k = inline_src(w, src, n);
 	} else {
 		for (uint32_t i = 0; i < w->num_sge; i++) {
 			if (!w->sge[i].length)
@@ -418,7 +461,7 @@ static enum dev_wc_status tx_write(struct shm_qp *q, const struct shm_swqe *w, u
 		if (atomic_load_explicit(&p->rkey_tab[idx], memory_order_seq_cst) == w->rkey) {
 			uint8_t *dst = r->base + (w->remote_addr - r->iova);
 			for (uint32_t i = 0; i < k; i++) {
-				memcpy(dst, src[i], n[i]);
+				smcr_copy(dst, src[i], n[i]);
 				dst += n[i];
 			}
 			st = DEV_WC_SUCCESS;
@@ -451,7 +494,17 @@ static enum tx_res tx_exec(struct shm_qp *q, const struct shm_swqe *w, enum dev_
 					  .cells = (uint16_t)cells, .len = len,
 					  .src_qpn = q->qp.qp_num };
 		if (w->flags & DEV_SEND_INLINE) {
-			shm_ring_put_data(&q->tx, q->tx_prod, 0, w->inline_data, len);
+			const void *src[SHM_MAX_SGE];
+			uint32_t n[SHM_MAX_SGE], off = 0;
+			if (w->inline_oom) {
+				*st = DEV_WC_LOC_PROT_ERR;
+				return TX_FAILED;
+			}
+			uint32_t k = inline_src(w, src, n);
+			for (uint32_t i = 0; i < k; i++) {
+				shm_ring_put_data(&q->tx, q->tx_prod, off, src[i], n[i]);
+				off += n[i];
+			}
 		} else {
 			uint32_t off = 0;
 			for (uint32_t i = 0; i < w->num_sge; i++) {
@@ -568,6 +621,7 @@ static void tx_progress_locked(struct shm_qp *q)
 		uint64_t wr_id = w->wr_id;
 		enum dev_wr_opcode op = w->opcode;
 		int signaled = q->sig_all || (w->flags & DEV_SEND_SIGNALED);
+		swqe_release(&q->sq[q->sq_head % q->sq_size]);
 		q->sq_head++;
 		atomic_fetch_sub_explicit(&q->sq_pending, 1, memory_order_relaxed);
 		if (!signaled) {
@@ -622,6 +676,7 @@ int shm_post_send(struct dev_qp *dq, const struct dev_send_wr *wr,
 	int rc = 0;
 
 	pthread_mutex_lock(&q->sq_lock);
+	uint32_t first = q->sq_tail, nbig = 0;
 	for (; wr; wr = wr->next) {
 		uint32_t len;
 		enum dev_qp_state s = qp_state(q);
@@ -645,7 +700,12 @@ int shm_post_send(struct dev_qp *dq, const struct dev_send_wr *wr,
 		w->rkey = wr->rdma.rkey;
 		w->num_sge = (uint32_t)wr->num_sge;
 		w->inline_len = 0;
-		if (wr->send_flags & DEV_SEND_INLINE) {
+		if ((wr->send_flags & DEV_SEND_INLINE) && len > SHM_MAX_INLINE) {
+			/* Big inline: read from the caller's SGEs when it executes below. */
+			memcpy(w->sge, wr->sg_list, sizeof(struct dev_sge) * (size_t)wr->num_sge);
+			w->inline_len = len;
+			nbig++;
+		} else if (wr->send_flags & DEV_SEND_INLINE) {
 			/* Copied now: the caller may reuse its buffer when we return (verbs). */
 			uint32_t off = 0;
 			for (int i = 0; i < wr->num_sge; i++) {
@@ -665,6 +725,30 @@ int shm_post_send(struct dev_qp *dq, const struct dev_send_wr *wr,
 		atomic_fetch_add_explicit(&q->sq_used, 1, memory_order_relaxed);
 	}
 	tx_progress_locked(q);
+	/* Big-inline WRs that could not execute yet (behind a blocked WR, or not connected):
+	 * the caller's buffer is only ours until we return, so copy them now. */
+	if (nbig) {
+		uint32_t i = q->sq_tail - first > q->sq_tail - q->sq_head ? q->sq_head : first;
+		for (; i != q->sq_tail; i++) {
+			struct shm_swqe *w = &q->sq[i % q->sq_size];
+			if (!(w->flags & DEV_SEND_INLINE) || w->inline_len <= SHM_MAX_INLINE ||
+			    w->inline_heap || w->inline_oom)
+				continue;
+			const void *src[SHM_MAX_SGE];
+			uint32_t n[SHM_MAX_SGE], off = 0;
+			uint32_t k = inline_src(w, src, n);
+			w->inline_heap = malloc(w->inline_len);
+			if (!w->inline_heap) {
+				w->inline_oom = true;
+			} else {
+				for (uint32_t j = 0; j < k; j++) {
+					smcr_copy(w->inline_heap + off, src[j], n[j]);
+					off += n[j];
+				}
+			}
+			w->num_sge = 0;
+		}
+	}
 	pthread_mutex_unlock(&q->sq_lock);
 	if (rc && bad)
 		*bad = wr;
@@ -980,7 +1064,7 @@ int shm_create_qp(struct dev_pd *dpd, const struct dev_qp_init_attr *attr, struc
 
 	if (c->max_send_wr < 1 || c->max_send_wr > SHM_MAX_WR || c->max_recv_wr < 1 ||
 	    c->max_recv_wr > SHM_MAX_WR || c->max_send_sge > SHM_MAX_SGE ||
-	    c->max_recv_sge > SHM_MAX_SGE || c->max_inline_data > SHM_MAX_INLINE)
+	    c->max_recv_sge > SHM_MAX_SGE || c->max_inline_data > SHM_MAX_INLINE_BIG)
 		return -SMCR_E_DEV_BAD_ATTR;
 	struct shm_qp *q = calloc(1, sizeof *q);
 	if (!q)
@@ -1004,7 +1088,8 @@ int shm_create_qp(struct dev_pd *dpd, const struct dev_qp_init_attr *attr, struc
 	struct dev_qp_cap granted = *c;
 	granted.max_send_sge = c->max_send_sge ? c->max_send_sge : 1;
 	granted.max_recv_sge = c->max_recv_sge ? c->max_recv_sge : 1;
-	granted.max_inline_data = SHM_MAX_INLINE;
+	granted.max_inline_data = c->max_inline_data > SHM_MAX_INLINE ? c->max_inline_data
+								     : SHM_MAX_INLINE;
 
 	int rc = -SMCR_E_DEV_LIMIT;
 	pthread_mutex_lock(&sd->lock);
@@ -1116,7 +1201,7 @@ int shm_modify_qp(struct dev_qp *dq, const struct dev_qp_attr *attr, unsigned ma
 		/* Posted WRs are dropped without completions (verbs); CQEs already queued stay. */
 		set_state(q, DEV_QPS_RESET);
 		atomic_store_explicit(&q->err_work, 0, memory_order_relaxed);
-		q->sq_head = q->sq_tail;
+		sq_drop_locked(q);
 		atomic_store_explicit(&q->sq_pending, 0, memory_order_relaxed);
 		atomic_store_explicit(&q->sq_used, 0, memory_order_relaxed);
 		q->unsig_done = 0;
@@ -1169,6 +1254,7 @@ int shm_destroy_qp(struct dev_qp *dq)
 	while (sd->qp_hi && !sd->qps[sd->qp_hi - 1])
 		sd->qp_hi--;
 	pthread_mutex_unlock(&sd->lock);
+	sq_drop_locked(q);
 	pthread_mutex_destroy(&q->sq_lock);
 	pthread_mutex_destroy(&q->rq_lock);
 	free(q->sq);
