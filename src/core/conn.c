@@ -68,7 +68,7 @@ int core_conn_new(struct core_engine *e, const struct core_conn_params *p,
 	c->nprefixes = p->nprefixes > CORE_MAX_PREFIXES ? CORE_MAX_PREFIXES : p->nprefixes;
 	if (c->nprefixes)
 		memcpy(c->prefixes, p->prefixes, sizeof(c->prefixes[0]) * (size_t)c->nprefixes);
-	c->want_rmbe = p->rcvbuf ? p->rcvbuf : CORE_RMBE_DEFAULT;
+	c->want_rmbe = p->rcvbuf;	/* 0: sized below, by the connection count */
 	c->want_sndbuf = p->sndbuf ? p->sndbuf : CORE_SNDBUF_DEFAULT;
 	c->oobinline = p->oobinline;
 	c->hs = p->role == CORE_CLIENT ? HS_C_START : HS_S_WAIT_PROPOSAL;
@@ -83,6 +83,17 @@ int core_conn_new(struct core_engine *e, const struct core_conn_params *p,
 		e->conns->all_prev = c;
 	e->conns = c;
 	e->conns_created++;
+	if (!c->want_rmbe && !e->p.rmbe_auto_max) {
+		c->want_rmbe = CORE_RMBE_DEFAULT;
+	} else if (!c->want_rmbe) {
+		/* core.h CORE_RMBE_AUTO_*: the budget shared by the live connections. */
+		uint64_t live = e->conns_created - e->conns_freed;
+		uint64_t share = e->p.rmbe_auto_budget / (live ? live : 1);
+		uint32_t sz = e->p.rmbe_auto_max;
+		while (sz > CORE_RMBE_DEFAULT && sz > share)
+			sz /= 2;
+		c->want_rmbe = sz < CORE_RMBE_DEFAULT ? CORE_RMBE_DEFAULT : sz;
+	}
 	pthread_mutex_unlock(&e->lock);
 	*out = c;
 	return 0;

@@ -69,6 +69,15 @@ struct core_conn;
 #define CORE_CLOSE_WAIT_NS (30ull * 1000000000ull)	/* released conn: wait for peer's C/A */
 #define CORE_CONNS_PER_LG_MAX 255			/* procedures.md 6 */
 #define CORE_RMBE_DEFAULT 65536u			/* Linux net.smc.rmem default */
+/* RMBE auto-sizing (core_engine_params.rmbe_auto_max, added by the tune branch): for a
+ * connection without SO_RCVBUF the engine then picks, like TCP's receive autotuning ends up
+ * doing, rmbe_auto_max while it has few connections and less as they grow, so that the
+ * auto-sized RMBEs of all live connections stay within rmbe_auto_budget (default
+ * CORE_RMBE_AUTO_BUDGET), never below CORE_RMBE_DEFAULT. Why: a 64 KiB ring holds one
+ * 64 KiB write, so writer and reader take turns instead of copying at the same time
+ * (docs/parts/tune.md "RMBE size"). Suggested: CORE_RMBE_AUTO_MAX. */
+#define CORE_RMBE_AUTO_MAX (512u * 1024u)
+#define CORE_RMBE_AUTO_BUDGET (64ull << 20)
 #define CORE_SNDBUF_DEFAULT 65536u			/* Linux net.smc.wmem default */
 
 struct core_engine_params {
@@ -91,6 +100,11 @@ struct core_engine_params {
 	uint64_t close_wait_ns;
 	/* Connections per LG before a new LG is made (server role); 0 = 255. Tests lower it. */
 	unsigned conns_per_lg;
+	/* RMBE auto-sizing for connections without rcvbuf (CORE_RMBE_AUTO_* above): the
+	 * largest size (0 = off: CORE_RMBE_DEFAULT), and the bytes all auto-sized RMBEs may
+	 * take together (0 = CORE_RMBE_AUTO_BUDGET). Added by the tune branch. */
+	uint32_t rmbe_auto_max;
+	uint64_t rmbe_auto_budget;
 };
 
 /* Creates the engine: opens the devices, one CQ per device, picks the peer ID.
@@ -223,7 +237,8 @@ struct core_conn_params {
 	const struct core_ip_prefix *prefixes;
 	int nprefixes;
 	/* Sizes (SO_RCVBUF / SO_SNDBUF as the program set them; 0 = defaults). The RMBE is the
-	 * smallest power of two >= rcvbuf in 16 KiB..512 KiB (wire-formats.md 8.1). */
+	 * smallest power of two >= rcvbuf in 16 KiB..512 KiB (wire-formats.md 8.1); rcvbuf 0:
+	 * CORE_RMBE_DEFAULT, or auto-sized if the engine has rmbe_auto_max (above). */
 	uint32_t rcvbuf;
 	uint32_t sndbuf;
 	bool oobinline;			/* SO_OOBINLINE (also core_conn_set_oobinline) */

@@ -74,7 +74,11 @@ struct core_rmb {
 	uint8_t code;			/* wire RMBE size code */
 	bool in_use;
 	bool announced;			/* the peer knows its rkey (CLC or CONFIRM RKEY) */
-	bool dirty;			/* written since last zeroed: zero before reuse */
+	/* Bytes [0, dirty_len) may hold an earlier connection's data: zeroed before reuse.
+	 * Set at detach from what the peer announced (its producer cursor): a ring that
+	 * wrapped, or a connection that ended in a reset, dirties it all. (Zeroing only the
+	 * used part keeps a short connection's setup cost independent of the RMBE size.) */
+	uint32_t dirty_len;
 };
 
 /* A remote RMB the peer announced (rkey, vaddr), per LG (procedures.md 3.3). [E] */

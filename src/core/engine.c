@@ -121,6 +121,7 @@ int core_engine_new(const struct core_engine_params *p, struct core_engine **out
 	e->p.close_wait_ns = dflt(p->close_wait_ns, CORE_CLOSE_WAIT_NS);
 	if (!p->conns_per_lg || p->conns_per_lg > CORE_CONNS_PER_LG_MAX)
 		e->p.conns_per_lg = CORE_CONNS_PER_LG_MAX;
+	e->p.rmbe_auto_budget = dflt(p->rmbe_auto_budget, CORE_RMBE_AUTO_BUDGET);
 	pthread_mutex_init(&e->poll_lock, NULL);
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_mutex_init(&e->ev_lock, NULL);

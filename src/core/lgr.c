@@ -126,10 +126,11 @@ static void rmb_free(struct core_rmb *r)
 
 /* A free RMB of this size the peer already knows (no CONFIRM RKEY needed), else any free
  * one of this size, else a new one (at most 255 per LG: the peer's RToken table), else a
- * free bigger one. */
+ * free bigger one, else (the table full of other sizes, e.g. after auto-sized RMBEs of
+ * several sizes) the biggest free smaller one: the RMBE size is a wish, not a promise. */
 static struct core_rmb *rmb_get(struct core_lgr *lg, unsigned code)
 {
-	struct core_rmb *fit = NULL, *bigger = NULL;
+	struct core_rmb *fit = NULL, *bigger = NULL, *smaller = NULL;
 	for (struct core_rmb *r = lg->rmbs; r; r = r->next) {
 		if (r->in_use)
 			continue;
@@ -139,6 +140,8 @@ static struct core_rmb *rmb_get(struct core_lgr *lg, unsigned code)
 			fit = r;
 		} else if (r->code > code && (!bigger || r->code < bigger->code)) {
 			bigger = r;
+		} else if (r->code < code && (!smaller || r->code > smaller->code)) {
+			smaller = r;
 		}
 	}
 	if (fit)
@@ -148,7 +151,7 @@ static struct core_rmb *rmb_get(struct core_lgr *lg, unsigned code)
 		if (r)
 			return r;
 	}
-	return bigger;
+	return bigger ? bigger : smaller;
 }
 
 int lgr_attach(struct core_lgr *lg, struct core_conn *c, bool *need_rkey, uint64_t now)
@@ -167,10 +170,10 @@ int lgr_attach(struct core_lgr *lg, struct core_conn *c, bool *need_rkey, uint64
 	struct core_rmb *r = rmb_get(lg, code);
 	if (!r)
 		return -SMCR_E_CORE_REGBUF;
-	if (r->dirty)	/* ENGINE.md: zeroed before reuse */
-		memset(r->mem->addr, 0, r->size);
+	if (r->dirty_len)	/* ENGINE.md: zeroed before reuse */
+		memset(r->mem->addr, 0, r->dirty_len < r->size ? r->dirty_len : r->size);
 	r->in_use = true;
-	r->dirty = true;
+	r->dirty_len = r->size;	/* until detach says how much was used */
 	lg->token_gen = (lg->token_gen + 1) & 0xFFFFFF;
 	dev_mem_hold(r->mem);	/* the conn's reference, put at detach */
 
@@ -204,6 +207,10 @@ void lgr_detach(struct core_conn *c, bool pool_rmb, uint64_t now)
 	struct core_engine *e = lg->eng;
 	struct dev_mem *m;
 	pthread_mutex_lock(&c->lock);
+	/* What the peer wrote: [0, rx_peer_prod) until the ring wraps (procedures.md 4.2). */
+	uint64_t used = c->reset_err ? UINT64_MAX : c->rx_peer_prod;
+	if (c->rmb)
+		c->rmb->dirty_len = used < c->rmb->size ? (uint32_t)used : c->rmb->size;
 	m = c->rmem;
 	c->rmem = NULL;
 	c->rmbe = NULL;
