@@ -149,9 +149,11 @@ static long long heap_used(void)
  * C); wait for that, bounded. */
 static void settle(struct core_engine_stats *st, unsigned conns)
 {
+	/* the engine's objects, and our socket objects (the last reference of a closed
+	 * socket may be a watch the progress thread releases a moment later) */
 	for (int i = 0; i < 2000; i++) {
 		core_engine_stats(sock_engine(), st);
-		if (st->conns <= conns)
+		if (st->conns <= conns && sock_count() == 0)
 			return;
 		usleep(1000);
 	}
