@@ -25,7 +25,8 @@
  *   returns at once: somebody else is doing the work).
  *   Event callbacks (core_event_fn) are called with NO engine/connection lock held, but with
  *   the connection's callback lock held: a callback may call any function of this header
- *   except core_conn_release() of the same connection and core_engine_free().
+ *   except core_conn_release() (of any connection: two callbacks releasing each other's
+ *   connections would deadlock) and core_engine_free().
  *
  * Time: the engine never reads a clock for protocol timers. Every call that can start, check
  * or expire a timer takes now_ns (CLOCK_MONOTONIC ns, util/clock.h smcr_now_ns() in
@@ -122,9 +123,12 @@ int core_engine_fds(const struct core_engine *e, int *fds, int max);
  * Returns the number of completions and timers handled (0 = nothing was due). */
 int core_engine_progress(struct core_engine *e, uint64_t now_ns, uint64_t *next_deadline_ns);
 
-/* Call before sleeping on core_engine_fds(): arms every CQ (dev_req_notify_cq) and checks
- * once more. Returns 0 if it is safe to sleep (an fd will become readable on the next
- * completion), 1 if work arrived meanwhile (call core_engine_progress again first). */
+/* Call before sleeping on core_engine_fds(): consumes the CQ events pending on the fds,
+ * arms every CQ (dev_req_notify_cq) and checks once more. Returns 0 if it is safe to sleep
+ * (an fd will become readable on the next completion), 1 if work arrived meanwhile or
+ * another thread is processing (call core_engine_progress again first). Any thread may call
+ * it: whatever completed before the arm is handled by its own check, so a sleeper whose
+ * fd event it consumed loses nothing. core_engine_progress never consumes fd events. */
 int core_engine_prepare_sleep(struct core_engine *e);
 
 struct core_engine_stats {
@@ -291,7 +295,8 @@ enum core_msg_flags {
  *   -SMCR_E_AGAIN        nothing could be sent now; CORE_EV_OUT is raised when it can
  *   -SMCR_E_CORE_PIPE    write side shut down / connection closed (EPIPE; sock raises
  *                        SIGPIPE unless MSG_NOSIGNAL)
- *   -SMCR_E_CORE_RESET   connection reset (ECONNRESET), or another pending error
+ *   -SMCR_E_CORE_RESET   connection reset, or the peer closed (C received) (ECONNRESET);
+ *                        a pending error is reported once with its own code
  *   -SMCR_E_CORE_NOTCONN not (yet) in SMC mode (ENOTCONN)
  * A zero-length send returns 0. With CORE_MSG_OOB, the last byte of the data is the urgent
  * byte (procedures.md 4.6); it is sent only if all of it fits (else -SMCR_E_AGAIN). */
@@ -301,8 +306,14 @@ SMCR_MUST_CHECK long core_conn_send(struct core_conn *c, const struct iovec *iov
 /* Receives into the iovec from the local RMBE. Never blocks. Returns bytes (> 0), 0 at
  * end of stream (peer sent D or C and everything before it was read), or:
  *   -SMCR_E_AGAIN        nothing to read yet
- *   -SMCR_E_CORE_RESET   connection reset by the peer (A) or LG failure (ECONNRESET);
- *                        data that arrived before the reset is returned first
+ *   -SMCR_E_CORE_RESET   connection reset by the peer (A) (ECONNRESET); data that arrived
+ *                        before the A is returned first. The reset is reported once (as
+ *                        TCP), then reads return 0. Other abort causes report their own
+ *                        code, always with errno ECONNRESET or ETIMEDOUT (use
+ *                        smcr_err_errno): CORE_LINK_DOWN (QP error, peer gone, DELETE
+ *                        LINK), CORE_TIMEDOUT (TEST LINK unanswered), CORE_BAD_CURSOR,
+ *                        CORE_LLC_VIOLATION, CORE_FAILOVER_LOST (hostile/broken peer). After
+ *                        an LG failure the unread data is gone (the RMB is freed).
  *   -SMCR_E_CORE_NOTCONN not in SMC mode
  *   -SMCR_E_CORE_OOB_INVAL CORE_MSG_OOB with no urgent byte or with SO_OOBINLINE (EINVAL)
  * Reads stop at the urgent mark, as TCP's do (the mark is the first byte of a read).

@@ -312,6 +312,7 @@ struct core_engine {
 	pthread_mutex_t ev_lock;	/* leaf: the event queue */
 	struct core_lgr *lgs;		/* [E] */
 	struct core_link *links;	/* [E] every link with a QP (also draining ones) */
+	struct core_link *link_last;	/* [E] lookup cache of link_by_id (cleared on destroy) */
 	struct core_conn *conns;	/* [E] every conn object */
 	uint32_t next_lg_id;		/* [E] */
 	uint32_t next_link_id;		/* [E] */

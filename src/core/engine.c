@@ -198,7 +198,9 @@ static int async_events(struct core_engine *e, struct core_dev *cd, uint64_t now
 		case DEV_EVENT_QP_ACCESS_ERR:
 			for (struct core_link *l = e->links; l; l = l->next) {
 				if (l->cdev == cd && l->qp && l->qp->qp_num == ev.qp_num) {
-					LOG_WARN(CORE_UNIT, "link %u: %s", l->id, dev_event_type_str(ev.type));
+					if (l->state != CORE_LINK_DOWN)
+						LOG_WARN(CORE_UNIT, "link %u: %s", l->id,
+							 dev_event_type_str(ev.type));
 					link_down(l, -SMCR_E_CORE_LINK_DOWN, now);
 					break;
 				}
@@ -240,8 +242,8 @@ static int progress_locked(struct core_engine *e, uint64_t now)
 	if (!e->freed) {
 		for (int i = 0; i < e->ndevs; i++) {
 			struct core_dev *cd = &e->devs[i];
-			while (dev_get_cq_event(cd->cq) == 0)
-				;
+			/* CQ events are consumed by prepare_sleep only: a thread that merely
+			 * polls must not eat the wakeup of the thread sleeping on comp_fd. */
 			n += poll_dev(e, cd, now);
 			n += async_events(e, cd, now);
 		}
@@ -275,10 +277,14 @@ int core_engine_prepare_sleep(struct core_engine *e)
 {
 	int more = 0;
 	pthread_mutex_lock(&e->lock);
-	if (!e->freed)
-		for (int i = 0; i < e->ndevs; i++)
+	if (!e->freed) {
+		for (int i = 0; i < e->ndevs; i++) {
+			while (dev_get_cq_event(e->devs[i].cq) == 0)
+				;	/* the event that woke us (if any) */
 			if (dev_req_notify_cq(e->devs[i].cq, 0))
 				more = 1;
+		}
+	}
 	pthread_mutex_unlock(&e->lock);
 	/* A completion that arrived before the arm does not wake the fd: look once more. */
 	if (pthread_mutex_trylock(&e->poll_lock) == 0) {

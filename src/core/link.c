@@ -203,6 +203,8 @@ void link_destroy(struct core_link *l)
 	if (dev_dereg_mr(l->msgmr))
 		LOG_WARN(CORE_UNIT, "link %u: msg MR dereg failed", l->id);
 	dev_mem_put(l->msgmem);
+	if (e->link_last == l)
+		e->link_last = NULL;
 	for (struct core_link **pp = &e->links; *pp; pp = &(*pp)->next) {
 		if (*pp == l) {
 			*pp = l->next;
@@ -215,9 +217,14 @@ void link_destroy(struct core_link *l)
 
 struct core_link *link_by_id(struct core_engine *e, uint32_t id)
 {
-	for (struct core_link *l = e->links; l; l = l->next)
-		if (l->id == id)
+	if (e->link_last && e->link_last->id == id)
+		return e->link_last;	/* completions come in runs of one link */
+	for (struct core_link *l = e->links; l; l = l->next) {
+		if (l->id == id) {
+			e->link_last = l;
 			return l;
+		}
+	}
 	return NULL;
 }
 

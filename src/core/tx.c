@@ -251,6 +251,10 @@ static int send_state_err(struct core_conn *c)
 	}
 	if (c->cl & (CL_SENT_D | CL_SENT_C | CL_SENT_A))
 		return -SMCR_E_CORE_PIPE;
+	/* The peer closed (C): it reads no more; data now would be a protocol violation on
+	 * its side. ECONNRESET, as Linux smc_tx_sendmsg after any received close. */
+	if (c->cl & CL_RCVD_C)
+		return -SMCR_E_CORE_RESET;
 	if (!c->link || !c->peer_size)
 		return -SMCR_E_CORE_RESET;
 	return 0;

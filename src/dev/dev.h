@@ -117,7 +117,8 @@ struct dev_port_attr {
 	enum dev_mtu max_mtu;
 	enum dev_mtu active_mtu;
 	uint32_t gid_tbl_len;		/* valid indexes for dev_query_gid: 0..gid_tbl_len-1 */
-	uint32_t max_msg_sz;		/* largest SEND / RDMA WRITE of one work request */
+	uint32_t max_msg_sz;		/* largest RDMA WRITE of one work request */
+	uint32_t max_send_sz;		/* largest SEND (<= max_msg_sz; shm: 4096) */
 };
 
 struct dev_device_attr {
@@ -535,7 +536,8 @@ SMCR_MUST_CHECK int dev_set_port_state(struct dev_device *dev, uint8_t port, int
 /* ------------------------------------------------------------------------------------ */
 /* Memory for RDMA (dev_mem.c). Each buffer is its own memfd, mapped MAP_SHARED, so any  */
 /* provider can register it and shm can give exactly this buffer (and nothing else) to  */
-/* a peer. Page-aligned, zero-filled, length rounded up to pages.                       */
+/* a peer. Page-aligned, zero-filled, length rounded up to pages. Not inherited by a    */
+/* forked child (MADV_DONTFORK, as ibv_fork_init); the child forgets them.              */
 
 struct dev_mem {
 	void *addr;

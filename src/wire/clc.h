@@ -12,8 +12,9 @@
  * output buffer content is unspecified and *outlen is not set.
  *
  * Error decline codes (smcr_err_decline): 0 for framing errors (the TCP stream can no longer
- * be parsed: abort the connection, as Linux does for a malformed CLC message); a code for a
- * bad field inside a well-framed message (the engine may decline and fall back).
+ * be parsed: abort the connection, as Linux does for a malformed CLC message; every
+ * clc_peek_header error is one); a code for a bad field inside a well-framed message that
+ * has been read whole (the engine may decline and fall back to TCP).
  *
  * Pure functions, no state: callers own every struct and buffer. */
 #ifndef SMCR_WIRE_CLC_H

@@ -247,7 +247,8 @@ static int prop_check(const struct clc_proposal *p, size_t *len)
 size_t clc_proposal_len(const struct clc_proposal *p)
 {
 	size_t l;
-	if (p->f.version < 1 || p->f.version > 15 || prop_check(p, &l))
+	if (p->f.version < 1 || p->f.version > 15 || p->f.eye > CLC_EYE_SMCD ||
+	    p->f.trail > CLC_EYE_SMCD || prop_check(p, &l))
 		return 0;
 	return l;
 }

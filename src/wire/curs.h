@@ -41,7 +41,7 @@ struct curs_shared {
 	_Atomic uint64_t v;
 };
 
-static inline struct curs curs_load(struct curs_shared *s)
+static inline struct curs curs_load(const struct curs_shared *s)
 {
 	return curs_unpack(atomic_load_explicit(&s->v, memory_order_acquire));
 }
