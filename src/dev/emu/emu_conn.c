@@ -304,8 +304,8 @@ static void emu_conn_close_locked(struct emu_dev *d, struct emu_qp *q)
 		return;
 	}
 	int fd = q->fd;
-	(void)epoll_ctl(d->epfd, EPOLL_CTL_DEL, fd, NULL);
 	if (q->close_rst) {
+		(void)epoll_ctl(d->epfd, EPOLL_CTL_DEL, fd, NULL);
 		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 		(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
 		close(fd);
@@ -319,6 +319,7 @@ static void emu_conn_close_locked(struct emu_dev *d, struct emu_qp *q)
 			emu_qp_tx_flush_locked(q);
 			q->stalled = stalled;
 		}
+		(void)epoll_ctl(d->epfd, EPOLL_CTL_DEL, fd, NULL);
 		(void)shutdown(fd, SHUT_WR);
 		struct emu_linger *l = calloc(1, sizeof *l);
 		if (!l || emu_epoll(d, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLRDHUP, &l->ep)) {

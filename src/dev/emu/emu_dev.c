@@ -518,7 +518,7 @@ static int emu_dev_listen(struct emu_dev *d, uint16_t port)
 		((struct sockaddr_in6 *)&d->addr)->sin6_port = htons(port);
 	if (bind(d->lfd, (struct sockaddr *)&d->addr, d->addrlen) < 0 ||
 	    listen(d->lfd, 128) < 0) {
-		LOG_WARN("emu", "cannot listen on %s port %u: %s", d->ifname, port,
+		LOG_INFO("emu", "cannot listen on %s port %u: %s", d->ifname, port,
 			 strerror(errno));
 		return -SMCR_E_EMU_LISTEN;
 	}

@@ -496,8 +496,10 @@ void emu_qp_tx_flush_locked(struct emu_qp *q)
 				q->txq_tail = NULL;
 			free(f);
 		}
-		if (q->txq && q->txq->off)
-			break;	/* partial write: the socket is full */
+		if (q->txq && q->txq->off) {
+			q->tx_blocked = 1;	/* partial write: the socket is full */
+			break;
+		}
 	}
 out:
 	emu_qp_epoll_update_locked(q);
