@@ -117,7 +117,8 @@ struct dev_port_attr {
 	enum dev_mtu max_mtu;
 	enum dev_mtu active_mtu;
 	uint32_t gid_tbl_len;		/* valid indexes for dev_query_gid: 0..gid_tbl_len-1 */
-	uint32_t max_msg_sz;		/* largest SEND / RDMA WRITE of one work request */
+	uint32_t max_msg_sz;		/* largest RDMA WRITE of one work request */
+	uint32_t max_send_sz;		/* largest SEND (<= max_msg_sz; shm: 4096) */
 };
 
 struct dev_device_attr {

@@ -1,0 +1,55 @@
+/* conf_lib.h: helpers of the device conformance tests (conf_lib.c). */
+#ifndef SMCR_TESTS_CONF_LIB_H
+#define SMCR_TESTS_CONF_LIB_H
+
+#include <stdint.h>
+
+#include "dev/dev.h"
+
+#define BUF_LEN (1u << 20)
+#define SPIN_NS 20000u
+#define WAIT_MS 2000
+
+struct conf_provider {
+	const char *name;
+	int (*reg)(void);
+	const char *spec;
+};
+/* The provider under test (set by main). */
+extern const struct conf_provider *prov;
+
+/* One end: device, PD, send/receive CQs, a 1 MiB remote-writable buffer (the "RMB") and a
+ * 1 MiB local one (send sources, receive buffers). */
+struct side {
+	struct dev_device *dev;
+	struct dev_pd *pd;
+	struct dev_cq *scq, *rcq;
+	struct dev_mem *rmem, *lmem;
+	struct dev_mr *rmr;
+	struct dev_mr *lmr;
+	struct dev_gid gid;
+	uint8_t *rbuf, *lbuf;
+};
+
+int side_open(struct side *s, int cqe);
+void side_close(struct side *s);
+struct dev_qp *qp_new(struct side *s, uint32_t sq, uint32_t rq, int sig_all);
+void qp_init(struct dev_qp *q);
+void qp_rtr(struct dev_qp *q, const struct dev_gid *dgid, uint32_t dqpn);
+void qp_rts(struct dev_qp *q, uint8_t rnr_retry);
+void connect_pair(struct side *a, struct dev_qp *qa, struct side *b, struct dev_qp *qb,
+		  uint8_t rnr_retry);
+int wait_wc(struct dev_cq *cq, struct dev_wc *wc, int timeout_ms);
+void expect_wc(struct dev_cq *cq, uint64_t wr_id, enum dev_wc_status st, enum dev_wc_opcode op);
+void expect_no_wc(struct dev_cq *cq, int ms);
+void ping_pair(struct side *a, struct dev_qp *qa, struct side *b, struct dev_qp *qb);
+void post_recv(struct side *s, struct dev_qp *q, uint64_t off, uint32_t len, uint64_t id);
+int post_send(struct dev_qp *q, enum dev_wr_opcode op, unsigned flags, struct dev_sge *sg,
+	      int nsge, uint64_t raddr, uint32_t rkey, uint32_t imm, uint64_t id);
+struct dev_sge lsge(struct side *s, uint64_t off, uint32_t len);
+uint64_t raddr(struct side *s, uint64_t off);
+int wait_state(struct dev_qp *q, enum dev_qp_state st, int ms);
+int wait_event(struct dev_device *d, enum dev_event_type t, uint32_t qpn, int ms);
+int count_fds(void);
+
+#endif
