@@ -14,11 +14,19 @@
  *   ip=<addr>     the device's IP address (IPv4 dotted or IPv6). Without if=, the
  *                 interface is the one holding the address (an address inside a loopback
  *                 interface's prefix, e.g. 127.0.0.2, counts as the loopback interface's).
+ *   ip=<a.b.c.d/len>  (IPv4, inside the loopback interface's prefix, e.g. 127.0.0.0/8)
+ *                 each open takes a new device on a free address of the prefix (one that
+ *                 no other device, of any process, listens on with this port): many
+ *                 distinct GIDs on one host, for tests. port must not be 0 here.
  *   port=<n>      TCP port the device listens on and connects to on peers (default
  *                 $SMCR_EMU_PORT, else EMU_DEFAULT_PORT). Devices that talk to each other
  *                 must use the same port. 0: an ephemeral port (dev_emu_port() tells which;
  *                 only useful when the peer is opened with that port).
- *   name=<name>   device name shown by dev_query_device (default "emu-<if>").
+ *   name=<name>   device name shown by dev_query_device (default "emu<n>-<if>").
+ *   netns=<name>  open the device in that network namespace ("ip netns" name, i.e.
+ *                 /run/netns/<name>, or a path such as /proc/<pid>/ns/net): its sockets
+ *                 and I/O thread live there; the caller stays where it is. Needs
+ *                 CAP_SYS_ADMIN.
  * One of if= and ip= is required. The port GID is the address: IPv4 as the IPv4-mapped
  * IPv6 address ::ffff:a.b.c.d, IPv6 as is (RoCE v2 style), GID type DEV_GID_TYPE_SOFT.
  * Opening the same address and port again in one process returns the same device with
@@ -40,6 +48,10 @@
 
 /* Registers the provider "emu" (idempotent, thread-safe). */
 SMCR_MUST_CHECK int dev_emu_register(void);
+
+/* The provider itself, for test wrappers that open emu devices under another provider name
+ * (tests/lib/emu_netns.c runs the conformance suite across network namespaces). */
+const struct dev_provider *dev_emu_provider(void);
 
 /* The TCP port the device listens on (useful after "port=0"). */
 SMCR_MUST_CHECK int dev_emu_port(struct dev_device *dev, uint16_t *port);

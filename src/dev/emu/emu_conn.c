@@ -53,6 +53,18 @@ static int emu_epoll(struct emu_dev *d, int op, int fd, uint32_t events, struct 
 
 /* ---- pending connections ------------------------------------------------------------ */
 
+/* With EMU_MAX_PEND connections waiting for their HELLO, new ones wait in the listen
+ * backlog (the listener leaves epoll) until half of those are done: a burst of QPs
+ * connecting at once only waits, and a flood of idle connections cannot take more. */
+static void emu_listen_pause(struct emu_dev *d, int pause)
+{
+	if (pause == d->listen_paused)
+		return;
+	struct epoll_event e = { .events = pause ? 0 : EPOLLIN, .data.ptr = &d->ep_listen };
+	if (epoll_ctl(d->epfd, EPOLL_CTL_MOD, d->lfd, &e) == 0)
+		d->listen_paused = pause;
+}
+
 static void emu_pend_unlink(struct emu_dev *d, struct emu_pend *p)
 {
 	struct emu_pend **pp = &d->pend;
@@ -62,6 +74,8 @@ static void emu_pend_unlink(struct emu_dev *d, struct emu_pend *p)
 		*pp = p->next;
 		d->npend--;
 	}
+	if (d->listen_paused && d->npend <= EMU_MAX_PEND / 2)
+		emu_listen_pause(d, 0);
 }
 
 /* Answers HELLO_ACK(status) (best effort: the socket is fresh and the frame tiny) unless
@@ -88,6 +102,10 @@ void emu_conn_accept(struct emu_dev *d)
 	for (;;) {
 		struct sockaddr_storage ss;
 		socklen_t sl = sizeof ss;
+		if (d->npend >= EMU_MAX_PEND && emu_port_is_active(d)) {
+			emu_listen_pause(d, 1);
+			return;
+		}
 		int fd = accept4(d->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
@@ -97,9 +115,9 @@ void emu_conn_accept(struct emu_dev *d)
 					    strerror(errno));
 			return;
 		}
-		if (d->npend >= EMU_MAX_PEND || !emu_port_is_active(d)) {
-			SMCR_LOG_RL(SMCR_LOG_INFO, "emu", "%s: connection refused (%s)", d->dev.name,
-				    d->npend >= EMU_MAX_PEND ? "too many pending" : "port down");
+		if (!emu_port_is_active(d)) {
+			SMCR_LOG_RL(SMCR_LOG_INFO, "emu", "%s: connection refused (port down)",
+				    d->dev.name);
 			close(fd);
 			continue;
 		}
@@ -455,26 +473,9 @@ void emu_conn_qp_event(struct emu_dev *d, struct emu_qp *q, uint32_t events)
 			goto out;
 		}
 		/* A few reads per event, then back to epoll so other QPs get their turn. */
-		for (int i = 0; i < 4; i++) {
-			uint32_t space = EMU_RXBUF - q->rx.end;
-			if (!space)
-				break;
-			ssize_t n = recv(q->fd, q->rx.buf + q->rx.end, space, MSG_DONTWAIT);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-				break;
-			if (n <= 0) {
-				emu_qp_error_locked(q, 0, DEV_WC_RETRY_EXC_ERR, DEV_EVENT_QP_FATAL,
-						    SMCR_E_EMU_PEER_GONE);
-				goto out;
-			}
-			q->rx.end += (uint32_t)n;
-			emu_rx_process_locked(q);
-			if ((q->cs != EMU_CS_UP && q->cs != EMU_CS_HELLO) || q->stalled ||
-			    q->rx_parked || (uint32_t)n < space)
-				break;
-		}
+		emu_rx_pump_locked(q, 4);
+		if (q->fd < 0 || q->cs == EMU_CS_DOWN)
+			goto out;
 	}
 	if ((events & EPOLLOUT) && (q->cs == EMU_CS_UP || q->cs == EMU_CS_HELLO))
 		emu_qp_tx_flush_locked(q);

@@ -9,6 +9,8 @@
 #include <ifaddrs.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -121,7 +124,9 @@ struct emu_args {
 	char ifname[IF_NAMESIZE];
 	char ip[INET6_ADDRSTRLEN];
 	char name[DEV_NAME_MAX];
+	char netns[256];	/* path of the network namespace to open the device in */
 	long port;		/* -1: default */
+	int prefix_len;		/* ip=a.b.c.d/len: allocate an address of the prefix; else -1 */
 };
 
 static int emu_copy_arg(char *dst, size_t cap, const char *v, size_t n)
@@ -137,6 +142,7 @@ static int emu_parse_args(const char *s, struct emu_args *a)
 {
 	memset(a, 0, sizeof *a);
 	a->port = -1;
+	a->prefix_len = -1;
 	while (*s) {
 		const char *end = strchr(s, ',');
 		size_t n = end ? (size_t)(end - s) : strlen(s);
@@ -152,6 +158,14 @@ static int emu_parse_args(const char *s, struct emu_args *a)
 			rc = emu_copy_arg(a->ip, sizeof a->ip, v, vl);
 		} else if (kl == 4 && !memcmp(s, "name", 4)) {
 			rc = emu_copy_arg(a->name, sizeof a->name, v, vl);
+		} else if (kl == 5 && !memcmp(s, "netns", 5)) {
+			/* A name of "ip netns" (/run/netns/<name>) or a path (/proc/<pid>/ns/net). */
+			char nm[200];
+			rc = emu_copy_arg(nm, sizeof nm, v, vl);
+			if (!rc && (memchr(v, '/', vl) ? snprintf(a->netns, sizeof a->netns, "%s", nm)
+						      : snprintf(a->netns, sizeof a->netns,
+								 "/run/netns/%s", nm)) >= (int)sizeof a->netns)
+				rc = -SMCR_E_EMU_ARGS;
 		} else if (kl == 4 && !memcmp(s, "port", 4)) {
 			char buf[8];
 			rc = emu_copy_arg(buf, sizeof buf, v, vl);
@@ -171,6 +185,15 @@ static int emu_parse_args(const char *s, struct emu_args *a)
 	}
 	if (!a->ifname[0] && !a->ip[0])
 		return -SMCR_E_EMU_ARGS;
+	char *slash = strchr(a->ip, '/');
+	if (slash) {
+		char *e;
+		long len = strtol(slash + 1, &e, 10);
+		if (slash[1] == 0 || *e || len < 8 || len > 30)
+			return -SMCR_E_EMU_ARGS;	/* IPv4 prefixes only: /8 .. /30 */
+		*slash = 0;
+		a->prefix_len = (int)len;
+	}
 	if (a->port < 0) {
 		const char *env = getenv("SMCR_EMU_PORT");
 		a->port = EMU_DEFAULT_PORT;
@@ -182,6 +205,8 @@ static int emu_parse_args(const char *s, struct emu_args *a)
 			a->port = p;
 		}
 	}
+	if (a->prefix_len >= 0 && a->port == 0)
+		return -SMCR_E_EMU_ARGS;	/* devices of a prefix share one known port */
 	return 0;
 }
 
@@ -194,6 +219,13 @@ static int emu_same_addr(const struct sockaddr *x, const struct sockaddr_storage
 		       ((const struct sockaddr_in *)y)->sin_addr.s_addr;
 	return memcmp(((const struct sockaddr_in6 *)x)->sin6_addr.s6_addr,
 		      ((const struct sockaddr_in6 *)y)->sin6_addr.s6_addr, 16) == 0;
+}
+
+static int emu_mask_len(const struct sockaddr *m)
+{
+	if (!m || m->sa_family != AF_INET)
+		return 129;
+	return __builtin_popcount(((const struct sockaddr_in *)m)->sin_addr.s_addr);
 }
 
 /* want inside x's prefix (mask m)? Used for loopback interfaces: 127.0.0.2 is lo's. */
@@ -245,7 +277,7 @@ static int emu_resolve(const struct emu_args *a, struct emu_dev *d)
 		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&want;
 		if (inet_pton(AF_INET, a->ip, &s4->sin_addr) == 1)
 			want.ss_family = AF_INET;
-		else if (inet_pton(AF_INET6, a->ip, &s6->sin6_addr) == 1 &&
+		else if (a->prefix_len < 0 && inet_pton(AF_INET6, a->ip, &s6->sin6_addr) == 1 &&
 			 !IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr))
 			want.ss_family = AF_INET6;
 		else
@@ -262,12 +294,16 @@ static int emu_resolve(const struct emu_args *a, struct emu_dev *d)
 		if (a->ifname[0] && strcmp(i->ifa_name, a->ifname) != 0)
 			continue;
 		if (have_want) {
-			if (emu_same_addr(i->ifa_addr, &want)) {
+			if (a->prefix_len < 0 && emu_same_addr(i->ifa_addr, &want)) {
 				pick = i;
 				break;
 			}
+			/* A prefix must lie inside the loopback interface's own prefix: every
+			 * address of it is then local (Linux routes all of 127/8 to lo). */
 			if (!lo && (i->ifa_flags & IFF_LOOPBACK) &&
-			    emu_in_prefix(i->ifa_addr, i->ifa_netmask, &want))
+			    emu_in_prefix(i->ifa_addr, i->ifa_netmask, &want) &&
+			    (a->prefix_len < 0 ||
+			     emu_mask_len(i->ifa_netmask) <= a->prefix_len))
 				lo = i;
 			continue;
 		}
@@ -398,6 +434,7 @@ static int emu_query_port(struct dev_device *dev, uint8_t port, struct dev_port_
 	a->active_mtu = d->active_mtu;
 	a->gid_tbl_len = 1;
 	a->max_msg_sz = EMU_MAX_MSG;
+	a->max_send_sz = EMU_MAX_MSG;
 	return 0;
 }
 
@@ -516,10 +553,13 @@ static int emu_dev_listen(struct emu_dev *d, uint16_t port)
 		((struct sockaddr_in *)&d->addr)->sin_port = htons(port);
 	else
 		((struct sockaddr_in6 *)&d->addr)->sin6_port = htons(port);
+	/* A deep backlog: many QPs may connect at once (each QP is one connection). */
 	if (bind(d->lfd, (struct sockaddr *)&d->addr, d->addrlen) < 0 ||
-	    listen(d->lfd, 128) < 0) {
-		LOG_INFO("emu", "cannot listen on %s port %u: %s", d->ifname, port,
+	    listen(d->lfd, SOMAXCONN) < 0) {
+		LOG_DBG("emu", "cannot listen on %s port %u: %s", d->ifname, port,
 			 strerror(errno));
+		close(d->lfd);
+		d->lfd = -1;
 		return -SMCR_E_EMU_LISTEN;
 	}
 	struct sockaddr_storage ss;
@@ -545,12 +585,38 @@ static int emu_dev_netlink(struct emu_dev *d)
 	return 0;
 }
 
-static int emu_open(const struct dev_ops *ops, const char *args, struct dev_device **out)
+/* The network namespace the calling thread is in (its inode), to tell devices apart. */
+static uint64_t emu_netns_id(void)
 {
-	struct emu_args a;
-	int rc = emu_parse_args(args, &a);
-	if (rc)
-		return rc;
+	struct stat st;
+	if (stat("/proc/thread-self/ns/net", &st) < 0)
+		return 0;
+	return (uint64_t)st.st_ino;
+}
+
+/* ip=a.b.c.d/len: binds the listener to a free address of the prefix (one a device of
+ * this or another process does not hold yet), starting at a point derived from the pid so
+ * that processes rarely try the same ones. */
+static int emu_listen_in_prefix(struct emu_dev *d, const struct emu_args *a)
+{
+	struct sockaddr_in *s4 = (struct sockaddr_in *)&d->addr;
+	uint32_t mask = ~0u << (32 - a->prefix_len);
+	uint32_t net = ntohl(s4->sin_addr.s_addr) & mask;
+	uint32_t hosts = (~mask) - 1;	/* without the network and broadcast addresses */
+	uint32_t start = ((uint32_t)getpid() * 2654435761u) % hosts;
+	int rc = -SMCR_E_EMU_LISTEN;
+	for (uint32_t i = 0; i < hosts && i < 4096; i++) {
+		s4->sin_addr.s_addr = htonl(net + 1 + (start + i) % hosts);
+		rc = emu_dev_listen(d, (uint16_t)a->port);
+		if (rc != -SMCR_E_EMU_LISTEN)
+			break;
+	}
+	return rc;
+}
+
+/* Opens a device in the calling thread's network namespace. */
+static int emu_open_here(const struct dev_ops *ops, struct emu_args *a, struct dev_device **out)
+{
 	struct emu_dev *d = calloc(1, sizeof *d);
 	if (!d)
 		return -SMCR_E_NOMEM;
@@ -562,15 +628,16 @@ static int emu_open(const struct dev_ops *ops, const char *args, struct dev_devi
 	pthread_cond_init(&d->work_cv, NULL);
 	d->mr_free = UINT32_MAX;
 	atomic_init(&d->timer_at, UINT64_MAX);
-	rc = emu_resolve(&a, d);
+	d->netns_id = emu_netns_id();
+	int rc = emu_resolve(a, d);
 	if (rc)
 		goto fail;
 
 	pthread_mutex_lock(&emu_devs_lock);
-	if (a.port) {
-		/* Same address and port: the same device, one more reference (emu.h). */
+	if (a->port && a->prefix_len < 0) {
+		/* Same address and port (and namespace): the same device, one more reference. */
 		for (struct emu_dev *o = emu_devs; o; o = o->next) {
-			if (o->explicit_port && o->port == a.port &&
+			if (o->explicit_port && o->port == a->port && o->netns_id == d->netns_id &&
 			    emu_same_addr((struct sockaddr *)&d->addr, &o->addr) &&
 			    emu_dev_tryhold(o)) {
 				pthread_mutex_unlock(&emu_devs_lock);
@@ -580,7 +647,7 @@ static int emu_open(const struct dev_ops *ops, const char *args, struct dev_devi
 			}
 		}
 	}
-	d->explicit_port = a.port != 0;
+	d->explicit_port = a->port != 0 && a->prefix_len < 0;
 	d->ctlfd = socket(d->family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	d->epfd = epoll_create1(EPOLL_CLOEXEC);
 	d->kickfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -589,7 +656,7 @@ static int emu_open(const struct dev_ops *ops, const char *args, struct dev_devi
 	rc = -SMCR_E_EMU_SYS;
 	if (d->ctlfd < 0 || d->epfd < 0 || d->kickfd < 0 || d->evfd < 0 || d->timerfd < 0)
 		goto fail_unlock;
-	rc = emu_dev_listen(d, (uint16_t)a.port);
+	rc = a->prefix_len >= 0 ? emu_listen_in_prefix(d, a) : emu_dev_listen(d, (uint16_t)a->port);
 	if (rc)
 		goto fail_unlock;
 	emu_gid_from_sockaddr(&d->addr, &d->gid);
@@ -614,16 +681,16 @@ static int emu_open(const struct dev_ops *ops, const char *args, struct dev_devi
 	d->qpn_next = (r & 0xffffffu) ? (r & 0xffffffu) : 1;
 
 	char name[DEV_NAME_MAX];
-	if (a.name[0])
-		snprintf(name, sizeof name, "%s", a.name);
+	if (a->name[0])
+		snprintf(name, sizeof name, "%s", a->name);
 	else
 		snprintf(name, sizeof name, "emu%u-%s", atomic_fetch_add(&emu_dev_seq, 1),
 			 d->ifname);
 	dev_device_init(&d->dev, ops, EMU_PROVIDER_NAME, name, 1, d->evfd);
 
 	/* The I/O thread takes no signals: the program's handlers run in its own threads.
-	 * It is created in the caller's network namespace, which it keeps (sockets it
-	 * creates for connects belong there). */
+	 * It is created in the calling thread's network namespace, which it keeps (the
+	 * sockets it creates for connects belong there). */
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -648,6 +715,36 @@ fail_unlock:
 	pthread_mutex_unlock(&emu_devs_lock);
 fail:
 	emu_dev_free(d);
+	return rc;
+}
+
+static int emu_open(const struct dev_ops *ops, const char *args, struct dev_device **out)
+{
+	struct emu_args a;
+	int rc = emu_parse_args(args, &a);
+	if (rc)
+		return rc;
+	if (!a.netns[0])
+		return emu_open_here(ops, &a, out);
+	/* netns=: enter the namespace for the open only. Everything the device creates there
+	 * (listener, netlink and ioctl sockets, the I/O thread and so its connections) stays
+	 * in it; the calling thread returns to its own namespace. */
+	int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	int ns = open(a.netns, O_RDONLY | O_CLOEXEC);
+	if (self < 0 || ns < 0 || setns(ns, CLONE_NEWNET) < 0) {
+		LOG_WARN("emu", "cannot enter network namespace %s: %s", a.netns, strerror(errno));
+		if (self >= 0)
+			close(self);
+		if (ns >= 0)
+			close(ns);
+		return -SMCR_E_EMU_NETNS;
+	}
+	rc = emu_open_here(ops, &a, out);
+	if (setns(self, CLONE_NEWNET) < 0)
+		LOG_ERR("emu", "cannot return to the caller's network namespace: %s",
+			strerror(errno));
+	close(self);
+	close(ns);
 	return rc;
 }
 
@@ -704,6 +801,11 @@ static const struct dev_provider emu_provider = {
 int dev_emu_register(void)
 {
 	return dev_provider_register(&emu_provider);
+}
+
+const struct dev_provider *dev_emu_provider(void)
+{
+	return &emu_provider;
 }
 
 int dev_emu_port(struct dev_device *dev, uint16_t *port)

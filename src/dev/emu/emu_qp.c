@@ -98,6 +98,14 @@ int emu_create_qp(struct dev_pd *pd, const struct dev_qp_init_attr *attr, struct
 			d->qpn_next = 1;
 	} while (emu_qp_lookup_locked(d, qpn));
 	dev_qp_init(&q->qp, pd, attr, qpn, &g);
+	if (emu_cq_attach_qp(EMU_CQ(attr->send_cq), q)) {
+		pthread_mutex_unlock(&d->lock);
+		pthread_mutex_destroy(&q->lock);
+		free(q->sq);
+		free(q->rq);
+		free(q);
+		return -SMCR_E_NOMEM;
+	}
 	q->hnext = d->qpt[qpn % EMU_QP_HASH];
 	d->qpt[qpn % EMU_QP_HASH] = q;
 	d->nqp++;
@@ -140,6 +148,7 @@ int emu_destroy_qp(struct dev_qp *qp)
 	pthread_mutex_unlock(&d->work_lock);
 
 	emu_event_drop_qp(d, qp->qp_num);
+	emu_cq_forget_qp(EMU_CQ(qp->send_cq), q);
 	emu_qp_txq_clear_locked(q, 0);	/* nothing can add to it any more */
 	pthread_mutex_destroy(&q->lock);
 	free(q->rx.buf);
@@ -161,7 +170,7 @@ static void emu_qp_send_wc_locked(struct emu_qp *q, const struct emu_swr *w,
 		.byte_len = w->len,
 		.qp_num = q->qp.qp_num,
 	};
-	emu_cq_push(EMU_CQ(q->qp.send_cq), &wc, 0);
+	emu_cq_push(EMU_CQ(q->qp.send_cq), &wc, 0, q, w->idx + 1);
 }
 
 static void emu_qp_recv_flush_locked(struct emu_qp *q)
@@ -174,7 +183,7 @@ static void emu_qp_recv_flush_locked(struct emu_qp *q)
 			.opcode = DEV_WC_RECV,
 			.qp_num = q->qp.qp_num,
 		};
-		emu_cq_push(EMU_CQ(q->qp.recv_cq), &wc, 0);
+		emu_cq_push(EMU_CQ(q->qp.recv_cq), &wc, 0, NULL, 0);
 		q->rq_head = (q->rq_head + 1) % q->qp.cap.max_recv_wr;
 		q->rq_n--;
 	}
@@ -212,6 +221,7 @@ void emu_qp_error_locked(struct emu_qp *q, int err_idx, enum dev_wc_status statu
 		emu_qp_send_wc_locked(q, w, (int)i == err_idx ? status : DEV_WC_WR_FLUSH_ERR);
 	}
 	q->sq_n = 0;
+	emu_qp_sq_changed_locked(q);
 	emu_qp_recv_flush_locked(q);
 	q->rx_parked = 0;
 	q->rnr_deadline = UINT64_MAX;
@@ -235,6 +245,7 @@ void emu_qp_ack_locked(struct emu_qp *q, uint32_t seq)
 		q->sq_head = (q->sq_head + 1) % q->qp.cap.max_send_wr;
 		q->sq_n--;
 	}
+	emu_qp_sq_changed_locked(q);
 	if (emu_seq_after(seq, q->acked_seq))
 		q->acked_seq = seq;
 	q->progress_ns = smcr_now_ns();
@@ -270,7 +281,10 @@ static int emu_cmp_ends(const struct dev_gid *ga, uint32_t qa, const struct dev_
 
 static void emu_qp_reset_locked(struct emu_qp *q)
 {
+	/* RESET drops WRs without completions: their slots are free at once. */
+	atomic_store(&q->sq_retired, q->sq_posted);
 	q->sq_n = 0;
+	emu_qp_sq_changed_locked(q);
 	q->sq_head = 0;
 	q->rq_n = 0;
 	q->rq_head = 0;
@@ -619,12 +633,14 @@ static int emu_post_one_locked(struct emu_qp *q, const struct dev_send_wr *wr, u
 	uint32_t idx = (q->sq_head + q->sq_n) % q->qp.cap.max_send_wr;
 	struct emu_swr *s = &q->sq[idx];
 	s->wr_id = wr->wr_id;
+	s->idx = q->sq_posted++;
 	s->seq = fr.u.data.seq;
 	s->len = (uint32_t)total;
 	s->opcode = fr.type == EMU_F_SEND ? DEV_WC_SEND : DEV_WC_RDMA_WRITE;
 	s->signaled = (wr->send_flags & DEV_SEND_SIGNALED) || q->sq_sig_all;
 	int was_idle = q->sq_n == 0;
 	q->sq_n++;
+	emu_qp_sq_changed_locked(q);
 
 	rc = emu_gather_locked(q, wr, f->data + (len - (uint32_t)total));
 	if (rc) {
@@ -677,7 +693,8 @@ int emu_post_send(struct dev_qp *qp, const struct dev_send_wr *wr,
 			rc = -SMCR_E_DEV_BAD_STATE;
 			break;
 		}
-		if (q->sq_n == qp->cap.max_send_wr) {
+		/* Slots free when completions are polled, as in verbs. */
+		if (q->sq_posted - atomic_load(&q->sq_retired) >= qp->cap.max_send_wr) {
 			rc = -SMCR_E_DEV_QUEUE_FULL;
 			break;
 		}
@@ -685,6 +702,7 @@ int emu_post_send(struct dev_qp *qp, const struct dev_send_wr *wr,
 			/* Accepted and flushed at once (dev.h 4). */
 			struct emu_swr s = {
 				.wr_id = wr->wr_id,
+				.idx = q->sq_posted++,
 				.len = (uint32_t)total,
 				.opcode = wr->opcode == DEV_WR_SEND ? DEV_WC_SEND : DEV_WC_RDMA_WRITE,
 			};
@@ -735,7 +753,7 @@ int emu_post_recv(struct dev_qp *qp, const struct dev_recv_wr *wr,
 				.opcode = DEV_WC_RECV,
 				.qp_num = qp->qp_num,
 			};
-			emu_cq_push(EMU_CQ(qp->recv_cq), &wc, 0);
+			emu_cq_push(EMU_CQ(qp->recv_cq), &wc, 0, NULL, 0);
 			continue;
 		}
 		struct emu_rwr *r = &q->rq[(q->rq_head + q->rq_n) % qp->cap.max_recv_wr];
