@@ -15,10 +15,10 @@ declare -A allow=(
   [dev/emu]="dev/emu dev util"
   [dev/verbs]="dev/verbs dev util"
   [core]="core wire dev util smcr"
-  [sock]="sock core wire dev dev/shm dev/emu dev/verbs util smcr"
+  [sock]="sock core wire dev dev/shm dev/emu dev/verbs bpf util smcr"
   [preload]="preload sock util smcr"
   [bpf]="bpf util"
-  [tools]="tools wire util smcr"
+  [tools]="tools wire bpf util smcr"
 )
 
 layer_of() { # path relative to src/ of an included header -> its layer

@@ -3,11 +3,15 @@
 # missing. "test" adds what only the test suite uses. Safe to run again: it installs only
 # what dpkg does not already list as installed.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libcmocka-dev libpcap-dev)
+# clang, libbpf-dev, bpftool, linux-libc-dev: the BPF programs (clang -target bpf), their
+# skeleton and the smcr-bpf installer (src/bpf, tools/smcr-bpf).
+pkgs=(build-essential cmake pkg-config libcmocka-dev libpcap-dev
+      clang libbpf-dev bpftool linux-libc-dev)
 if [ "${1:-}" = test ]; then
   # clang + compiler-rt: libFuzzer and sanitizers; tshark: the independent decoder;
   # iproute2: network namespaces for the emulated provider's tests.
-  pkgs+=(clang libclang-rt-14-dev tshark iproute2 procps)
+  # nftables: the bpf tests drop SYN-ACKs in their own network namespaces.
+  pkgs+=(clang libclang-rt-14-dev tshark iproute2 procps nftables)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

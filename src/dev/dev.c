@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -349,14 +350,22 @@ int dev_poll_cq_wait(struct dev_cq *cq, int n, struct dev_wc *wc, uint64_t spin_
 	if (rc)
 		return rc;
 	if (spin_ns) {
-		uint64_t end = smcr_now_ns() + spin_ns;
+		uint64_t now = smcr_now_ns(), end = now + spin_ns, yield_at = now + 2000;
 		do {
 			for (int i = 0; i < 32; i++)
 				dev_cpu_relax();
 			rc = dev_poll_cq(cq, n, wc);
 			if (rc)
 				return rc;
-		} while (smcr_now_ns() < end);
+			now = smcr_now_ns();
+			/* Every 2 us of spinning, let a runnable thread on this CPU (often the
+			 * peer we wait for, on a loaded 2-core machine) have it; returns at
+			 * once when nothing else wants the CPU. */
+			if (now >= yield_at) {
+				sched_yield();
+				yield_at = now + 2000;
+			}
+		} while (now < end);
 	}
 	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX
 					   : smcr_now_ns() + (uint64_t)timeout_ms * SMCR_NS_PER_MS;

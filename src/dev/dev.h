@@ -536,7 +536,8 @@ SMCR_MUST_CHECK int dev_set_port_state(struct dev_device *dev, uint8_t port, int
 /* ------------------------------------------------------------------------------------ */
 /* Memory for RDMA (dev_mem.c). Each buffer is its own memfd, mapped MAP_SHARED, so any  */
 /* provider can register it and shm can give exactly this buffer (and nothing else) to  */
-/* a peer. Page-aligned, zero-filled, length rounded up to pages.                       */
+/* a peer. Page-aligned, zero-filled, length rounded up to pages. Not inherited by a    */
+/* forked child (MADV_DONTFORK, as ibv_fork_init); the child forgets them.              */
 
 struct dev_mem {
 	void *addr;

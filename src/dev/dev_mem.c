@@ -20,6 +20,26 @@ struct dev_mem_node {
 };
 static pthread_mutex_t dev_mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct dev_mem_node *dev_mem_head;
+static pthread_once_t dev_mem_once = PTHREAD_ONCE_INIT;
+
+/* fork(): the child has none of the buffers (MADV_DONTFORK); it closes its copies of the
+ * memfds and forgets the list. */
+static void dev_mem_prepare(void) { pthread_mutex_lock(&dev_mem_lock); }
+static void dev_mem_parent(void) { pthread_mutex_unlock(&dev_mem_lock); }
+static void dev_mem_child(void)
+{
+	for (struct dev_mem_node *n = dev_mem_head, *nx; n; n = nx) {
+		nx = n->next;
+		close(n->m.fd);
+		free(n);
+	}
+	dev_mem_head = NULL;
+	pthread_mutex_init(&dev_mem_lock, NULL);
+}
+static void dev_mem_atfork_init(void)
+{
+	pthread_atfork(dev_mem_prepare, dev_mem_parent, dev_mem_child);
+}
 
 int dev_mem_alloc(size_t len, const char *name, struct dev_mem **out)
 {
@@ -42,6 +62,10 @@ int dev_mem_alloc(size_t len, const char *name, struct dev_mem **out)
 	void *p = mmap(NULL, plen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 		goto err_close;
+	/* A forked child does not get the mapping (as ibv_fork_init does): a shared mapping
+	 * would let the child scribble on the parent's RDMA buffers unnoticed. */
+	madvise(p, plen, MADV_DONTFORK);
+	pthread_once(&dev_mem_once, dev_mem_atfork_init);
 	n->m.addr = p;
 	n->m.len = plen;
 	n->m.fd = fd;

@@ -355,6 +355,28 @@ static void t_rnr(void **state)
 	assert_int_equal(wait_state(qb, DEV_QPS_ERR, WAIT_MS), 0);
 	assert_int_equal(dev_destroy_qp(qa), 0);
 	assert_int_equal(dev_destroy_qp(qb), 0);
+
+	/* A short transport timeout does not turn an RNR wait into retry exceeded: the peer
+	 * is there, it just has no receive WR yet (posted right after RTS, before any
+	 * handshake a provider may run). */
+	qa = qp_new(&f->a, 4, 4, 0);
+	qb = qp_new(&f->b, 4, 4, 0);
+	qp_init(qa);
+	qp_init(qb);
+	qp_rtr(qa, &f->b.gid, qb->qp_num);
+	qp_rtr(qb, &f->a.gid, qa->qp_num);
+	struct dev_qp_attr rts = { .qp_state = DEV_QPS_RTS, .timeout = 1, .retry_cnt = 0,
+				   .rnr_retry = 7, .max_rd_atomic = 1 };
+	assert_int_equal(dev_modify_qp(qa, &rts, DEV_QP_MASK_RTS), 0);
+	qp_rts(qb, 7);
+	assert_int_equal(post_send(qa, DEV_WR_SEND, DEV_SEND_INLINE | DEV_SEND_SIGNALED, &sg, 1, 0,
+				   0, 0, 20), 0);
+	expect_no_wc(f->a.scq, 300);
+	post_recv(&f->b, qb, 0, 64, 21);
+	expect_wc(f->b.rcq, 21, DEV_WC_SUCCESS, DEV_WC_RECV);
+	expect_wc(f->a.scq, 20, DEV_WC_SUCCESS, DEV_WC_SEND);
+	assert_int_equal(dev_destroy_qp(qa), 0);
+	assert_int_equal(dev_destroy_qp(qb), 0);
 }
 
 /* A SEND longer than the receive WR: LOC_LEN_ERR there, REM_INV_REQ_ERR here (rule 7). */
@@ -686,7 +708,8 @@ static void t_threads(void **state)
 }
 
 /* A peer process killed in the middle of a transfer: our QP is in ERR within 100 ms
- * (shm; other providers: within their transport timeout, at most 2 s). */
+ * (shm; other providers: within their transport timeout, at most 2 s), even though the peer
+ * had forked a child (no exec) that is still alive and inherited its descriptors. */
 static int peer_main(int rfd, int wfd)
 {
 	struct side s;
@@ -710,6 +733,18 @@ static int peer_main(int rfd, int wfd)
 	qp_rts(q, 7);
 	/* Transfer forever: 64 KiB WRITEs followed by a SEND, paced by completions. */
 	for (uint64_t i = 0;; i++) {
+		if (i == 1) {
+			/* Connected now. A child forked without exec must not keep the
+			 * connection alive after we die. */
+			pid_t child = fork();
+			if (child == 0) {
+				sleep(10);
+				_exit(0);
+			}
+			if (child < 0 ||
+			    write(wfd, &child, sizeof child) != (ssize_t)sizeof child)
+				return 8;
+		}
 		struct dev_sge sg = lsge(&s, 0, 65536);
 		if (post_send(q, DEV_WR_RDMA_WRITE, 0, &sg, 1, them.addr, them.rkey, 0, i))
 			return 5;
@@ -756,6 +791,8 @@ static void t_peer_killed(void **state)
 		post_recv(&a, q, 64 * (uint64_t)i, 64, (uint64_t)i);
 	qp_rtr(q, &them.gid, them.qpn);
 	qp_rts(q, 7);
+	pid_t grandchild;
+	assert_int_equal(read(c2p[0], &grandchild, sizeof grandchild), (ssize_t)sizeof grandchild);
 	/* Let the transfer run: a few messages in, repost as they come. */
 	for (int got = 0; got < 20; got++) {
 		struct dev_wc wc;
@@ -781,6 +818,7 @@ static void t_peer_killed(void **state)
 	assert_true(flushed > 0);
 	close(p2c[1]);
 	close(c2p[0]);
+	kill(grandchild, SIGKILL);	/* it was alive all along: our QP died anyway */
 	assert_int_equal(dev_destroy_qp(q), 0);
 	side_close(&a);
 }

@@ -32,12 +32,43 @@ static struct shm_dev *shm_devs;
 static unsigned shm_dev_count;
 static pthread_once_t shm_atfork_once = PTHREAD_ONCE_INIT;
 
-static void shm_atfork_prepare(void) { pthread_mutex_lock(&shm_devs_lock); }
-static void shm_atfork_parent(void) { pthread_mutex_unlock(&shm_devs_lock); }
+/* fork() without exec: the child must not keep the parent's connections alive (a peer
+ * detects the parent's death by its sockets closing) nor see its shared memory. prepare
+ * takes every device's lock so the structures are consistent in the child; the child closes
+ * its copies of every fd the devices own and forgets them. The inherited device objects are
+ * inert in the child: using or destroying them there is not allowed (dev.h, as verbs). */
+static void shm_atfork_prepare(void)
+{
+	pthread_mutex_lock(&shm_devs_lock);
+	for (struct shm_dev *sd = shm_devs; sd; sd = sd->next)
+		pthread_mutex_lock(&sd->lock);
+}
+static void shm_atfork_parent(void)
+{
+	for (struct shm_dev *sd = shm_devs; sd; sd = sd->next)
+		pthread_mutex_unlock(&sd->lock);
+	pthread_mutex_unlock(&shm_devs_lock);
+}
 static void shm_atfork_child(void)
 {
+	for (struct shm_dev *sd = shm_devs; sd; sd = sd->next) {
+		int fds[] = { sd->listen_fd, sd->epfd, sd->kick_fd, sd->async_efd, sd->rkey_tab_fd };
+		for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		for (struct shm_peer *p = sd->peers; p; p = p->next) {
+			if (p->fd >= 0)
+				close(p->fd);
+			int k = atomic_load_explicit(&p->kick_fd, memory_order_relaxed);
+			if (k >= 0)
+				close(k);
+		}
+		for (uint32_t i = 0; i < sd->qp_hi; i++)
+			if (sd->qps[i] && sd->qps[i]->peer_cq_fd >= 0)
+				close(sd->qps[i]->peer_cq_fd);
+	}
 	pthread_mutex_init(&shm_devs_lock, NULL);
-	shm_devs = NULL;	/* the parent's devices are not ours: leave them alone */
+	shm_devs = NULL;
 }
 static void shm_atfork_init(void)
 {
@@ -490,6 +521,7 @@ static int on_hello_locked(struct shm_dev *sd, struct shm_peer *p, const struct 
 	void *tab = mmap(NULL, len, PROT_READ, MAP_SHARED, fds[0], 0);
 	if (tab == MAP_FAILED)
 		return -SMCR_E_SHM_BAD_FD;
+	madvise(tab, len, MADV_DONTFORK);
 	close(fds[0]);
 	fds[0] = -1;
 	p->rkey_tab = tab;
@@ -523,6 +555,7 @@ static int on_mr_add_locked(struct shm_peer *p, const struct shm_msg *m, int fd)
 	void *map = mmap(NULL, mlen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)moff);
 	if (map == MAP_FAILED)
 		return -SMCR_E_SHM_BAD_FD;
+	madvise(map, mlen, MADV_DONTFORK);
 	struct shm_rmr r = { .rkey = m->u.mr_add.rkey, .pd_id = m->u.mr_add.pd_id,
 			     .iova = m->u.mr_add.iova, .length = len,
 			     .base = (uint8_t *)map + (off - moff), .map = map, .map_len = mlen };
@@ -971,6 +1004,7 @@ static int shm_dev_open(const struct dev_ops *ops, const char *args, struct dev_
 	if (tab == MAP_FAILED)
 		goto err;
 	sd->rkey_tab = tab;
+	madvise(tab, sd->rkey_tab_len, MADV_DONTFORK);
 	if (fcntl(sd->rkey_tab_fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
 			  F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) < 0)
 		goto err;
@@ -1024,12 +1058,20 @@ static int shm_open_by_gid(const struct dev_ops *ops, const struct dev_gid *gid,
 	int rc = -SMCR_E_DEV_NO_DEVICE;
 	pthread_mutex_lock(&shm_devs_lock);
 	for (struct shm_dev *sd = shm_devs; sd; sd = sd->next) {
-		if (memcmp(sd->gid.raw, gid->raw, DEV_GID_LEN) == 0) {
-			dev_hold(&sd->dev);	/* the caller's reference: dev_close */
+		if (memcmp(sd->gid.raw, gid->raw, DEV_GID_LEN) != 0)
+			continue;
+		/* Hold only if still alive: a device whose last reference is being dropped is
+		 * still listed until shm_close_device unlinks it. The caller's: dev_close. */
+		uint32_t n = atomic_load_explicit(&sd->dev.refcnt, memory_order_relaxed);
+		while (n && !atomic_compare_exchange_weak_explicit(&sd->dev.refcnt, &n, n + 1,
+								   memory_order_relaxed,
+								   memory_order_relaxed))
+			;
+		if (n) {
 			*out = &sd->dev;
 			rc = 0;
-			break;
 		}
+		break;
 	}
 	pthread_mutex_unlock(&shm_devs_lock);
 	return rc;

@@ -2,9 +2,10 @@
  * boundary and lifetime rules: docs/parts/dev-shm.md). Not for use outside src/dev/shm/.
  *
  * Lock order (outermost first; never take an earlier one while holding a later one):
- *   sd->lock  >  cq->list_lock  >  qp->sq_lock  >  qp->rq_lock  >  cq->lock
+ *   shm_devs_lock  >  sd->lock  >  cq->list_lock  >  qp->sq_lock  >  qp->rq_lock  >  cq->lock
  *   leaves (taken last, nothing inside): sd->mr_lock, peer->rmr_lock, peer->tx_lock,
- *   sd->ev_lock, shm_devs_lock.
+ *   sd->ev_lock.
+ * (shm_devs_lock > sd->lock only in the fork handler, which takes every device's lock.)
  * The device thread follows the same order. The data path (post_send, post_recv,
  * poll_cq) takes only qp/cq locks and leaves. */
 #ifndef SMCR_DEV_SHM_INT_H
@@ -259,6 +260,7 @@ struct shm_qp {
 	uint32_t unsig_done;		/* executed unsignaled WRs not yet retired by a CQE */
 	uint64_t block_since_ns;	/* head blocked since (0: not blocked) */
 	enum dev_wc_status block_status; /* what the head fails with at the deadline */
+	int block_reason;		/* 0 not connected, else the TX_BLOCKED_* value */
 	uint64_t deadline_ns;		/* head fails at this time (0: none) */
 	uint64_t next_connect_ns;	/* initiator in SHM_CONN_WANT: next dial attempt */
 

@@ -6,6 +6,7 @@
 #include "dev/shm/shm_int.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>

@@ -233,6 +233,16 @@ static void rx_consume_locked(struct shm_qp *q)
 		wake_producer_locked(q);
 }
 
+/* In ERR: what the peer published before the error was received (its sends completed
+ * successfully), so deliver it first, in order; then flush the rest (dev.h rule 4).
+ * rq_lock held. */
+static void rq_err_flush_locked(struct shm_qp *q)
+{
+	if (q->rx.map)
+		rx_consume_locked(q);
+	rq_flush_locked(q);
+}
+
 void shm_qp_rx_progress(struct shm_qp *q)
 {
 	pthread_mutex_lock(&q->rq_lock);
@@ -290,7 +300,7 @@ int shm_post_recv(struct dev_qp *dq, const struct dev_recv_wr *wr,
 			memcpy(w->sge, wr->sg_list, sizeof(struct dev_sge) * (size_t)wr->num_sge);
 		q->rq_tail++;
 		if (s == DEV_QPS_ERR) {
-			rq_flush_locked(q);	/* dev.h rule 4: flushed at once */
+			rq_err_flush_locked(q);	/* dev.h rule 4: flushed at once */
 			continue;
 		}
 		if (q->rx.map) {
@@ -526,6 +536,12 @@ static void tx_progress_locked(struct shm_qp *q)
 			r = tx_exec(q, w, &st);
 		if (r == TX_BLOCKED_CREDIT || r == TX_BLOCKED_SPACE) {
 			uint64_t now = smcr_now_ns();
+			/* The deadline belongs to the reason: not connected (transport
+			 * timeout), no receive WR (RNR), no ring space (none). */
+			int reason = q->conn != SHM_CONN_UP ? 0 : (int)r;
+			if (q->block_since_ns && reason != q->block_reason)
+				q->block_since_ns = 0;
+			q->block_reason = reason;
 			if (!q->block_since_ns) {
 				q->block_since_ns = now;
 				q->deadline_ns = 0;
@@ -908,11 +924,7 @@ void shm_qp_finish_err_locked(struct shm_qp *q)
 	pthread_mutex_lock(&q->sq_lock);
 	sq_flush_locked(q, q->err_status);
 	pthread_mutex_lock(&q->rq_lock);
-	/* What the peer published before the error was received (its sends completed): deliver
-	 * it, then flush the rest (dev.h rule 4). */
-	if (q->rx.map)
-		rx_consume_locked(q);
-	rq_flush_locked(q);
+	rq_err_flush_locked(q);
 	if (q->conn != SHM_CONN_NONE)
 		q->conn = SHM_CONN_DOWN;
 	pthread_mutex_unlock(&q->rq_lock);

@@ -40,6 +40,7 @@ static int ring_map(int fd, uint32_t ncells, uint32_t caps_size, struct shm_ring
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 		return -SMCR_E_NOMEM;
+	madvise(p, len, MADV_DONTFORK);	/* not inherited by a forked child (shm_dev.c) */
 	r->map = p;
 	r->map_len = len;
 	r->hdr = p;
