@@ -77,9 +77,15 @@ static void test_open_args(void **state)
 {
 	(void)state;
 	struct dev_device *d = NULL;
-	assert_int_equal(dev_open("emu", &d), -SMCR_E_EMU_ARGS);
-	assert_int_equal(dev_open("emu:", &d), -SMCR_E_EMU_ARGS);
 	assert_int_equal(dev_open("emu:foo=1", &d), -SMCR_E_EMU_ARGS);
+	assert_int_equal(dev_open("emu:port=5", &d), -SMCR_E_EMU_ARGS);	/* no if=, no ip= */
+	assert_int_equal(dev_open("emu:ip=127.0.0.0/8,port=0", &d), -SMCR_E_EMU_ARGS);
+	assert_int_equal(dev_open("emu:ip=127.0.0.0/31", &d), -SMCR_E_EMU_ARGS);
+	assert_int_equal(dev_open("emu:ip=::1/64", &d), -SMCR_E_EMU_ARGS);
+	assert_int_equal(dev_open("emu:netns=nonexistent-ns-xyz,ip=127.0.0.1", &d),
+			 -SMCR_E_EMU_NETNS);
+	/* A prefix that is not local here. */
+	assert_int_equal(dev_open("emu:if=lo,ip=192.0.2.0/24", &d), -SMCR_E_EMU_NO_ADDR);
 	assert_int_equal(dev_open("emu:ip", &d), -SMCR_E_EMU_ARGS);
 	assert_int_equal(dev_open("emu:ip=127.0.0.1,port=70000", &d), -SMCR_E_EMU_ARGS);
 	assert_int_equal(dev_open("emu:ip=127.0.0.1,port=x", &d), -SMCR_E_EMU_ARGS);
@@ -141,6 +147,54 @@ static void test_open_identity(void **state)
 	dev_close(d2);
 	dev_close(d);
 	assert_int_equal(dev_open_by_gid(&ge.gid, &d3), -SMCR_E_DEV_NO_DEVICE);
+}
+
+static void write_then_send(struct eh_side *x, struct eh_side *y, uint8_t tag);
+
+static int gid_is_127(const struct dev_gid *g)
+{
+	static const uint8_t pre[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	return memcmp(g->raw, pre, 12) == 0 && g->raw[12] == 127;
+}
+
+static void test_open_default_prefix_turns(void **state)
+{
+	(void)state;
+	/* "emu" alone: $SMCR_EMU_ARGS, else a device on a free 127.x.y.z, default port. Each
+	 * open is a new device with its own GID. */
+	unsetenv("SMCR_EMU_ARGS");
+	struct dev_device *d1 = eh_open("emu"), *d2 = eh_open("emu:ip=127.0.0.0/8");
+	assert_ptr_not_equal(d1, d2);
+	struct dev_gid_entry g1, g2;
+	assert_int_equal(dev_query_gid(d1, 1, 0, &g1), 0);
+	assert_int_equal(dev_query_gid(d2, 1, 0, &g2), 0);
+	assert_true(gid_is_127(&g1.gid) && gid_is_127(&g2.gid));
+	assert_memory_not_equal(g1.gid.raw, g2.gid.raw, 16);
+	uint16_t p1, p2;
+	assert_int_equal(dev_emu_port(d1, &p1), 0);
+	assert_int_equal(dev_emu_port(d2, &p2), 0);
+	assert_int_equal(p1, EMU_DEFAULT_PORT);
+	assert_int_equal(p2, EMU_DEFAULT_PORT);
+	/* They talk: the prefix devices are what the conformance suite uses. */
+	struct eh_side x, y;
+	eh_side_init(&x, d1, 4096, ACC);
+	eh_side_init(&y, d2, 4096, ACC);
+	eh_connect(&x, &y);
+	write_then_send(&x, &y, 0x66);
+	eh_side_fini(&x);
+	eh_side_fini(&y);
+	dev_close(d1);
+	dev_close(d2);
+
+	/* Several descriptions: successive opens take them in turn. */
+	setenv("SMCR_EMU_ARGS", "ip=127.0.0.0/8,port=0;ip=127.0.0.11,port=0,name=two", 1);
+	assert_int_equal(dev_open("emu", &d1), -SMCR_E_EMU_ARGS);	/* first: port=0 */
+	d2 = eh_open("emu");
+	struct dev_device_attr da;
+	assert_int_equal(dev_query_device(d2, &da), 0);
+	assert_string_equal(da.name, "two");
+	dev_close(d2);
+	unsetenv("SMCR_EMU_ARGS");
 }
 
 static void test_ipv6_loopback(void **state)
@@ -1311,6 +1365,7 @@ int main(void)
 		cmocka_unit_test(test_peer_process_killed),
 		cmocka_unit_test(test_open_args),
 		cmocka_unit_test(test_open_identity),
+		cmocka_unit_test(test_open_default_prefix_turns),
 		cmocka_unit_test(test_ipv6_loopback),
 		cmocka_unit_test(test_pair_both_orders),
 		cmocka_unit_test(test_send_before_peer_rtr),

@@ -19,15 +19,6 @@
 #include <time.h>
 #include <unistd.h>
 
-void emu_raise_nofile(void)
-{
-	struct rlimit r;
-	if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
-		r.rlim_cur = r.rlim_max;
-		(void)setrlimit(RLIMIT_NOFILE, &r);
-	}
-}
-
 static const char *ip_path(void)
 {
 	static const char *const where[] = { "/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip" };

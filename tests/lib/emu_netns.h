@@ -33,7 +33,5 @@ int emu_netns_attach(struct emu_netns *p);
 void emu_netns_teardown(struct emu_netns *p);
 /* "ip -n <ns of side> link set <its interface> up|down": 0 or -1. */
 int emu_netns_link(struct emu_netns *p, int side, int up);
-/* Raises the open-file limit to its hard limit (each emu QP end is a socket). */
-void emu_raise_nofile(void);
 
 #endif

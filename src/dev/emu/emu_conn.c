@@ -92,7 +92,7 @@ static void emu_pend_close(struct emu_dev *d, struct emu_pend *p, int status, ui
 			(void)send(p->fd, b, w.off, MSG_NOSIGNAL | MSG_DONTWAIT);
 	}
 	(void)epoll_ctl(d->epfd, EPOLL_CTL_DEL, p->fd, NULL);
-	close(p->fd);
+	emu_fd_close(p->fd);
 	emu_pend_unlink(d, p);
 	free(p);
 }
@@ -106,10 +106,23 @@ void emu_conn_accept(struct emu_dev *d)
 			emu_listen_pause(d, 1);
 			return;
 		}
-		int fd = accept4(d->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		emu_fd_begin();
+		int fd = emu_fd_end(accept4(d->lfd, (struct sockaddr *)&ss, &sl,
+						 SOCK_NONBLOCK | SOCK_CLOEXEC));
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
+			if ((errno == EMFILE || errno == ENFILE) && emu_more_fds())
+				continue;
+			if (errno == EMFILE || errno == ENFILE) {
+				/* The listener stays readable: leave epoll for a while rather than
+				 * spin on it. */
+				SMCR_LOG_RL(SMCR_LOG_WARN, "emu", "%s: accept: %s", d->dev.name,
+					    strerror(errno));
+				emu_listen_pause(d, 1);
+				d->listen_retry_at = smcr_now_ns() + 100 * 1000 * 1000;
+				return;
+			}
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				SMCR_LOG_RL(SMCR_LOG_WARN, "emu", "%s: accept: %s", d->dev.name,
 					    strerror(errno));
@@ -118,12 +131,12 @@ void emu_conn_accept(struct emu_dev *d)
 		if (!emu_port_is_active(d)) {
 			SMCR_LOG_RL(SMCR_LOG_INFO, "emu", "%s: connection refused (port down)",
 				    d->dev.name);
-			close(fd);
+			emu_fd_close(fd);
 			continue;
 		}
 		struct emu_pend *p = calloc(1, sizeof *p);
 		if (!p) {
-			close(fd);
+			emu_fd_close(fd);
 			continue;
 		}
 		p->ep.kind = EMU_EP_PEND;
@@ -131,7 +144,7 @@ void emu_conn_accept(struct emu_dev *d)
 		p->peer = ss;
 		p->deadline = smcr_now_ns() + EMU_HELLO_DEADLINE_NS;
 		if (emu_epoll(d, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLRDHUP, &p->ep)) {
-			close(fd);
+			emu_fd_close(fd);
 			free(p);
 			continue;
 		}
@@ -155,6 +168,7 @@ static void emu_conn_install_locked(struct emu_dev *d, struct emu_qp *q, struct 
 	q->rx.in_frame = 0;
 	q->fd = p->fd;
 	q->cs = EMU_CS_UP;
+	q->progress_ns = smcr_now_ns();	/* the transport timer starts with the link */
 	q->tx_blocked = 0;
 	struct emu_frame f = { .type = EMU_F_HELLO_ACK };
 	f.u.hello_ack.status = EMU_HS_OK;
@@ -292,7 +306,7 @@ static void emu_linger_close(struct emu_dev *d, struct emu_linger *l)
 	if (*pp)
 		*pp = l->next;
 	(void)epoll_ctl(d->epfd, EPOLL_CTL_DEL, l->fd, NULL);
-	close(l->fd);
+	emu_fd_close(l->fd);
 	free(l);
 }
 
@@ -326,7 +340,7 @@ static void emu_conn_close_locked(struct emu_dev *d, struct emu_qp *q)
 		(void)epoll_ctl(d->epfd, EPOLL_CTL_DEL, fd, NULL);
 		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 		(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-		close(fd);
+		emu_fd_close(fd);
 	} else {
 		if (q->cs == EMU_CS_DOWN || q->cs == EMU_CS_UP) {
 			for (struct emu_txf *f = q->txq; f; f = f->next)
@@ -342,7 +356,7 @@ static void emu_conn_close_locked(struct emu_dev *d, struct emu_qp *q)
 		struct emu_linger *l = calloc(1, sizeof *l);
 		if (!l || emu_epoll(d, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLRDHUP, &l->ep)) {
 			free(l);
-			close(fd);
+			emu_fd_close(fd);
 		} else {
 			l->ep.kind = EMU_EP_LINGER;
 			l->fd = fd;
@@ -390,7 +404,12 @@ static void emu_conn_connect_locked(struct emu_dev *d, struct emu_qp *q)
 		((struct sockaddr_in *)&from)->sin_port = 0;
 	else
 		((struct sockaddr_in6 *)&from)->sin6_port = 0;
-	int fd = socket(d->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	emu_fd_begin();
+	int fd = emu_fd_end(socket(d->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+	if (fd < 0 && errno == EMFILE && emu_more_fds()) {
+		emu_fd_begin();
+		fd = emu_fd_end(socket(d->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+	}
 	if (fd < 0) {
 		err = errno;
 		goto fail;
@@ -399,12 +418,12 @@ static void emu_conn_connect_locked(struct emu_dev *d, struct emu_qp *q)
 	if (bind(fd, (struct sockaddr *)&from, d->addrlen) < 0 ||
 	    (connect(fd, (struct sockaddr *)&to, tolen) < 0 && errno != EINPROGRESS)) {
 		err = errno;
-		close(fd);
+		emu_fd_close(fd);
 		goto fail;
 	}
 	q->ep_events = EPOLLOUT | EPOLLRDHUP;
 	if (emu_epoll(d, EPOLL_CTL_ADD, fd, q->ep_events, &q->ep)) {
-		close(fd);
+		emu_fd_close(fd);
 		q->ep_events = 0;
 		goto fail;
 	}
@@ -559,6 +578,15 @@ int emu_conn_work(struct emu_dev *d, struct emu_qp *q)
 uint64_t emu_conn_timers(struct emu_dev *d, uint64_t now)
 {
 	uint64_t next = UINT64_MAX;
+	if (d->listen_retry_at) {
+		if (d->listen_retry_at <= now) {
+			d->listen_retry_at = 0;
+			if (d->npend < EMU_MAX_PEND)
+				emu_listen_pause(d, 0);
+		} else {
+			next = d->listen_retry_at;
+		}
+	}
 	struct emu_pend *p = d->pend;
 	while (p) {
 		struct emu_pend *pn = p->next;

@@ -129,10 +129,11 @@ int emu_create_cq(struct dev_device *dev, int cqe, void *ctx, struct dev_cq **ou
 	c->cap = (uint32_t)cqe;
 	c->ring = calloc(c->cap, sizeof *c->ring);
 	c->x = calloc(c->cap, sizeof *c->x);
-	int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	emu_fd_begin();
+	int fd = emu_fd_end(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	if (!c->ring || !c->x || fd < 0) {
 		if (fd >= 0)
-			close(fd);
+			emu_fd_close(fd);
 		free(c->ring);
 		free(c->x);
 		free(c);
@@ -149,7 +150,7 @@ int emu_create_cq(struct dev_device *dev, int cqe, void *ctx, struct dev_cq **ou
 int emu_destroy_cq(struct dev_cq *cq)
 {
 	struct emu_cq *c = EMU_CQ(cq);
-	close(cq->comp_fd);
+	emu_fd_close(cq->comp_fd);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->qps_lock);
 	free(c->qps);
@@ -266,13 +267,17 @@ int emu_cq_attach_qp(struct emu_cq *c, struct emu_qp *q)
  * here"): the ACKs of the QPs whose sends complete here are read and applied at once, so
  * completions do not wait for the I/O thread to be scheduled. trylock: a QP the I/O thread
  * is working on is left to it. */
+#define EMU_PUMP_MAX 8	/* QPs looked at per poll: polling stays cheap with many QPs */
+
 static void emu_cq_pump(struct emu_cq *c)
 {
 	pthread_mutex_lock(&c->qps_lock);
-	for (uint32_t i = 0; i < c->nqps; i++) {
-		struct emu_qp *q = c->qps[i];
+	uint32_t looked = 0;
+	for (uint32_t k = 0; k < c->nqps && looked < EMU_PUMP_MAX; k++) {
+		struct emu_qp *q = c->qps[(c->pump_next + k) % c->nqps];
 		if (!atomic_load_explicit(&q->awaiting_ack, memory_order_relaxed))
 			continue;
+		looked++;
 		if (pthread_mutex_trylock(&q->lock) != 0)
 			continue;
 		if ((q->cs == EMU_CS_UP || q->cs == EMU_CS_HELLO) && q->fd >= 0 && !q->stalled &&
@@ -280,6 +285,8 @@ static void emu_cq_pump(struct emu_cq *c)
 			emu_rx_pump_locked(q, 1);
 		pthread_mutex_unlock(&q->lock);
 	}
+	if (c->nqps)
+		c->pump_next = (c->pump_next + 1) % c->nqps;
 	pthread_mutex_unlock(&c->qps_lock);
 }
 

@@ -19,6 +19,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -61,6 +62,21 @@ void emu_dev_kick(struct emu_dev *d)
 	uint64_t one = 1;
 	while (write(d->kickfd, &one, sizeof one) < 0 && errno == EINTR)
 		;
+}
+
+int emu_more_fds(void)
+{
+	static _Atomic int said;
+	struct rlimit r;
+	if (getrlimit(RLIMIT_NOFILE, &r) < 0 || r.rlim_cur >= r.rlim_max)
+		return 0;
+	r.rlim_cur = r.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &r) < 0)
+		return 0;
+	if (!atomic_exchange(&said, 1))
+		LOG_INFO("emu", "out of file descriptors: open-files limit raised to %llu",
+			 (unsigned long long)r.rlim_cur);
+	return 1;
 }
 
 /* ---- GIDs and addresses -------------------------------------------------------------- */
@@ -230,9 +246,9 @@ static int emu_mask_len(const struct sockaddr *m)
 
 /* want inside x's prefix (mask m)? Used for loopback interfaces: 127.0.0.2 is lo's. */
 static int emu_in_prefix(const struct sockaddr *x, const struct sockaddr *m,
-			 const struct sockaddr_storage *want)
+			 const struct sockaddr *want)
 {
-	if (!m || x->sa_family != want->ss_family)
+	if (!m || x->sa_family != want->sa_family)
 		return 0;
 	const uint8_t *a, *k, *w;
 	size_t n;
@@ -284,6 +300,20 @@ static int emu_resolve(const struct emu_args *a, struct emu_dev *d)
 			return -SMCR_E_EMU_ARGS;
 		have_want = 1;
 	}
+	struct sockaddr_in pmask = { .sin_family = AF_INET };
+	if (a->prefix_len >= 0) {
+		pmask.sin_addr.s_addr = htonl(~0u << (32 - a->prefix_len));
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&want;
+		s4->sin_addr.s_addr &= pmask.sin_addr.s_addr;
+		if (a->ifname[0]) {
+			/* if= names the interface whose link the devices follow; the prefix's
+			 * addresses may be local through another one (an AnyIP "local" route). */
+			snprintf(d->ifname, sizeof d->ifname, "%s", a->ifname);
+			emu_store_addr(d, (const struct sockaddr *)&want);
+			d->ifindex = if_nametoindex(d->ifname);
+			return d->ifindex ? 0 : -SMCR_E_EMU_NO_IF;
+		}
+	}
 	struct ifaddrs *all, *pick = NULL, *v6 = NULL, *v6ll = NULL, *lo = NULL;
 	if (getifaddrs(&all) < 0)
 		return -SMCR_E_EMU_SYS;
@@ -293,17 +323,30 @@ static int emu_resolve(const struct emu_args *a, struct emu_dev *d)
 			continue;
 		if (a->ifname[0] && strcmp(i->ifa_name, a->ifname) != 0)
 			continue;
-		if (have_want) {
-			if (a->prefix_len < 0 && emu_same_addr(i->ifa_addr, &want)) {
+		if (have_want && a->prefix_len >= 0) {
+			/* A prefix: the interface holding an address of it, else the loopback
+			 * interface if the prefix is inside its own (127/8). The addresses are
+			 * local when bind() says so (emu_listen_in_prefix). */
+			if (emu_in_prefix((const struct sockaddr *)&want, (const struct sockaddr *)&pmask,
+					  i->ifa_addr)) {
 				pick = i;
 				break;
 			}
-			/* A prefix must lie inside the loopback interface's own prefix: every
-			 * address of it is then local (Linux routes all of 127/8 to lo). */
 			if (!lo && (i->ifa_flags & IFF_LOOPBACK) &&
-			    emu_in_prefix(i->ifa_addr, i->ifa_netmask, &want) &&
-			    (a->prefix_len < 0 ||
-			     emu_mask_len(i->ifa_netmask) <= a->prefix_len))
+			    emu_in_prefix(i->ifa_addr, i->ifa_netmask, (const struct sockaddr *)&want) &&
+			    emu_mask_len(i->ifa_netmask) <= a->prefix_len)
+				lo = i;
+			continue;
+		}
+		if (have_want) {
+			if (emu_same_addr(i->ifa_addr, &want)) {
+				pick = i;
+				break;
+			}
+			/* An address inside a loopback interface's prefix is local (Linux routes
+			 * all of 127/8 to lo). */
+			if (!lo && (i->ifa_flags & IFF_LOOPBACK) &&
+			    emu_in_prefix(i->ifa_addr, i->ifa_netmask, (const struct sockaddr *)&want))
 				lo = i;
 			continue;
 		}
@@ -324,7 +367,7 @@ static int emu_resolve(const struct emu_args *a, struct emu_dev *d)
 	int rc = 0;
 	if (pick) {
 		snprintf(d->ifname, sizeof d->ifname, "%s", pick->ifa_name);
-		emu_store_addr(d, pick->ifa_addr);
+		emu_store_addr(d, a->prefix_len >= 0 ? (const struct sockaddr *)&want : pick->ifa_addr);
 	} else if (lo) {
 		snprintf(d->ifname, sizeof d->ifname, "%s", lo->ifa_name);
 		emu_store_addr(d, (const struct sockaddr *)&want);
@@ -470,7 +513,7 @@ static void emu_dev_free(struct emu_dev *d)
 	int fds[] = { d->lfd, d->epfd, d->kickfd, d->timerfd, d->nlfd, d->evfd, d->ctlfd };
 	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
 		if (fds[i] >= 0)
-			close(fds[i]);
+			emu_fd_close(fds[i]);
 	emu_mr_table_fini(d);
 	free(d->evq);
 	pthread_mutex_destroy(&d->lock);
@@ -543,7 +586,8 @@ static void emu_dev_identity(struct emu_dev *d)
 static int emu_dev_listen(struct emu_dev *d, uint16_t port)
 {
 	int one = 1;
-	d->lfd = socket(d->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	emu_fd_begin();
+	d->lfd = emu_fd_end(socket(d->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
 	if (d->lfd < 0)
 		return -SMCR_E_EMU_SYS;
 	(void)setsockopt(d->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -556,11 +600,11 @@ static int emu_dev_listen(struct emu_dev *d, uint16_t port)
 	/* A deep backlog: many QPs may connect at once (each QP is one connection). */
 	if (bind(d->lfd, (struct sockaddr *)&d->addr, d->addrlen) < 0 ||
 	    listen(d->lfd, SOMAXCONN) < 0) {
-		LOG_DBG("emu", "cannot listen on %s port %u: %s", d->ifname, port,
-			 strerror(errno));
-		close(d->lfd);
+		int err = errno;
+		LOG_DBG("emu", "cannot listen on %s port %u: %s", d->ifname, port, strerror(err));
+		emu_fd_close(d->lfd);
 		d->lfd = -1;
-		return -SMCR_E_EMU_LISTEN;
+		return err == EADDRNOTAVAIL ? -SMCR_E_EMU_NO_ADDR : -SMCR_E_EMU_LISTEN;
 	}
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof ss;
@@ -573,7 +617,9 @@ static int emu_dev_listen(struct emu_dev *d, uint16_t port)
 
 static int emu_dev_netlink(struct emu_dev *d)
 {
-	d->nlfd = socket(AF_NETLINK, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, NETLINK_ROUTE);
+	emu_fd_begin();
+	d->nlfd = emu_fd_end(socket(AF_NETLINK, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC,
+				   NETLINK_ROUTE));
 	if (d->nlfd < 0)
 		return -SMCR_E_EMU_SYS;
 	struct sockaddr_nl sa;
@@ -596,7 +642,8 @@ static uint64_t emu_netns_id(void)
 
 /* ip=a.b.c.d/len: binds the listener to a free address of the prefix (one a device of
  * this or another process does not hold yet), starting at a point derived from the pid so
- * that processes rarely try the same ones. */
+ * that processes rarely try the same ones. An address that is not local (EADDRNOTAVAIL)
+ * ends the search: the prefix is not local here. */
 static int emu_listen_in_prefix(struct emu_dev *d, const struct emu_args *a)
 {
 	struct sockaddr_in *s4 = (struct sockaddr_in *)&d->addr;
@@ -648,11 +695,16 @@ static int emu_open_here(const struct dev_ops *ops, struct emu_args *a, struct d
 		}
 	}
 	d->explicit_port = a->port != 0 && a->prefix_len < 0;
-	d->ctlfd = socket(d->family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	d->epfd = epoll_create1(EPOLL_CLOEXEC);
-	d->kickfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	d->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	d->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	emu_fd_begin();
+	d->ctlfd = emu_fd_end(socket(d->family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+	emu_fd_begin();
+	d->epfd = emu_fd_end(epoll_create1(EPOLL_CLOEXEC));
+	emu_fd_begin();
+	d->kickfd = emu_fd_end(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+	emu_fd_begin();
+	d->evfd = emu_fd_end(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+	emu_fd_begin();
+	d->timerfd = emu_fd_end(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
 	rc = -SMCR_E_EMU_SYS;
 	if (d->ctlfd < 0 || d->epfd < 0 || d->kickfd < 0 || d->evfd < 0 || d->timerfd < 0)
 		goto fail_unlock;
@@ -665,7 +717,7 @@ static int emu_open_here(const struct dev_ops *ops, struct emu_args *a, struct d
 		LOG_WARN("emu", "no netlink link notifications (%s): the port follows "
 			 "dev_set_port_state only", strerror(errno));
 		if (d->nlfd >= 0)
-			close(d->nlfd);
+			emu_fd_close(d->nlfd);
 		d->nlfd = -1;
 	}
 	if (emu_epoll_add(d, d->lfd, &d->ep_listen, EMU_EP_LISTEN) ||
@@ -718,10 +770,71 @@ fail:
 	return rc;
 }
 
+/* Successive opens of one multi-device spec take its devices in turn (emu.h). One counter
+ * per spec text, for the life of the process. */
+struct emu_turn {
+	struct emu_turn *next;
+	unsigned next_idx;
+	char spec[];
+};
+static pthread_mutex_t emu_turn_lock = PTHREAD_MUTEX_INITIALIZER;	/* a leaf */
+static struct emu_turn *emu_turns;
+
+static unsigned emu_take_turn(const char *spec)
+{
+	unsigned idx = 0;
+	pthread_mutex_lock(&emu_turn_lock);
+	struct emu_turn *t = emu_turns;
+	while (t && strcmp(t->spec, spec) != 0)
+		t = t->next;
+	if (!t) {
+		size_t n = strlen(spec) + 1;
+		t = malloc(sizeof *t + n);
+		if (t) {
+			memcpy(t->spec, spec, n);
+			t->next_idx = 0;
+			t->next = emu_turns;
+			emu_turns = t;
+		}
+	}
+	if (t)
+		idx = t->next_idx++;
+	pthread_mutex_unlock(&emu_turn_lock);
+	return idx;
+}
+
+/* Picks the device description this open uses out of "desc;desc;...". */
+static int emu_pick(const char *spec, char *out, size_t cap)
+{
+	unsigned n = 1;
+	for (const char *p = spec; *p; p++)
+		n += *p == ';';
+	unsigned k = n > 1 ? emu_take_turn(spec) % n : 0;
+	const char *s = spec;
+	for (unsigned i = 0; i < k; i++)
+		s = strchr(s, ';') + 1;
+	const char *e = strchr(s, ';');
+	size_t len = e ? (size_t)(e - s) : strlen(s);
+	if (len >= cap)
+		return -SMCR_E_EMU_ARGS;
+	memcpy(out, s, len);
+	out[len] = 0;
+	return 0;
+}
+
 static int emu_open(const struct dev_ops *ops, const char *args, struct dev_device **out)
 {
 	struct emu_args a;
-	int rc = emu_parse_args(args, &a);
+	char one[512];
+	/* "emu" alone: the arguments come from $SMCR_EMU_ARGS, else a loopback device. */
+	if (!args[0]) {
+		args = getenv("SMCR_EMU_ARGS");
+		if (!args || !args[0])
+			args = EMU_DEFAULT_ARGS;
+	}
+	int rc = emu_pick(args, one, sizeof one);
+	if (!rc)
+		rc = emu_parse_args(one, &a);
 	if (rc)
 		return rc;
 	if (!a.netns[0])

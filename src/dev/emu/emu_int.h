@@ -116,6 +116,7 @@ struct emu_cq {
 	pthread_mutex_t qps_lock;
 	struct emu_qp **qps;
 	uint32_t nqps, qps_cap;
+	uint32_t pump_next;	/* qps_lock: round-robin start of the next pump */
 	struct dev_wc *ring;
 	struct emu_cqx *x;	/* parallel to ring */
 	uint32_t cap, head, n;
@@ -320,6 +321,7 @@ struct emu_dev {
 	struct emu_pend *pend;
 	uint32_t npend;
 	int listen_paused;		/* npend reached EMU_MAX_PEND: not accepting for now */
+	uint64_t listen_retry_at;	/* paused for lack of fds: accept again at this time */
 	struct emu_linger *linger;
 	_Atomic int port_dirty;		/* port went down: the I/O thread drops pending conns */
 };
@@ -335,6 +337,9 @@ int emu_is_emu_dev(const struct dev_device *d);
 /* Wakes the I/O thread (no-op when called from it). */
 void emu_dev_kick(struct emu_dev *d);
 int emu_on_io_thread(const struct emu_dev *d);
+/* Out of file descriptors (EMFILE): raises the soft open-files limit to the hard one, once
+ * (each QP end is a socket). 1 if the caller may retry. */
+int emu_more_fds(void);
 void emu_io_thread_enter(const struct emu_dev *d);
 /* Re-reads the link state (ioctl) and applies the effective port state: on a change, queues
  * PORT_ACTIVE / PORT_ERR, and on down moves every connected QP to ERR. Takes dev->lock. */
@@ -344,6 +349,13 @@ int emu_port_is_active(struct emu_dev *d);
 int emu_gid_to_sockaddr(const struct emu_dev *d, const struct dev_gid *gid,
 			struct sockaddr_storage *ss, socklen_t *len);
 int emu_sockaddr_matches_gid(const struct sockaddr_storage *ss, const struct dev_gid *gid);
+
+/* ---- emu_fd.c: descriptors closed in a forked child ---- */
+/* emu_fd_begin(); fd = emu_fd_end(socket(...)); records fd (if >= 0) atomically with its
+ * creation; errno is kept. emu_fd_close forgets and closes it. */
+void emu_fd_begin(void);
+int emu_fd_end(int fd);
+void emu_fd_close(int fd);
 
 /* ---- emu_cq.c: PD, MR, CQ, async events ---- */
 int emu_alloc_pd(struct dev_device *dev, struct dev_pd **out);

@@ -785,14 +785,29 @@ uint64_t emu_qp_timers_locked(struct emu_qp *q, uint64_t now)
 	/* Transport timer (dev.h 5): outstanding sends and no progress for ack_timeout. An RNR
 	 * report from the peer stops it, as RNR NAKs restart the RC timer. */
 	if (q->sq_n && !q->rnr_wait && q->ack_timeout_ns) {
-		uint64_t dl = q->progress_ns + q->ack_timeout_ns;
+		uint64_t dl = q->progress_ns +
+			      (q->cs == EMU_CS_UP ? q->ack_timeout_ns : EMU_PAIR_TIMEOUT_NS);
+		if (dl <= now && q->cs == EMU_CS_UP && q->fd >= 0 && !q->stalled && !q->rx_parked) {
+			/* An ACK may be waiting in the socket, its epoll event not handled yet
+			 * (another batch): look before declaring the peer silent. */
+			emu_rx_pump_locked(q, 4);
+			if (q->state == DEV_QPS_ERR)
+				return UINT64_MAX;
+			if (!q->sq_n || q->rnr_wait)
+				goto rnr;
+			dl = q->progress_ns + q->ack_timeout_ns;
+		}
 		if (dl <= now) {
+			LOG_INFO("emu", "%s: QP %u: no progress for %llu ms (%s)", q->dev->dev.name,
+				 q->qp.qp_num, (unsigned long long)((now - q->progress_ns) / 1000000),
+				 q->cs == EMU_CS_UP ? "paired" : "not paired yet");
 			emu_qp_error_locked(q, 0, DEV_WC_RETRY_EXC_ERR, DEV_EVENT_QP_FATAL,
 					    SMCR_E_TIMEDOUT);
 			return UINT64_MAX;
 		}
 		next = dl;
 	}
+rnr:
 	if (q->rx_parked && q->rnr_deadline != UINT64_MAX) {
 		if (q->rnr_deadline <= now) {
 			emu_rx_rnr_expired_locked(q);

@@ -147,6 +147,7 @@ static int emu_rx_begin(struct emu_qp *q, const struct emu_frame *f)
 			return -1;
 		}
 		q->cs = EMU_CS_UP;
+		q->progress_ns = smcr_now_ns();	/* the transport timer starts with the link */
 		LOG_DBG("emu", "%s: QP %u paired with QP %u (connector)", d->dev.name,
 			q->qp.qp_num, q->dest_qpn);
 		emu_qp_tx_flush_locked(q);
