@@ -34,10 +34,11 @@
  *                 /run/netns/<name>, or a path such as /proc/<pid>/ns/net): its sockets
  *                 and I/O thread live there; the caller stays where it is. Needs
  *                 CAP_SYS_ADMIN.
- * One of if= and ip= is required. The port GID is the address: IPv4 as the IPv4-mapped
+ * A description needs if= or ip=. The port GID is the address: IPv4 as the IPv4-mapped
  * IPv6 address ::ffff:a.b.c.d, IPv6 as is (RoCE v2 style), GID type DEV_GID_TYPE_SOFT.
  * Opening the same address and port again in one process returns the same device with
- * one more reference. dev_open_by_gid() finds devices this process has open.
+ * one more reference (prefix devices are never shared). dev_open_by_gid() finds devices
+ * this process has open (the first match if namespaces reuse an address).
  *
  * Examples: "emu:ip=127.0.0.1,port=0" (a loopback device on an ephemeral port),
  * "emu:if=veth0" (the device of veth0 on the default port), "emu:ip=fd00::1,port=20000".
