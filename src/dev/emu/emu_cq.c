@@ -245,12 +245,19 @@ int emu_get_cq_event(struct dev_cq *cq)
 	}
 }
 
-int emu_cq_attach_qp(struct emu_cq *c, struct emu_qp *q)
+int emu_cq_attach_qp(struct emu_cq *c, struct emu_qp *q, unsigned role)
 {
 	pthread_mutex_lock(&c->qps_lock);
+	for (uint32_t i = 0; i < c->nqps; i++) {
+		if (c->qps[i].qp == q) {
+			c->qps[i].role |= role;	/* send and receive CQ are the same */
+			pthread_mutex_unlock(&c->qps_lock);
+			return 0;
+		}
+	}
 	if (c->nqps == c->qps_cap) {
 		uint32_t ncap = c->qps_cap ? c->qps_cap * 2 : 8;
-		struct emu_qp **n = realloc(c->qps, ncap * sizeof *n);
+		struct emu_cq_member *n = realloc(c->qps, ncap * sizeof *n);
 		if (!n) {
 			pthread_mutex_unlock(&c->qps_lock);
 			return -SMCR_E_NOMEM;
@@ -258,15 +265,18 @@ int emu_cq_attach_qp(struct emu_cq *c, struct emu_qp *q)
 		c->qps = n;
 		c->qps_cap = ncap;
 	}
-	c->qps[c->nqps++] = q;
+	c->qps[c->nqps].qp = q;
+	c->qps[c->nqps].role = role;
+	c->nqps++;
 	pthread_mutex_unlock(&c->qps_lock);
 	return 0;
 }
 
 /* Receive-side progress in the poller (dev.h: "providers do their receive-side progress
- * here"): the ACKs of the QPs whose sends complete here are read and applied at once, so
- * completions do not wait for the I/O thread to be scheduled. trylock: a QP the I/O thread
- * is working on is left to it. */
+ * here"): the sockets of QPs that wait for something this CQ reports (ACKs for their sends,
+ * messages for their receive WRs) are read and applied at once, so a spinning poller gets
+ * its completions without waiting for the I/O thread to be scheduled. trylock: a QP the
+ * I/O thread is working on is left to it. */
 #define EMU_PUMP_MAX 8	/* QPs looked at per poll: polling stays cheap with many QPs */
 
 static void emu_cq_pump(struct emu_cq *c)
@@ -274,8 +284,12 @@ static void emu_cq_pump(struct emu_cq *c)
 	pthread_mutex_lock(&c->qps_lock);
 	uint32_t looked = 0;
 	for (uint32_t k = 0; k < c->nqps && looked < EMU_PUMP_MAX; k++) {
-		struct emu_qp *q = c->qps[(c->pump_next + k) % c->nqps];
-		if (!atomic_load_explicit(&q->awaiting_ack, memory_order_relaxed))
+		struct emu_cq_member *m = &c->qps[(c->pump_next + k) % c->nqps];
+		struct emu_qp *q = m->qp;
+		if (!((m->role & EMU_CQ_SEND) &&
+		      atomic_load_explicit(&q->awaiting_ack, memory_order_relaxed)) &&
+		    !((m->role & EMU_CQ_RECV) &&
+		      atomic_load_explicit(&q->recv_posted, memory_order_relaxed)))
 			continue;
 		looked++;
 		if (pthread_mutex_trylock(&q->lock) != 0)
@@ -325,7 +339,7 @@ void emu_cq_forget_qp(struct emu_cq *c, struct emu_qp *q)
 {
 	pthread_mutex_lock(&c->qps_lock);
 	for (uint32_t i = 0; i < c->nqps; i++) {
-		if (c->qps[i] == q) {
+		if (c->qps[i].qp == q) {
 			c->qps[i] = c->qps[--c->nqps];
 			break;
 		}

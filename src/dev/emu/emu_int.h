@@ -100,6 +100,15 @@ struct emu_mr_slot {
 	uint32_t next_free;
 };
 
+/* A QP whose completions go to a CQ; pollers of that CQ pump its socket when it waits for
+ * something the CQ will report (emu_cq.c). */
+#define EMU_CQ_SEND 1u	/* the CQ is the QP's send CQ */
+#define EMU_CQ_RECV 2u	/* the CQ is the QP's receive CQ */
+struct emu_cq_member {
+	struct emu_qp *qp;
+	unsigned role;		/* EMU_CQ_SEND | EMU_CQ_RECV */
+};
+
 /* What a completion retires from its QP's send queue when it is polled (verbs: a send
  * queue slot is free once the completion of its WR, or of a later WR, is polled). */
 struct emu_cqx {
@@ -114,7 +123,7 @@ struct emu_cq {
 	/* The QPs completing into this CQ, pumped by pollers (emu_poll_cq). qps_lock
 	 * protects qps/nqps/qps_cap; lock order: qps_lock, then a QP lock, then lock. */
 	pthread_mutex_t qps_lock;
-	struct emu_qp **qps;
+	struct emu_cq_member *qps;
 	uint32_t nqps, qps_cap;
 	uint32_t pump_next;	/* qps_lock: round-robin start of the next pump */
 	struct dev_wc *ring;
@@ -211,6 +220,8 @@ struct emu_qp {
 	/* sq_n > 0 (sends wait for ACKs): pollers of the send CQ pump this QP's socket
 	 * (emu_cq.c). Written under lock, read without it as a hint. */
 	_Atomic int awaiting_ack;
+	/* rq_n > 0: pollers of the receive CQ pump the socket too (same rules). */
+	_Atomic int recv_posted;
 	uint32_t tx_seq;		/* seq of the last data frame queued */
 	uint32_t acked_seq;		/* every data frame up to this one is acknowledged */
 	uint64_t progress_ns;		/* transport timer base: last progress (post/ACK) */
@@ -375,8 +386,8 @@ void emu_cq_push(struct emu_cq *cq, const struct dev_wc *wc, int solicited, stru
 		 uint64_t retire);
 /* Forgets q in the CQ's pending completions and pump list (destroy_qp). */
 void emu_cq_forget_qp(struct emu_cq *cq, struct emu_qp *q);
-/* Adds q to the CQ's pump list (create_qp). 0 or -SMCR_E_NOMEM. */
-int emu_cq_attach_qp(struct emu_cq *cq, struct emu_qp *q);
+/* Adds q to the CQ's pump list in role EMU_CQ_SEND/RECV (create_qp). 0 or -SMCR_E_NOMEM. */
+int emu_cq_attach_qp(struct emu_cq *cq, struct emu_qp *q, unsigned role);
 /* Queues an async event (any thread; takes ev_lock). */
 void emu_event_push(struct emu_dev *d, enum dev_event_type type, uint32_t qpn, void *ctx);
 /* Drops the queued events of a QP (destroy). */
@@ -431,6 +442,11 @@ void emu_rx_process_locked(struct emu_qp *q);
 /* Reads what the socket has (up to max_reads recv calls) and applies it; the end of the
  * connection puts the QP in ERR. Caller holds q->lock; q is connected (cs UP or HELLO). */
 void emu_rx_pump_locked(struct emu_qp *q, int max_reads);
+/* Keeps recv_posted equal to (rq_n > 0). */
+static inline void emu_qp_rq_changed_locked(struct emu_qp *q)
+{
+	atomic_store_explicit(&q->recv_posted, q->rq_n > 0, memory_order_relaxed);
+}
 /* Keeps awaiting_ack equal to (sq_n > 0). */
 static inline void emu_qp_sq_changed_locked(struct emu_qp *q)
 {

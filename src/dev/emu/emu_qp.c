@@ -98,7 +98,10 @@ int emu_create_qp(struct dev_pd *pd, const struct dev_qp_init_attr *attr, struct
 			d->qpn_next = 1;
 	} while (emu_qp_lookup_locked(d, qpn));
 	dev_qp_init(&q->qp, pd, attr, qpn, &g);
-	if (emu_cq_attach_qp(EMU_CQ(attr->send_cq), q)) {
+	if (emu_cq_attach_qp(EMU_CQ(attr->send_cq), q, EMU_CQ_SEND) ||
+	    emu_cq_attach_qp(EMU_CQ(attr->recv_cq), q, EMU_CQ_RECV)) {
+		emu_cq_forget_qp(EMU_CQ(attr->send_cq), q);
+		emu_cq_forget_qp(EMU_CQ(attr->recv_cq), q);
 		pthread_mutex_unlock(&d->lock);
 		pthread_mutex_destroy(&q->lock);
 		free(q->sq);
@@ -149,6 +152,7 @@ int emu_destroy_qp(struct dev_qp *qp)
 
 	emu_event_drop_qp(d, qp->qp_num);
 	emu_cq_forget_qp(EMU_CQ(qp->send_cq), q);
+	emu_cq_forget_qp(EMU_CQ(qp->recv_cq), q);
 	emu_qp_txq_clear_locked(q, 0);	/* nothing can add to it any more */
 	pthread_mutex_destroy(&q->lock);
 	free(q->rx.buf);
@@ -187,6 +191,7 @@ static void emu_qp_recv_flush_locked(struct emu_qp *q)
 		q->rq_head = (q->rq_head + 1) % q->qp.cap.max_recv_wr;
 		q->rq_n--;
 	}
+	emu_qp_rq_changed_locked(q);
 }
 
 void emu_qp_txq_clear_locked(struct emu_qp *q, int keep_ctrl)
@@ -288,6 +293,7 @@ static void emu_qp_reset_locked(struct emu_qp *q)
 	q->sq_head = 0;
 	q->rq_n = 0;
 	q->rq_head = 0;
+	emu_qp_rq_changed_locked(q);
 	q->tx_seq = 0;
 	q->acked_seq = 0;
 	q->rx_seq = 0;
@@ -766,6 +772,7 @@ int emu_post_recv(struct dev_qp *qp, const struct dev_recv_wr *wr,
 		}
 		q->rq_n++;
 	}
+	emu_qp_rq_changed_locked(q);
 	if (rc && bad_wr)
 		*bad_wr = wr;
 	/* A SEND waiting for a receive WR (RNR) can go on now: the I/O thread resumes. */

@@ -220,6 +220,7 @@ static int emu_rx_begin(struct emu_qp *q, const struct emu_frame *f)
 			};
 			q->rq_head = (q->rq_head + 1) % q->qp.cap.max_recv_wr;
 			q->rq_n--;
+			emu_qp_rq_changed_locked(q);
 			emu_cq_push(EMU_CQ(q->qp.recv_cq), &wc, 0, NULL, 0);
 			emu_rx_nak(q, f->u.data.seq, EMU_NAK_REM_INV_REQ, DEV_EVENT_QP_REQ_ERR,
 				   SMCR_E_EMU_RECV_LEN);
@@ -284,6 +285,7 @@ static int emu_rx_copy(struct emu_qp *q, const uint8_t *src, uint32_t n)
 			};
 			q->rq_head = (q->rq_head + 1) % q->qp.cap.max_recv_wr;
 			q->rq_n--;
+			emu_qp_rq_changed_locked(q);
 			emu_cq_push(EMU_CQ(q->qp.recv_cq), &wc, 0, NULL, 0);
 			emu_rx_nak(q, f->u.data.seq, EMU_NAK_REM_OP, DEV_EVENT_QP_FATAL, rc);
 		}
@@ -329,6 +331,7 @@ static void emu_rx_end(struct emu_qp *q)
 		}
 		q->rq_head = (q->rq_head + 1) % q->qp.cap.max_recv_wr;
 		q->rq_n--;
+		emu_qp_rq_changed_locked(q);
 		emu_cq_push(EMU_CQ(q->qp.recv_cq), &wc, (f->flags & EMU_FL_SOLICITED) != 0, NULL,
 			    0);
 	}
