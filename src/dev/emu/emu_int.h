@@ -16,16 +16,20 @@
  * applies frames, accepts and connects, and is the ONLY thread that creates or closes a
  * connection fd or frees a connection object; other threads ask it to by setting want bits
  * on the QP and queuing the QP on the device's work list (emu_qp_work_locked). Application
- * threads may send on a QP's connected socket (post_send), under the QP lock.
+ * threads may send on a QP's connected socket (post_send) and, polling a CQ, read and apply
+ * what the sockets of its QPs hold (emu_cq.c pump), always under the QP lock.
  *
  * Locks, in the order they are taken (a thread holding one may take only later ones):
  *   emu_devs_lock (emu_dev.c: the list of open devices)
  *   dev->lock     QP table, QPN allocation, port state
- *   qp->lock      everything in struct emu_qp marked [qp]
+ *   cq->qps_lock  a CQ's pump list (create_qp adds under dev->lock)
+ *   qp->lock      everything in struct emu_qp marked [qp] (under a qps_lock only by
+ *                 trylock: the pump never waits for a QP)
  *   dev->mr_lock  (rwlock) MR table; writers: reg/dereg; readers copy into/out of MRs
  *   cq->lock      the CQ ring and its arm state
  *   dev->ev_lock  async event queue
  *   dev->work_lock the work list and every qp->in_work/wnext/io_released
+ * Leaves (nothing taken under them): emu_fd_lock (emu_fd.c), emu_turn_lock (emu_dev.c).
  * Fields marked [io] are touched only by the device's I/O thread; [ro] are set before the
  * object is visible to other threads and read-only afterwards.
  */
