@@ -4,8 +4,9 @@
  * per-connection events to the sockets' readiness.
  *
  * Configuration (docs/CONFIG.md): $SMCR_DEVICES names the devices to open, separated by
- * spaces or ';' (default "shm"); $SMCR_CLC_WAIT_MS, $SMCR_LLC_WAIT_MS, $SMCR_LG_FREE_MS,
- * $SMCR_CLOSE_WAIT_MS, $SMCR_CONNS_PER_LG override the engine's timers and limits (tests);
+ * spaces or ';' (default "shm"); $SMCR_CLC_WAIT_MS, $SMCR_CLC_WAIT_SHORT_MS,
+ * $SMCR_LLC_WAIT_MS, $SMCR_LLC_WAIT_FIRST_MS, $SMCR_LG_FREE_MS, $SMCR_CLOSE_WAIT_MS,
+ * $SMCR_CONNS_PER_LG override the engine's timers and limits (tests);
  * $SMCR_SERVER_WAIT_MS is the server's wait for a client's first byte. */
 #define _GNU_SOURCE
 #include "sock/sock.h"
@@ -168,7 +169,9 @@ struct core_engine *sock_engine(void)
 		.devices = devs,
 		.ndevices = ndev,
 		.clc_wait_ns = env_ms("SMCR_CLC_WAIT_MS", 0),
+		.clc_wait_short_ns = env_ms("SMCR_CLC_WAIT_SHORT_MS", 0),
 		.llc_wait_ns = env_ms("SMCR_LLC_WAIT_MS", 0),
+		.llc_wait_first_ns = env_ms("SMCR_LLC_WAIT_FIRST_MS", 0),
 		.lg_free_srv_ns = env_ms("SMCR_LG_FREE_MS", 0),
 		.lg_free_clnt_ns = env_ms("SMCR_LG_FREE_MS", 0),
 		.close_wait_ns = env_ms("SMCR_CLOSE_WAIT_MS", 0),

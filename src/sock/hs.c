@@ -288,15 +288,18 @@ static enum hs_input hs_read(struct sock *s)
 		}
 	}
 	if ((size_t)n < sizeof(hdr))
-		return HS_IN_NONE;
+		return s->tcp_rdhup ? HS_IN_EOF : HS_IN_NONE;
 	uint16_t msglen = 0;
 	if (clc_peek_header(hdr, sizeof(hdr), NULL, &msglen, NULL) < 0)
 		msglen = CLC_HDR_LEN; /* the engine reports the framing error precisely */
 	if (s->in_len + msglen > sizeof(s->in))
 		msglen = (uint16_t)(sizeof(s->in) - s->in_len);
 	n = sock_sys.recv(s->tcp, s->in + s->in_len, msglen, MSG_PEEK | MSG_DONTWAIT);
-	if (n < (ssize_t)msglen)
-		return n == 0 ? HS_IN_EOF : HS_IN_NONE;
+	if (n < (ssize_t)msglen) {
+		/* A part of a message and then EOF: a peek keeps returning the part, so the
+		 * end shows only in the watch's EPOLLRDHUP. */
+		return n == 0 || s->tcp_rdhup ? HS_IN_EOF : HS_IN_NONE;
+	}
 	n = sock_sys.recv(s->tcp, s->in + s->in_len, msglen, MSG_DONTWAIT);
 	if (n != (ssize_t)msglen)
 		return HS_IN_EOF;
@@ -358,6 +361,8 @@ static void hs_run_locked(struct sock *s, uint32_t tcp_events)
 {
 	if (atomic_load(&s->state) != SS_HANDSHAKE || s->closing)
 		return;
+	if (tcp_events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		s->tcp_rdhup = true;
 	uint64_t now = smcr_now_ns();
 	if (s->tcp_connecting) {
 		int err = 0;

@@ -109,6 +109,7 @@ struct sock {
 	uint8_t in[CLC_MSG_MAX_LEN];
 	size_t in_len;
 	bool got_bytes;			  /* any byte ever seen from the peer */
+	bool tcp_rdhup;			  /* the TCP peer shut down or reset (EPOLLRDHUP/HUP/ERR) */
 	uint64_t first_byte_deadline;	  /* server: fall back if no byte by then (ns) */
 	struct prog_watch *watch;	  /* (L) the TCP watch (handshake, then FIN/RST) */
 	struct prog_timer timer;	  /* handshake deadline; armed under lock */

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -45,6 +46,7 @@ pid_t it_fork(int (*fn)(void *arg), void *arg)
 	fflush(NULL);
 	pid_t p = fork();
 	if (p == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a failed test */
 		/* exit(), not _exit(): the library's exit handler lets closing connections
 		 * finish their close protocol, as the kernel does for TCP after a process ends */
 		exit(fn(arg));
