@@ -148,7 +148,7 @@ static int parse_trk(const char *s, enum perf_trk *out)
 
 enum opt_id {
 	O_PORT, O_BIND, O_TEST, O_SIZE, O_DUR, O_CONNS, O_ROUNDS, O_TRANSPORT, O_CMP_SMCR,
-	O_JSON, O_DAT, O_CPU, O_ONCE, O_HELP,
+	O_JSON, O_DAT, O_CPU, O_ONCE, O_HELP, O_WINDOW,
 };
 
 struct opt_def {
@@ -167,6 +167,7 @@ static const struct opt_def opt_defs[] = {
 	{ O_DUR, 'd', "duration", 1, C_CLI | C_CMP },
 	{ O_CONNS, 'n', "conns", 1, C_CLI | C_CMP },
 	{ O_ROUNDS, 'r', "rounds", 1, C_CMP },
+	{ O_WINDOW, 'w', "window", 1, C_SRV | C_CLI | C_CMP },
 	{ O_TRANSPORT, 0, "transport", 1, C_SRV | C_CLI },
 	{ O_CMP_SMCR, 0, "smcr-transport", 1, C_CMP },
 	{ O_JSON, 0, "json", 0, C_CLI | C_CMP },
@@ -246,6 +247,10 @@ static int apply(struct perf_opts *o, const struct opt_def *d, const char *v, ch
 	case O_CMP_SMCR:
 		if (parse_trk(v, &o->cmp_smcr) < 0)
 			return fail(err, elen, "unknown transport '%s' (smcr, tcp)", v);
+		return 0;
+	case O_WINDOW:
+		if (perf_parse_size(v, &o->window) < 0 || o->window > (16u << 20))
+			return fail(err, elen, "bad window '%s' (e.g. 64K, 512K; at most 16M)", v);
 		return 0;
 	case O_JSON: o->json = true; return 0;
 	case O_DAT: o->dat = true; return 0;
@@ -360,11 +365,11 @@ void perf_usage(FILE *f)
 	fprintf(f,
 "smcr-perf: throughput, latency and connection rate of SMC-R (smcr) next to TCP\n"
 "\n"
-"  smcr-perf server [-p PORT] [-B ADDR] [--transport smcr|tcp] [--once]\n"
+"  smcr-perf server [-p PORT] [-B ADDR] [-w SIZE] [--transport smcr|tcp] [--once]\n"
 "  smcr-perf client HOST [-p PORT] [-t TEST] [-s SIZE[,SIZE...]] [-d SECONDS]\n"
-"                   [-n CONNS] [--transport smcr|tcp] [--json|--dat] [--cpu]\n"
+"                   [-n CONNS] [-w SIZE] [--transport smcr|tcp] [--json|--dat] [--cpu]\n"
 "  smcr-perf compare [-t TEST] [-s SIZE[,SIZE...]] [-d SECONDS] [-r ROUNDS] [-n CONNS]\n"
-"                   [--json|--dat] [--cpu]\n"
+"                   [-w SIZE] [--json|--dat] [--cpu]\n"
 "\n"
 "Tests (-t):\n"
 "  stream    one-way throughput with writes of SIZE (default 64K)\n"
@@ -384,6 +389,8 @@ void perf_usage(FILE *f)
 "  -s SIZES       sizes: 64, 1K, 64K, 1M; a comma list sweeps them\n"
 "  -d SECONDS     seconds per run (client default 5, compare default 2); 0.5 and 500ms work\n"
 "  -r ROUNDS      compare: runs per transport (default 3, at least 3)\n"
+"  -w SIZE        SO_SNDBUF and SO_RCVBUF of the data sockets (smcr: send buffer and\n"
+"                 RMBE); server: set on the listener\n"
 "  --transport T  client/server: smcr (default when built in) or tcp. An smcr server\n"
 "                 serves TCP clients too (clean fallback).\n"
 "  --json         one JSON object per size (an array for a size list)\n"

@@ -40,6 +40,8 @@ struct cli {
 	int raw_mode;
 	uint32_t local_reason, peer_reason;
 	unsigned first_contacts;
+	unsigned seen;			/* measured connections queried */
+	uint32_t rmbe, peer_rmbe, sndbuf; /* of the first one */
 };
 
 static int cfail(struct cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -76,6 +78,17 @@ static int open_conn(struct cli *c, enum proto_kind kind, const void *extra, siz
 	if (kind == PROTO_KIND_PINGPONG || kind == PROTO_KIND_CONNECT) {
 		int one = 1;
 		(void)tr->setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	}
+	if (kind != PROTO_KIND_CTRL && c->cfg->window) {
+		/* before connect: smcr sizes the send buffer and RMBE at the handshake */
+		int w = (int)c->cfg->window;
+		if (tr->setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &w, sizeof(w)) < 0 ||
+		    tr->setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &w, sizeof(w)) < 0) {
+			int e = errno;
+			tr->close(fd);
+			errno = e;
+			return cfail(c, "setting the window: %s", strerror(e));
+		}
 	}
 	if (tr->connect(fd, (const struct sockaddr *)&c->cfg->addr, c->cfg->addrlen) < 0) {
 		int e = errno;
@@ -120,6 +133,11 @@ static void note_mode(struct cli *c, int fd)
 		ci.raw_mode = -1;
 	}
 	c->first_contacts += ci.first_contact;
+	if (c->seen++ == 0) {
+		c->rmbe = ci.rmbe;
+		c->peer_rmbe = ci.peer_rmbe;
+		c->sndbuf = ci.sndbuf;
+	}
 	if (perf_mode_rank(ci.mode) <= perf_mode_rank(c->mode))
 		return;
 	c->mode = ci.mode;
@@ -534,6 +552,9 @@ int perf_client_run(const struct perf_client_cfg *cfg, struct perf_session *sess
 	r->mode = c.mode;
 	r->raw_mode = c.raw_mode;
 	r->first_contacts = c.first_contacts;
+	r->rmbe = c.rmbe;
+	r->peer_rmbe = c.peer_rmbe;
+	r->sndbuf = c.sndbuf;
 	r->local_reason = c.local_reason;
 	r->peer_reason = c.peer_reason;
 	r->cpu_client_s = (double)(cpu1 - cpu0) / 1e6;

@@ -16,6 +16,7 @@ struct perf_client_cfg {
 	size_t size;
 	double duration;		/* seconds */
 	unsigned conns;			/* conns test */
+	size_t window;			/* SO_SNDBUF/SO_RCVBUF of data sockets, 0 = default */
 };
 
 /* A control connection to a server (proto.h): one per client, kept open across runs, so

@@ -115,6 +115,7 @@ static int run_one(const struct perf_opts *o, struct perf_session *sess, uint16_
 	cfg.size = size;
 	cfg.duration = o->duration;
 	cfg.conns = o->conns;
+	cfg.window = o->window;
 	if (tr_resolve("127.0.0.1", port, false, &cfg.addr, &cfg.addrlen, err,
 		       sizeof(err)) < 0 ||
 	    perf_client_run(&cfg, sess, &r, err, sizeof(err)) < 0) {

@@ -36,6 +36,7 @@ static int client_main(const struct perf_opts *o)
 	cfg.test = o->test;
 	cfg.duration = o->duration;
 	cfg.conns = o->conns;
+	cfg.window = o->window;
 	out = (struct perf_client_out){ .test = o->test, .transport = tr->name, .server = server,
 					.duration = o->duration, .conns = o->conns,
 					.cpu = o->cpu };

@@ -54,6 +54,11 @@ void perf_side_add(struct perf_side *s, const struct perf_result *r, const char 
 		s->local_reason = r->mode == PERF_MODE_FALLBACK ? lreason : NULL;
 		s->peer_reason = r->mode == PERF_MODE_FALLBACK ? preason : NULL;
 	}
+	if (s->n == 0) {
+		s->rmbe = r->rmbe;
+		s->peer_rmbe = r->peer_rmbe;
+		s->sndbuf = r->sndbuf;
+	}
 	s->conns += r->conns;
 	s->first_contacts += r->first_contacts;
 	s->value[s->n] = r->value;
@@ -112,6 +117,9 @@ static void json_side(FILE *f, const struct perf_cmp *c, const struct perf_side 
 	fputs(",\"transport\":", f);
 	json_str(f, s->transport == PERF_TR_SMCR ? "smcr" : "tcp");
 	fprintf(f, ",\"conns\":%lu,\"first_contacts\":%lu", s->conns, s->first_contacts);
+	if (s->transport == PERF_TR_SMCR)
+		fprintf(f, ",\"rmbe\":%u,\"peer_rmbe\":%u,\"sndbuf\":%u", s->rmbe, s->peer_rmbe,
+			s->sndbuf);
 	if (s->local_reason || s->peer_reason) {
 		fputs(",\"local_reason\":", f);
 		json_str(f, s->local_reason ? s->local_reason : "NONE");
@@ -361,6 +369,9 @@ void perf_out_client_json(FILE *f, const struct perf_client_out *o, const struct
 	fprintf(f, ",\"conns\":%u,\"first_contacts\":%u,\"ops\":%llu,\"bytes\":%llu",
 		r->conns, r->first_contacts, (unsigned long long)r->ops,
 		(unsigned long long)r->bytes);
+	if (r->rmbe || r->peer_rmbe || r->sndbuf)
+		fprintf(f, ",\"rmbe\":%u,\"peer_rmbe\":%u,\"sndbuf\":%u", r->rmbe, r->peer_rmbe,
+			r->sndbuf);
 	if (o->test == PERF_TEST_PINGPONG) {
 		fputs(",\"median\":", f);
 		perf_json_num(f, r->value);

@@ -4,6 +4,7 @@
 #define SMCR_PERF_OUT_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "perf.h"
@@ -21,6 +22,7 @@ struct perf_side {
 	const char *local_reason, *peer_reason; /* names; NULL when no fallback */
 	/* measured connections over all runs, and how many of them created a link group */
 	unsigned long conns, first_contacts;
+	uint32_t rmbe, peer_rmbe, sndbuf; /* of the first run's first measured connection */
 	/* medians, filled by perf_cmp_finish */
 	double median, p99_median, p999_median, cpu_median, mem_median, idle_mem_median;
 };

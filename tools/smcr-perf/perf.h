@@ -66,6 +66,7 @@ struct perf_opts {
 	double duration;	/* seconds per run */
 	unsigned conns;		/* conns test: concurrent connections */
 	unsigned rounds;	/* compare: runs per transport */
+	size_t window;		/* -w: SO_SNDBUF and SO_RCVBUF of data sockets, 0 = default */
 	enum perf_trk transport;  /* client/server */
 	enum perf_trk cmp_smcr;	  /* compare: transport of the "smcr" side (tests: tcp) */
 	bool json, dat, cpu;
@@ -116,6 +117,9 @@ struct perf_result {
 	uint64_t bytes;		/* payload the server received (stream, conns) */
 	unsigned conns;		/* data connections measured */
 	unsigned first_contacts; /* of those, how many created a link group (engine's word) */
+	/* smcr: the first measured connection's RMBE, the peer's RMBE (which it writes into)
+	 * and its send buffer, as the engine reports them; 0 for tcp */
+	uint32_t rmbe, peer_rmbe, sndbuf;
 	enum perf_mode mode;
 	uint32_t local_reason, peer_reason; /* of the first fallen-back connection, else 0 */
 	int raw_mode;		/* the smcr_info mode of that connection (UNKNOWN case) */

@@ -439,6 +439,13 @@ int perf_server_run(const struct perf_opts *o, const struct perf_tr *tr, int rep
 	}
 	int one = 1;
 	(void)tr->setsockopt(s.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (o->window) {
+		/* accepted TCP sockets inherit the listener's buffer sizes */
+		int w = (int)o->window;
+		if (tr->setsockopt(s.lfd, SOL_SOCKET, SO_SNDBUF, &w, sizeof(w)) < 0 ||
+		    tr->setsockopt(s.lfd, SOL_SOCKET, SO_RCVBUF, &w, sizeof(w)) < 0)
+			fprintf(stderr, "smcr-perf server: window: %s\n", strerror(errno));
+	}
 	if (tr->bind(s.lfd, (struct sockaddr *)&ss, sl) < 0 || tr->listen(s.lfd, 1024) < 0) {
 		fprintf(stderr, "smcr-perf server: %s: %s\n",
 			tr_fmt_addr((struct sockaddr *)&ss, abuf, sizeof(abuf)), strerror(errno));

@@ -112,6 +112,9 @@ static int smcr_tr_query(int fd, struct tr_conn_info *ci)
 	ci->local_reason = info.local_reason;
 	ci->peer_reason = info.peer_reason;
 	ci->first_contact = info.first_contact != 0;
+	ci->rmbe = info.rmbe_size;
+	ci->peer_rmbe = info.peer_rmbe_size;
+	ci->sndbuf = info.sndbuf_size;
 	switch ((enum smcr_mode)info.mode) {
 	case SMCR_MODE_SMCR: ci->mode = PERF_MODE_SMCR; break;
 	case SMCR_MODE_TCP: ci->mode = PERF_MODE_FALLBACK; break;

@@ -23,6 +23,7 @@ struct tr_conn_info {
 	enum perf_mode mode;	/* PERF_MODE_TCP / SMCR / FALLBACK / UNKNOWN */
 	uint32_t local_reason, peer_reason;
 	bool first_contact;	/* smcr: this connection created its link group */
+	uint32_t rmbe, peer_rmbe, sndbuf; /* smcr: buffer sizes in bytes, 0 if none */
 };
 
 struct perf_tr {
