@@ -133,6 +133,11 @@ static void test_args_client(void **st)
 	assert_int_equal(o.port, PERF_DEFAULT_PORT);
 	assert_int_equal(parse(&o, err, sizeof(err), "client", "h", "--transport", "tcp", NULL), 0);
 	assert_int_equal(o.test, PERF_TEST_STREAM);
+	assert_int_equal(o.window, 0); /* the transport's default buffers */
+	assert_int_equal(parse(&o, err, sizeof(err), "client", "h", "-w", "512K", "--transport",
+			       "tcp", NULL), 0);
+	assert_int_equal(o.window, 512 * 1024);
+	assert_int_equal(parse(&o, err, sizeof(err), "client", "h", "-w", "32M", NULL), -1);
 	assert_int_equal(o.sizes[0], 65536);
 
 	/* mistakes, each with a message */
@@ -173,6 +178,9 @@ static void test_args_server_compare(void **st)
 	assert_int_equal(o.port, 6000);
 	assert_string_equal(o.bind, "127.0.0.1");
 	assert_true(o.once);
+	assert_int_equal(parse(&o, err, sizeof(err), "server", "--window=64K", "--transport", "tcp",
+			       NULL), 0);
+	assert_int_equal(o.window, 65536);
 	assert_int_equal(parse(&o, err, sizeof(err), "server", "-t", "stream", NULL), -1);
 	assert_int_equal(parse(&o, err, sizeof(err), "server", "extra", NULL), -1);
 
