@@ -36,6 +36,8 @@ static struct core_engine *eng;
 static bool eng_tried;
 static bool eng_atfork;
 static _Atomic(struct core_engine *) eng_fast; /* eng, for lock-free reads once created */
+static struct prog_watch *eng_watch[16];      /* (eng_lock) the engine fds' watches, kept for
+					       * the engine's life (the process's) */
 
 static uint64_t env_ms(const char *name, uint64_t dflt_ns)
 {
@@ -188,8 +190,8 @@ struct core_engine *sock_engine(void)
 		int fds[16];
 		int n = core_engine_fds(e, fds, 16);
 		for (int i = 0; i < n && i < 16; i++) {
-			struct prog_watch *w;
-			if (progress_watch(fds[i], EPOLLIN, engine_fd_ready, NULL, NULL, &w) < 0)
+			if (progress_watch(fds[i], EPOLLIN, engine_fd_ready, NULL, NULL,
+					   &eng_watch[i]) < 0)
 				LOG_ERR("engine", "cannot watch engine fd %d", fds[i]);
 		}
 		eng = e;

@@ -22,7 +22,7 @@
 
 #define NCONC 200
 #define NSEQ 1000
-#define WARM 20
+#define WARM 100
 
 static int lfd;
 static uint16_t port;
@@ -149,9 +149,11 @@ static long long heap_used(void)
  * C); wait for that, bounded. */
 static void settle(struct core_engine_stats *st, unsigned conns)
 {
+	/* the engine's objects, and our socket objects (the last reference of a closed
+	 * socket may be a watch the progress thread releases a moment later) */
 	for (int i = 0; i < 2000; i++) {
 		core_engine_stats(sock_engine(), st);
-		if (st->conns <= conns)
+		if (st->conns <= conns && sock_count() == 0)
 			return;
 		usleep(1000);
 	}
@@ -239,13 +241,15 @@ static void test_1000_sequential_no_growth(void **state)
 	assert_int_equal(it_wait(c, 100000), 0);
 	assert_int_equal(it_wait(s, 100000), 0);
 	/* no fd, socket object, link group, QP, connection object or RMB growth */
-	assert_int_equal(sh->fds_end, sh->fds_warm);
+	/* each RMB is one memfd; the pool may hold one more RMB than at warm-up when a new
+	 * connection starts before the previous one's close protocol returned its RMB */
+	assert_true(sh->st_end.rmbs <= sh->st_warm.rmbs + 1);
+	assert_int_equal(sh->fds_end - sh->fds_warm, (int)sh->st_end.rmbs - (int)sh->st_warm.rmbs);
 	assert_int_equal(sh->socks_end, sh->socks_warm);
 	assert_int_equal(sh->st_end.lgs, 1);
 	assert_int_equal(sh->st_warm.lgs, 1);
 	assert_int_equal(sh->st_end.links, sh->st_warm.links);
 	assert_int_equal(sh->st_end.conns, sh->st_warm.conns);
-	assert_true(sh->st_end.rmbs <= sh->st_warm.rmbs + 1);
 	assert_int_equal(sh->st_end.lgs_created, 1);
 	assert_true(sh->st_end.conns_created >= NSEQ);
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)

@@ -25,6 +25,8 @@
 		if (!(cond)) {                                                          \
 			fprintf(stderr, "[child %d] %s:%d: check failed: %s (errno %d)\n",  \
 				(int)getpid(), __FILE__, __LINE__, #cond, errno);        \
+			if (getenv("IT_HANG"))                                          \
+				sleep(60); /* time to attach a debugger */              \
 			_exit(1);                                                       \
 		}                                                                       \
 	} while (0)

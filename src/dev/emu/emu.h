@@ -7,22 +7,38 @@
  * not fast and not a security boundary beyond what its checks say; real deployments use
  * the libibverbs provider.
  *
- * Opening: dev_open("emu:<args>"), args comma-separated key=value:
+ * Opening: dev_open("emu:<args>"), args comma-separated key=value. dev_open("emu") takes
+ * the args from $SMCR_EMU_ARGS, else EMU_DEFAULT_ARGS (a loopback device). args may hold
+ * several device descriptions separated by ';': successive opens of the same args take
+ * them in turn (per process), e.g. "if=eth0;if=eth1" gives a program that opens "emu"
+ * twice a device on each interface (two links), and the two-namespace conformance run
+ * opens its two sides in two namespaces (tests/emu/conformance-netns.sh).
  *   if=<name>     the network interface the device is bound to (its port follows the
  *                 interface's link state). Its address is the first IPv4 address of the
  *                 interface, else its first global IPv6 address, unless ip= picks one.
  *   ip=<addr>     the device's IP address (IPv4 dotted or IPv6). Without if=, the
  *                 interface is the one holding the address (an address inside a loopback
  *                 interface's prefix, e.g. 127.0.0.2, counts as the loopback interface's).
+ *   ip=<a.b.c.d/len>  IPv4 prefix whose addresses are all local: 127.0.0.0/8 on lo, or an
+ *                 AnyIP route ("ip route add local 10.1.0.0/24 dev lo"). Each open takes a
+ *                 new device on a free address of the prefix (one no device of any process
+ *                 listens on with this port): many distinct GIDs on one host, for tests.
+ *                 The interface is if= (whose link the devices follow), else the one
+ *                 holding an address of the prefix, else the loopback. port must not be 0.
  *   port=<n>      TCP port the device listens on and connects to on peers (default
  *                 $SMCR_EMU_PORT, else EMU_DEFAULT_PORT). Devices that talk to each other
  *                 must use the same port. 0: an ephemeral port (dev_emu_port() tells which;
  *                 only useful when the peer is opened with that port).
- *   name=<name>   device name shown by dev_query_device (default "emu-<if>").
- * One of if= and ip= is required. The port GID is the address: IPv4 as the IPv4-mapped
+ *   name=<name>   device name shown by dev_query_device (default "emu<n>-<if>").
+ *   netns=<name>  open the device in that network namespace ("ip netns" name, i.e.
+ *                 /run/netns/<name>, or a path such as /proc/<pid>/ns/net): its sockets
+ *                 and I/O thread live there; the caller stays where it is. Needs
+ *                 CAP_SYS_ADMIN.
+ * A description needs if= or ip=. The port GID is the address: IPv4 as the IPv4-mapped
  * IPv6 address ::ffff:a.b.c.d, IPv6 as is (RoCE v2 style), GID type DEV_GID_TYPE_SOFT.
  * Opening the same address and port again in one process returns the same device with
- * one more reference. dev_open_by_gid() finds devices this process has open.
+ * one more reference (prefix devices are never shared). dev_open_by_gid() finds devices
+ * this process has open (the first match if namespaces reuse an address).
  *
  * Examples: "emu:ip=127.0.0.1,port=0" (a loopback device on an ephemeral port),
  * "emu:if=veth0" (the device of veth0 on the default port), "emu:ip=fd00::1,port=20000".
@@ -35,11 +51,17 @@
 #include "dev/dev.h"
 
 #define EMU_PROVIDER_NAME "emu"
+/* What dev_open("emu") opens without $SMCR_EMU_ARGS: a device on a free 127.x.y.z. */
+#define EMU_DEFAULT_ARGS "ip=127.0.0.0/8"
 /* Default TCP port: RoCE v2's UDP port 4791 with 10000 added (TCP 14791 is unassigned). */
 #define EMU_DEFAULT_PORT 14791
 
 /* Registers the provider "emu" (idempotent, thread-safe). */
 SMCR_MUST_CHECK int dev_emu_register(void);
+
+/* The provider itself, for test wrappers that open emu devices under another provider name
+ * (tests/lib/emu_netns.c runs the conformance suite across network namespaces). */
+const struct dev_provider *dev_emu_provider(void);
 
 /* The TCP port the device listens on (useful after "port=0"). */
 SMCR_MUST_CHECK int dev_emu_port(struct dev_device *dev, uint16_t *port);
@@ -72,6 +94,10 @@ SMCR_MUST_CHECK int dev_emu_qp_stall(struct dev_qp *qp, int on);
  * (timeout 0, "infinite" in IB, gives the maximum). 0 before RTS. */
 #define EMU_ACK_TIMEOUT_MIN_NS (10ull * 1000 * 1000)
 #define EMU_ACK_TIMEOUT_MAX_NS (1000ull * 1000 * 1000)
+/* Until the QP's connection is paired (docs/parts/emu.md "Connection and pairing"),
+ * outstanding sends wait up to this long instead: setting up the emulated link is not
+ * the peer being silent. A peer QP that never reaches RTR is reported after it. */
+#define EMU_PAIR_TIMEOUT_NS (5000ull * 1000 * 1000)
 SMCR_MUST_CHECK int dev_emu_qp_timeout(struct dev_qp *qp, uint64_t *ns);
 
 #endif

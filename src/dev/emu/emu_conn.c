@@ -53,6 +53,18 @@ static int emu_epoll(struct emu_dev *d, int op, int fd, uint32_t events, struct 
 
 /* ---- pending connections ------------------------------------------------------------ */
 
+/* With EMU_MAX_PEND connections waiting for their HELLO, new ones wait in the listen
+ * backlog (the listener leaves epoll) until half of those are done: a burst of QPs
+ * connecting at once only waits, and a flood of idle connections cannot take more. */
+static void emu_listen_pause(struct emu_dev *d, int pause)
+{
+	if (pause == d->listen_paused)
+		return;
+	struct epoll_event e = { .events = pause ? 0 : EPOLLIN, .data.ptr = &d->ep_listen };
+	if (epoll_ctl(d->epfd, EPOLL_CTL_MOD, d->lfd, &e) == 0)
+		d->listen_paused = pause;
+}
+
 static void emu_pend_unlink(struct emu_dev *d, struct emu_pend *p)
 {
 	struct emu_pend **pp = &d->pend;
@@ -62,6 +74,8 @@ static void emu_pend_unlink(struct emu_dev *d, struct emu_pend *p)
 		*pp = p->next;
 		d->npend--;
 	}
+	if (d->listen_paused && d->npend <= EMU_MAX_PEND / 2)
+		emu_listen_pause(d, 0);
 }
 
 /* Answers HELLO_ACK(status) (best effort: the socket is fresh and the frame tiny) unless
@@ -78,7 +92,7 @@ static void emu_pend_close(struct emu_dev *d, struct emu_pend *p, int status, ui
 			(void)send(p->fd, b, w.off, MSG_NOSIGNAL | MSG_DONTWAIT);
 	}
 	(void)epoll_ctl(d->epfd, EPOLL_CTL_DEL, p->fd, NULL);
-	close(p->fd);
+	emu_fd_close(p->fd);
 	emu_pend_unlink(d, p);
 	free(p);
 }
@@ -88,24 +102,41 @@ void emu_conn_accept(struct emu_dev *d)
 	for (;;) {
 		struct sockaddr_storage ss;
 		socklen_t sl = sizeof ss;
-		int fd = accept4(d->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (d->npend >= EMU_MAX_PEND && emu_port_is_active(d)) {
+			emu_listen_pause(d, 1);
+			return;
+		}
+		emu_fd_begin();
+		int fd = emu_fd_end(accept4(d->lfd, (struct sockaddr *)&ss, &sl,
+						 SOCK_NONBLOCK | SOCK_CLOEXEC));
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
+			if ((errno == EMFILE || errno == ENFILE) && emu_more_fds())
+				continue;
+			if (errno == EMFILE || errno == ENFILE) {
+				/* The listener stays readable: leave epoll for a while rather than
+				 * spin on it. */
+				SMCR_LOG_RL(SMCR_LOG_WARN, "emu", "%s: accept: %s", d->dev.name,
+					    strerror(errno));
+				emu_listen_pause(d, 1);
+				d->listen_retry_at = smcr_now_ns() + 100 * 1000 * 1000;
+				return;
+			}
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				SMCR_LOG_RL(SMCR_LOG_WARN, "emu", "%s: accept: %s", d->dev.name,
 					    strerror(errno));
 			return;
 		}
-		if (d->npend >= EMU_MAX_PEND || !emu_port_is_active(d)) {
-			SMCR_LOG_RL(SMCR_LOG_INFO, "emu", "%s: connection refused (%s)", d->dev.name,
-				    d->npend >= EMU_MAX_PEND ? "too many pending" : "port down");
-			close(fd);
+		if (!emu_port_is_active(d)) {
+			SMCR_LOG_RL(SMCR_LOG_INFO, "emu", "%s: connection refused (port down)",
+				    d->dev.name);
+			emu_fd_close(fd);
 			continue;
 		}
 		struct emu_pend *p = calloc(1, sizeof *p);
 		if (!p) {
-			close(fd);
+			emu_fd_close(fd);
 			continue;
 		}
 		p->ep.kind = EMU_EP_PEND;
@@ -113,7 +144,7 @@ void emu_conn_accept(struct emu_dev *d)
 		p->peer = ss;
 		p->deadline = smcr_now_ns() + EMU_HELLO_DEADLINE_NS;
 		if (emu_epoll(d, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLRDHUP, &p->ep)) {
-			close(fd);
+			emu_fd_close(fd);
 			free(p);
 			continue;
 		}
@@ -137,6 +168,7 @@ static void emu_conn_install_locked(struct emu_dev *d, struct emu_qp *q, struct 
 	q->rx.in_frame = 0;
 	q->fd = p->fd;
 	q->cs = EMU_CS_UP;
+	q->progress_ns = smcr_now_ns();	/* the transport timer starts with the link */
 	q->tx_blocked = 0;
 	struct emu_frame f = { .type = EMU_F_HELLO_ACK };
 	f.u.hello_ack.status = EMU_HS_OK;
@@ -274,7 +306,7 @@ static void emu_linger_close(struct emu_dev *d, struct emu_linger *l)
 	if (*pp)
 		*pp = l->next;
 	(void)epoll_ctl(d->epfd, EPOLL_CTL_DEL, l->fd, NULL);
-	close(l->fd);
+	emu_fd_close(l->fd);
 	free(l);
 }
 
@@ -304,11 +336,11 @@ static void emu_conn_close_locked(struct emu_dev *d, struct emu_qp *q)
 		return;
 	}
 	int fd = q->fd;
-	(void)epoll_ctl(d->epfd, EPOLL_CTL_DEL, fd, NULL);
 	if (q->close_rst) {
+		(void)epoll_ctl(d->epfd, EPOLL_CTL_DEL, fd, NULL);
 		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 		(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-		close(fd);
+		emu_fd_close(fd);
 	} else {
 		if (q->cs == EMU_CS_DOWN || q->cs == EMU_CS_UP) {
 			for (struct emu_txf *f = q->txq; f; f = f->next)
@@ -319,11 +351,12 @@ static void emu_conn_close_locked(struct emu_dev *d, struct emu_qp *q)
 			emu_qp_tx_flush_locked(q);
 			q->stalled = stalled;
 		}
+		(void)epoll_ctl(d->epfd, EPOLL_CTL_DEL, fd, NULL);
 		(void)shutdown(fd, SHUT_WR);
 		struct emu_linger *l = calloc(1, sizeof *l);
 		if (!l || emu_epoll(d, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLRDHUP, &l->ep)) {
 			free(l);
-			close(fd);
+			emu_fd_close(fd);
 		} else {
 			l->ep.kind = EMU_EP_LINGER;
 			l->fd = fd;
@@ -371,7 +404,12 @@ static void emu_conn_connect_locked(struct emu_dev *d, struct emu_qp *q)
 		((struct sockaddr_in *)&from)->sin_port = 0;
 	else
 		((struct sockaddr_in6 *)&from)->sin6_port = 0;
-	int fd = socket(d->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	emu_fd_begin();
+	int fd = emu_fd_end(socket(d->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+	if (fd < 0 && errno == EMFILE && emu_more_fds()) {
+		emu_fd_begin();
+		fd = emu_fd_end(socket(d->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+	}
 	if (fd < 0) {
 		err = errno;
 		goto fail;
@@ -380,12 +418,12 @@ static void emu_conn_connect_locked(struct emu_dev *d, struct emu_qp *q)
 	if (bind(fd, (struct sockaddr *)&from, d->addrlen) < 0 ||
 	    (connect(fd, (struct sockaddr *)&to, tolen) < 0 && errno != EINPROGRESS)) {
 		err = errno;
-		close(fd);
+		emu_fd_close(fd);
 		goto fail;
 	}
 	q->ep_events = EPOLLOUT | EPOLLRDHUP;
 	if (emu_epoll(d, EPOLL_CTL_ADD, fd, q->ep_events, &q->ep)) {
-		close(fd);
+		emu_fd_close(fd);
 		q->ep_events = 0;
 		goto fail;
 	}
@@ -454,26 +492,9 @@ void emu_conn_qp_event(struct emu_dev *d, struct emu_qp *q, uint32_t events)
 			goto out;
 		}
 		/* A few reads per event, then back to epoll so other QPs get their turn. */
-		for (int i = 0; i < 4; i++) {
-			uint32_t space = EMU_RXBUF - q->rx.end;
-			if (!space)
-				break;
-			ssize_t n = recv(q->fd, q->rx.buf + q->rx.end, space, MSG_DONTWAIT);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-				break;
-			if (n <= 0) {
-				emu_qp_error_locked(q, 0, DEV_WC_RETRY_EXC_ERR, DEV_EVENT_QP_FATAL,
-						    SMCR_E_EMU_PEER_GONE);
-				goto out;
-			}
-			q->rx.end += (uint32_t)n;
-			emu_rx_process_locked(q);
-			if ((q->cs != EMU_CS_UP && q->cs != EMU_CS_HELLO) || q->stalled ||
-			    q->rx_parked || (uint32_t)n < space)
-				break;
-		}
+		emu_rx_pump_locked(q, 4);
+		if (q->fd < 0 || q->cs == EMU_CS_DOWN)
+			goto out;
 	}
 	if ((events & EPOLLOUT) && (q->cs == EMU_CS_UP || q->cs == EMU_CS_HELLO))
 		emu_qp_tx_flush_locked(q);
@@ -557,6 +578,15 @@ int emu_conn_work(struct emu_dev *d, struct emu_qp *q)
 uint64_t emu_conn_timers(struct emu_dev *d, uint64_t now)
 {
 	uint64_t next = UINT64_MAX;
+	if (d->listen_retry_at) {
+		if (d->listen_retry_at <= now) {
+			d->listen_retry_at = 0;
+			if (d->npend < EMU_MAX_PEND)
+				emu_listen_pause(d, 0);
+		} else {
+			next = d->listen_retry_at;
+		}
+	}
 	struct emu_pend *p = d->pend;
 	while (p) {
 		struct emu_pend *pn = p->next;

@@ -128,15 +128,19 @@ int emu_create_cq(struct dev_device *dev, int cqe, void *ctx, struct dev_cq **ou
 		return -SMCR_E_NOMEM;
 	c->cap = (uint32_t)cqe;
 	c->ring = calloc(c->cap, sizeof *c->ring);
-	int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (!c->ring || fd < 0) {
+	c->x = calloc(c->cap, sizeof *c->x);
+	emu_fd_begin();
+	int fd = emu_fd_end(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+	if (!c->ring || !c->x || fd < 0) {
 		if (fd >= 0)
-			close(fd);
+			emu_fd_close(fd);
 		free(c->ring);
+		free(c->x);
 		free(c);
 		return fd < 0 ? -SMCR_E_EMU_SYS : -SMCR_E_NOMEM;
 	}
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->qps_lock, NULL);
 	c->dev = d;
 	dev_cq_init(&c->cq, dev, cqe, ctx, fd);
 	*out = &c->cq;
@@ -146,9 +150,12 @@ int emu_create_cq(struct dev_device *dev, int cqe, void *ctx, struct dev_cq **ou
 int emu_destroy_cq(struct dev_cq *cq)
 {
 	struct emu_cq *c = EMU_CQ(cq);
-	close(cq->comp_fd);
+	emu_fd_close(cq->comp_fd);
 	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->qps_lock);
+	free(c->qps);
 	free(c->ring);
+	free(c->x);
 	free(c);
 	return 0;
 }
@@ -168,7 +175,8 @@ static void emu_fd_drain(int fd)
 		;
 }
 
-void emu_cq_push(struct emu_cq *c, const struct dev_wc *wc, int solicited)
+void emu_cq_push(struct emu_cq *c, const struct dev_wc *wc, int solicited, struct emu_qp *qp,
+		 uint64_t retire)
 {
 	pthread_mutex_lock(&c->lock);
 	if (c->n == c->cap) {
@@ -176,21 +184,31 @@ void emu_cq_push(struct emu_cq *c, const struct dev_wc *wc, int solicited)
 		 * it. Grow (dev.h: providers may grow a CQ) rather than lose a completion. */
 		uint32_t ncap = c->cap * 2;
 		struct dev_wc *n = malloc(ncap * sizeof *n);
-		if (!n) {
+		struct emu_cqx *nx = malloc(ncap * sizeof *nx);
+		if (!n || !nx) {
+			free(n);
+			free(nx);
 			pthread_mutex_unlock(&c->lock);
 			LOG_ERR("emu", "CQ overflow: completion of wr_id %llu lost",
 				(unsigned long long)wc->wr_id);
 			emu_event_push(c->dev, DEV_EVENT_CQ_ERR, 0, NULL);
 			return;
 		}
-		for (uint32_t i = 0; i < c->n; i++)
+		for (uint32_t i = 0; i < c->n; i++) {
 			n[i] = c->ring[(c->head + i) % c->cap];
+			nx[i] = c->x[(c->head + i) % c->cap];
+		}
 		free(c->ring);
+		free(c->x);
 		c->ring = n;
+		c->x = nx;
 		c->head = 0;
 		c->cap = ncap;
 	}
-	c->ring[(c->head + c->n) % c->cap] = *wc;
+	uint32_t at = (c->head + c->n) % c->cap;
+	c->ring[at] = *wc;
+	c->x[at].qp = qp;
+	c->x[at].retire = retire;
 	c->n++;
 	int wake = c->armed == EMU_ARM_ANY ||
 		   (c->armed == EMU_ARM_SOLICITED && (solicited || wc->status != DEV_WC_SUCCESS));
@@ -227,20 +245,113 @@ int emu_get_cq_event(struct dev_cq *cq)
 	}
 }
 
+int emu_cq_attach_qp(struct emu_cq *c, struct emu_qp *q, unsigned role)
+{
+	pthread_mutex_lock(&c->qps_lock);
+	for (uint32_t i = 0; i < c->nqps; i++) {
+		if (c->qps[i].qp == q) {
+			c->qps[i].role |= role;	/* send and receive CQ are the same */
+			pthread_mutex_unlock(&c->qps_lock);
+			return 0;
+		}
+	}
+	if (c->nqps == c->qps_cap) {
+		uint32_t ncap = c->qps_cap ? c->qps_cap * 2 : 8;
+		struct emu_cq_member *n = realloc(c->qps, ncap * sizeof *n);
+		if (!n) {
+			pthread_mutex_unlock(&c->qps_lock);
+			return -SMCR_E_NOMEM;
+		}
+		c->qps = n;
+		c->qps_cap = ncap;
+	}
+	c->qps[c->nqps].qp = q;
+	c->qps[c->nqps].role = role;
+	c->nqps++;
+	pthread_mutex_unlock(&c->qps_lock);
+	return 0;
+}
+
+/* Receive-side progress in the poller (dev.h: "providers do their receive-side progress
+ * here"): the sockets of QPs that wait for something this CQ reports (ACKs for their sends,
+ * messages for their receive WRs) are read and applied at once, so a spinning poller gets
+ * its completions without waiting for the I/O thread to be scheduled. trylock: a QP the
+ * I/O thread is working on is left to it. */
+#define EMU_PUMP_MAX 8	/* QPs looked at per poll: polling stays cheap with many QPs */
+
+static void emu_cq_pump(struct emu_cq *c)
+{
+	pthread_mutex_lock(&c->qps_lock);
+	uint32_t looked = 0;
+	for (uint32_t k = 0; k < c->nqps && looked < EMU_PUMP_MAX; k++) {
+		struct emu_cq_member *m = &c->qps[(c->pump_next + k) % c->nqps];
+		struct emu_qp *q = m->qp;
+		if (!((m->role & EMU_CQ_SEND) &&
+		      atomic_load_explicit(&q->awaiting_ack, memory_order_relaxed)) &&
+		    !((m->role & EMU_CQ_RECV) &&
+		      atomic_load_explicit(&q->recv_posted, memory_order_relaxed)))
+			continue;
+		looked++;
+		if (pthread_mutex_trylock(&q->lock) != 0)
+			continue;
+		if ((q->cs == EMU_CS_UP || q->cs == EMU_CS_HELLO) && q->fd >= 0 && !q->stalled &&
+		    !q->rx_parked)
+			emu_rx_pump_locked(q, 1);
+		pthread_mutex_unlock(&q->lock);
+	}
+	if (c->nqps)
+		c->pump_next = (c->pump_next + 1) % c->nqps;
+	pthread_mutex_unlock(&c->qps_lock);
+}
+
 int emu_poll_cq(struct dev_cq *cq, int n, struct dev_wc *wc)
 {
 	struct emu_cq *c = EMU_CQ(cq);
 	if (n < 0)
 		return -SMCR_E_INVAL;
 	pthread_mutex_lock(&c->lock);
+	uint32_t have = c->n;
+	pthread_mutex_unlock(&c->lock);
+	if (have < (uint32_t)n)
+		emu_cq_pump(c);
+	pthread_mutex_lock(&c->lock);
 	int got = 0;
 	while (got < n && c->n) {
 		wc[got++] = c->ring[c->head];
+		struct emu_cqx *x = &c->x[c->head];
+		if (x->qp) {
+			/* Frees the send queue slots up to this WR. The QP cannot be freed meanwhile:
+			 * destroy_qp clears x->qp under this lock first. Several pollers may race:
+			 * the count only grows (atomic max). */
+			uint64_t cur = atomic_load(&x->qp->sq_retired);
+			while (cur < x->retire &&
+			       !atomic_compare_exchange_weak(&x->qp->sq_retired, &cur, x->retire))
+				;
+		}
 		c->head = (c->head + 1) % c->cap;
 		c->n--;
 	}
 	pthread_mutex_unlock(&c->lock);
 	return got;
+}
+
+void emu_cq_forget_qp(struct emu_cq *c, struct emu_qp *q)
+{
+	pthread_mutex_lock(&c->qps_lock);
+	for (uint32_t i = 0; i < c->nqps; i++) {
+		if (c->qps[i].qp == q) {
+			c->qps[i] = c->qps[--c->nqps];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&c->qps_lock);
+	pthread_mutex_lock(&c->lock);
+	for (uint32_t i = 0; i < c->n; i++) {
+		struct emu_cqx *x = &c->x[(c->head + i) % c->cap];
+		if (x->qp == q)
+			x->qp = NULL;
+	}
+	pthread_mutex_unlock(&c->lock);
 }
 
 /* ---- async events ------------------------------------------------------------------- */

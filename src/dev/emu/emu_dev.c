@@ -9,6 +9,8 @@
 #include <ifaddrs.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,8 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -58,6 +62,21 @@ void emu_dev_kick(struct emu_dev *d)
 	uint64_t one = 1;
 	while (write(d->kickfd, &one, sizeof one) < 0 && errno == EINTR)
 		;
+}
+
+int emu_more_fds(void)
+{
+	static _Atomic int said;
+	struct rlimit r;
+	if (getrlimit(RLIMIT_NOFILE, &r) < 0 || r.rlim_cur >= r.rlim_max)
+		return 0;
+	r.rlim_cur = r.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &r) < 0)
+		return 0;
+	if (!atomic_exchange(&said, 1))
+		LOG_INFO("emu", "out of file descriptors: open-files limit raised to %llu",
+			 (unsigned long long)r.rlim_cur);
+	return 1;
 }
 
 /* ---- GIDs and addresses -------------------------------------------------------------- */
@@ -121,7 +140,9 @@ struct emu_args {
 	char ifname[IF_NAMESIZE];
 	char ip[INET6_ADDRSTRLEN];
 	char name[DEV_NAME_MAX];
+	char netns[256];	/* path of the network namespace to open the device in */
 	long port;		/* -1: default */
+	int prefix_len;		/* ip=a.b.c.d/len: allocate an address of the prefix; else -1 */
 };
 
 static int emu_copy_arg(char *dst, size_t cap, const char *v, size_t n)
@@ -137,6 +158,7 @@ static int emu_parse_args(const char *s, struct emu_args *a)
 {
 	memset(a, 0, sizeof *a);
 	a->port = -1;
+	a->prefix_len = -1;
 	while (*s) {
 		const char *end = strchr(s, ',');
 		size_t n = end ? (size_t)(end - s) : strlen(s);
@@ -152,6 +174,14 @@ static int emu_parse_args(const char *s, struct emu_args *a)
 			rc = emu_copy_arg(a->ip, sizeof a->ip, v, vl);
 		} else if (kl == 4 && !memcmp(s, "name", 4)) {
 			rc = emu_copy_arg(a->name, sizeof a->name, v, vl);
+		} else if (kl == 5 && !memcmp(s, "netns", 5)) {
+			/* A name of "ip netns" (/run/netns/<name>) or a path (/proc/<pid>/ns/net). */
+			char nm[200];
+			rc = emu_copy_arg(nm, sizeof nm, v, vl);
+			if (!rc && (memchr(v, '/', vl) ? snprintf(a->netns, sizeof a->netns, "%s", nm)
+						      : snprintf(a->netns, sizeof a->netns,
+								 "/run/netns/%s", nm)) >= (int)sizeof a->netns)
+				rc = -SMCR_E_EMU_ARGS;
 		} else if (kl == 4 && !memcmp(s, "port", 4)) {
 			char buf[8];
 			rc = emu_copy_arg(buf, sizeof buf, v, vl);
@@ -171,6 +201,15 @@ static int emu_parse_args(const char *s, struct emu_args *a)
 	}
 	if (!a->ifname[0] && !a->ip[0])
 		return -SMCR_E_EMU_ARGS;
+	char *slash = strchr(a->ip, '/');
+	if (slash) {
+		char *e;
+		long len = strtol(slash + 1, &e, 10);
+		if (slash[1] == 0 || *e || len < 8 || len > 30)
+			return -SMCR_E_EMU_ARGS;	/* IPv4 prefixes only: /8 .. /30 */
+		*slash = 0;
+		a->prefix_len = (int)len;
+	}
 	if (a->port < 0) {
 		const char *env = getenv("SMCR_EMU_PORT");
 		a->port = EMU_DEFAULT_PORT;
@@ -182,6 +221,8 @@ static int emu_parse_args(const char *s, struct emu_args *a)
 			a->port = p;
 		}
 	}
+	if (a->prefix_len >= 0 && a->port == 0)
+		return -SMCR_E_EMU_ARGS;	/* devices of a prefix share one known port */
 	return 0;
 }
 
@@ -196,11 +237,18 @@ static int emu_same_addr(const struct sockaddr *x, const struct sockaddr_storage
 		      ((const struct sockaddr_in6 *)y)->sin6_addr.s6_addr, 16) == 0;
 }
 
+static int emu_mask_len(const struct sockaddr *m)
+{
+	if (!m || m->sa_family != AF_INET)
+		return 129;
+	return __builtin_popcount(((const struct sockaddr_in *)m)->sin_addr.s_addr);
+}
+
 /* want inside x's prefix (mask m)? Used for loopback interfaces: 127.0.0.2 is lo's. */
 static int emu_in_prefix(const struct sockaddr *x, const struct sockaddr *m,
-			 const struct sockaddr_storage *want)
+			 const struct sockaddr *want)
 {
-	if (!m || x->sa_family != want->ss_family)
+	if (!m || x->sa_family != want->sa_family)
 		return 0;
 	const uint8_t *a, *k, *w;
 	size_t n;
@@ -245,12 +293,26 @@ static int emu_resolve(const struct emu_args *a, struct emu_dev *d)
 		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&want;
 		if (inet_pton(AF_INET, a->ip, &s4->sin_addr) == 1)
 			want.ss_family = AF_INET;
-		else if (inet_pton(AF_INET6, a->ip, &s6->sin6_addr) == 1 &&
+		else if (a->prefix_len < 0 && inet_pton(AF_INET6, a->ip, &s6->sin6_addr) == 1 &&
 			 !IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr))
 			want.ss_family = AF_INET6;
 		else
 			return -SMCR_E_EMU_ARGS;
 		have_want = 1;
+	}
+	struct sockaddr_in pmask = { .sin_family = AF_INET };
+	if (a->prefix_len >= 0) {
+		pmask.sin_addr.s_addr = htonl(~0u << (32 - a->prefix_len));
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&want;
+		s4->sin_addr.s_addr &= pmask.sin_addr.s_addr;
+		if (a->ifname[0]) {
+			/* if= names the interface whose link the devices follow; the prefix's
+			 * addresses may be local through another one (an AnyIP "local" route). */
+			snprintf(d->ifname, sizeof d->ifname, "%s", a->ifname);
+			emu_store_addr(d, (const struct sockaddr *)&want);
+			d->ifindex = if_nametoindex(d->ifname);
+			return d->ifindex ? 0 : -SMCR_E_EMU_NO_IF;
+		}
 	}
 	struct ifaddrs *all, *pick = NULL, *v6 = NULL, *v6ll = NULL, *lo = NULL;
 	if (getifaddrs(&all) < 0)
@@ -261,13 +323,30 @@ static int emu_resolve(const struct emu_args *a, struct emu_dev *d)
 			continue;
 		if (a->ifname[0] && strcmp(i->ifa_name, a->ifname) != 0)
 			continue;
+		if (have_want && a->prefix_len >= 0) {
+			/* A prefix: the interface holding an address of it, else the loopback
+			 * interface if the prefix is inside its own (127/8). The addresses are
+			 * local when bind() says so (emu_listen_in_prefix). */
+			if (emu_in_prefix((const struct sockaddr *)&want, (const struct sockaddr *)&pmask,
+					  i->ifa_addr)) {
+				pick = i;
+				break;
+			}
+			if (!lo && (i->ifa_flags & IFF_LOOPBACK) &&
+			    emu_in_prefix(i->ifa_addr, i->ifa_netmask, (const struct sockaddr *)&want) &&
+			    emu_mask_len(i->ifa_netmask) <= a->prefix_len)
+				lo = i;
+			continue;
+		}
 		if (have_want) {
 			if (emu_same_addr(i->ifa_addr, &want)) {
 				pick = i;
 				break;
 			}
+			/* An address inside a loopback interface's prefix is local (Linux routes
+			 * all of 127/8 to lo). */
 			if (!lo && (i->ifa_flags & IFF_LOOPBACK) &&
-			    emu_in_prefix(i->ifa_addr, i->ifa_netmask, &want))
+			    emu_in_prefix(i->ifa_addr, i->ifa_netmask, (const struct sockaddr *)&want))
 				lo = i;
 			continue;
 		}
@@ -288,7 +367,7 @@ static int emu_resolve(const struct emu_args *a, struct emu_dev *d)
 	int rc = 0;
 	if (pick) {
 		snprintf(d->ifname, sizeof d->ifname, "%s", pick->ifa_name);
-		emu_store_addr(d, pick->ifa_addr);
+		emu_store_addr(d, a->prefix_len >= 0 ? (const struct sockaddr *)&want : pick->ifa_addr);
 	} else if (lo) {
 		snprintf(d->ifname, sizeof d->ifname, "%s", lo->ifa_name);
 		emu_store_addr(d, (const struct sockaddr *)&want);
@@ -398,6 +477,7 @@ static int emu_query_port(struct dev_device *dev, uint8_t port, struct dev_port_
 	a->active_mtu = d->active_mtu;
 	a->gid_tbl_len = 1;
 	a->max_msg_sz = EMU_MAX_MSG;
+	a->max_send_sz = EMU_MAX_MSG;
 	return 0;
 }
 
@@ -433,7 +513,7 @@ static void emu_dev_free(struct emu_dev *d)
 	int fds[] = { d->lfd, d->epfd, d->kickfd, d->timerfd, d->nlfd, d->evfd, d->ctlfd };
 	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
 		if (fds[i] >= 0)
-			close(fds[i]);
+			emu_fd_close(fds[i]);
 	emu_mr_table_fini(d);
 	free(d->evq);
 	pthread_mutex_destroy(&d->lock);
@@ -506,7 +586,8 @@ static void emu_dev_identity(struct emu_dev *d)
 static int emu_dev_listen(struct emu_dev *d, uint16_t port)
 {
 	int one = 1;
-	d->lfd = socket(d->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	emu_fd_begin();
+	d->lfd = emu_fd_end(socket(d->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
 	if (d->lfd < 0)
 		return -SMCR_E_EMU_SYS;
 	(void)setsockopt(d->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -516,11 +597,14 @@ static int emu_dev_listen(struct emu_dev *d, uint16_t port)
 		((struct sockaddr_in *)&d->addr)->sin_port = htons(port);
 	else
 		((struct sockaddr_in6 *)&d->addr)->sin6_port = htons(port);
+	/* A deep backlog: many QPs may connect at once (each QP is one connection). */
 	if (bind(d->lfd, (struct sockaddr *)&d->addr, d->addrlen) < 0 ||
-	    listen(d->lfd, 128) < 0) {
-		LOG_WARN("emu", "cannot listen on %s port %u: %s", d->ifname, port,
-			 strerror(errno));
-		return -SMCR_E_EMU_LISTEN;
+	    listen(d->lfd, SOMAXCONN) < 0) {
+		int err = errno;
+		LOG_DBG("emu", "cannot listen on %s port %u: %s", d->ifname, port, strerror(err));
+		emu_fd_close(d->lfd);
+		d->lfd = -1;
+		return err == EADDRNOTAVAIL ? -SMCR_E_EMU_NO_ADDR : -SMCR_E_EMU_LISTEN;
 	}
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof ss;
@@ -533,7 +617,9 @@ static int emu_dev_listen(struct emu_dev *d, uint16_t port)
 
 static int emu_dev_netlink(struct emu_dev *d)
 {
-	d->nlfd = socket(AF_NETLINK, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, NETLINK_ROUTE);
+	emu_fd_begin();
+	d->nlfd = emu_fd_end(socket(AF_NETLINK, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC,
+				   NETLINK_ROUTE));
 	if (d->nlfd < 0)
 		return -SMCR_E_EMU_SYS;
 	struct sockaddr_nl sa;
@@ -545,12 +631,39 @@ static int emu_dev_netlink(struct emu_dev *d)
 	return 0;
 }
 
-static int emu_open(const struct dev_ops *ops, const char *args, struct dev_device **out)
+/* The network namespace the calling thread is in (its inode), to tell devices apart. */
+static uint64_t emu_netns_id(void)
 {
-	struct emu_args a;
-	int rc = emu_parse_args(args, &a);
-	if (rc)
-		return rc;
+	struct stat st;
+	if (stat("/proc/thread-self/ns/net", &st) < 0)
+		return 0;
+	return (uint64_t)st.st_ino;
+}
+
+/* ip=a.b.c.d/len: binds the listener to a free address of the prefix (one a device of
+ * this or another process does not hold yet), starting at a point derived from the pid so
+ * that processes rarely try the same ones. An address that is not local (EADDRNOTAVAIL)
+ * ends the search: the prefix is not local here. */
+static int emu_listen_in_prefix(struct emu_dev *d, const struct emu_args *a)
+{
+	struct sockaddr_in *s4 = (struct sockaddr_in *)&d->addr;
+	uint32_t mask = ~0u << (32 - a->prefix_len);
+	uint32_t net = ntohl(s4->sin_addr.s_addr) & mask;
+	uint32_t hosts = (~mask) - 1;	/* without the network and broadcast addresses */
+	uint32_t start = ((uint32_t)getpid() * 2654435761u) % hosts;
+	int rc = -SMCR_E_EMU_LISTEN;
+	for (uint32_t i = 0; i < hosts && i < 4096; i++) {
+		s4->sin_addr.s_addr = htonl(net + 1 + (start + i) % hosts);
+		rc = emu_dev_listen(d, (uint16_t)a->port);
+		if (rc != -SMCR_E_EMU_LISTEN)
+			break;
+	}
+	return rc;
+}
+
+/* Opens a device in the calling thread's network namespace. */
+static int emu_open_here(const struct dev_ops *ops, struct emu_args *a, struct dev_device **out)
+{
 	struct emu_dev *d = calloc(1, sizeof *d);
 	if (!d)
 		return -SMCR_E_NOMEM;
@@ -562,15 +675,16 @@ static int emu_open(const struct dev_ops *ops, const char *args, struct dev_devi
 	pthread_cond_init(&d->work_cv, NULL);
 	d->mr_free = UINT32_MAX;
 	atomic_init(&d->timer_at, UINT64_MAX);
-	rc = emu_resolve(&a, d);
+	d->netns_id = emu_netns_id();
+	int rc = emu_resolve(a, d);
 	if (rc)
 		goto fail;
 
 	pthread_mutex_lock(&emu_devs_lock);
-	if (a.port) {
-		/* Same address and port: the same device, one more reference (emu.h). */
+	if (a->port && a->prefix_len < 0) {
+		/* Same address and port (and namespace): the same device, one more reference. */
 		for (struct emu_dev *o = emu_devs; o; o = o->next) {
-			if (o->explicit_port && o->port == a.port &&
+			if (o->explicit_port && o->port == a->port && o->netns_id == d->netns_id &&
 			    emu_same_addr((struct sockaddr *)&d->addr, &o->addr) &&
 			    emu_dev_tryhold(o)) {
 				pthread_mutex_unlock(&emu_devs_lock);
@@ -580,16 +694,21 @@ static int emu_open(const struct dev_ops *ops, const char *args, struct dev_devi
 			}
 		}
 	}
-	d->explicit_port = a.port != 0;
-	d->ctlfd = socket(d->family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	d->epfd = epoll_create1(EPOLL_CLOEXEC);
-	d->kickfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	d->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	d->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	d->explicit_port = a->port != 0 && a->prefix_len < 0;
+	emu_fd_begin();
+	d->ctlfd = emu_fd_end(socket(d->family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+	emu_fd_begin();
+	d->epfd = emu_fd_end(epoll_create1(EPOLL_CLOEXEC));
+	emu_fd_begin();
+	d->kickfd = emu_fd_end(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+	emu_fd_begin();
+	d->evfd = emu_fd_end(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+	emu_fd_begin();
+	d->timerfd = emu_fd_end(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
 	rc = -SMCR_E_EMU_SYS;
 	if (d->ctlfd < 0 || d->epfd < 0 || d->kickfd < 0 || d->evfd < 0 || d->timerfd < 0)
 		goto fail_unlock;
-	rc = emu_dev_listen(d, (uint16_t)a.port);
+	rc = a->prefix_len >= 0 ? emu_listen_in_prefix(d, a) : emu_dev_listen(d, (uint16_t)a->port);
 	if (rc)
 		goto fail_unlock;
 	emu_gid_from_sockaddr(&d->addr, &d->gid);
@@ -598,7 +717,7 @@ static int emu_open(const struct dev_ops *ops, const char *args, struct dev_devi
 		LOG_WARN("emu", "no netlink link notifications (%s): the port follows "
 			 "dev_set_port_state only", strerror(errno));
 		if (d->nlfd >= 0)
-			close(d->nlfd);
+			emu_fd_close(d->nlfd);
 		d->nlfd = -1;
 	}
 	if (emu_epoll_add(d, d->lfd, &d->ep_listen, EMU_EP_LISTEN) ||
@@ -614,16 +733,16 @@ static int emu_open(const struct dev_ops *ops, const char *args, struct dev_devi
 	d->qpn_next = (r & 0xffffffu) ? (r & 0xffffffu) : 1;
 
 	char name[DEV_NAME_MAX];
-	if (a.name[0])
-		snprintf(name, sizeof name, "%s", a.name);
+	if (a->name[0])
+		snprintf(name, sizeof name, "%s", a->name);
 	else
 		snprintf(name, sizeof name, "emu%u-%s", atomic_fetch_add(&emu_dev_seq, 1),
 			 d->ifname);
 	dev_device_init(&d->dev, ops, EMU_PROVIDER_NAME, name, 1, d->evfd);
 
 	/* The I/O thread takes no signals: the program's handlers run in its own threads.
-	 * It is created in the caller's network namespace, which it keeps (sockets it
-	 * creates for connects belong there). */
+	 * It is created in the calling thread's network namespace, which it keeps (the
+	 * sockets it creates for connects belong there). */
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -648,6 +767,97 @@ fail_unlock:
 	pthread_mutex_unlock(&emu_devs_lock);
 fail:
 	emu_dev_free(d);
+	return rc;
+}
+
+/* Successive opens of one multi-device spec take its devices in turn (emu.h). One counter
+ * per spec text, for the life of the process. */
+struct emu_turn {
+	struct emu_turn *next;
+	unsigned next_idx;
+	char spec[];
+};
+static pthread_mutex_t emu_turn_lock = PTHREAD_MUTEX_INITIALIZER;	/* a leaf */
+static struct emu_turn *emu_turns;
+
+static unsigned emu_take_turn(const char *spec)
+{
+	unsigned idx = 0;
+	pthread_mutex_lock(&emu_turn_lock);
+	struct emu_turn *t = emu_turns;
+	while (t && strcmp(t->spec, spec) != 0)
+		t = t->next;
+	if (!t) {
+		size_t n = strlen(spec) + 1;
+		t = malloc(sizeof *t + n);
+		if (t) {
+			memcpy(t->spec, spec, n);
+			t->next_idx = 0;
+			t->next = emu_turns;
+			emu_turns = t;
+		}
+	}
+	if (t)
+		idx = t->next_idx++;
+	pthread_mutex_unlock(&emu_turn_lock);
+	return idx;
+}
+
+/* Picks the device description this open uses out of "desc;desc;...". */
+static int emu_pick(const char *spec, char *out, size_t cap)
+{
+	unsigned n = 1;
+	for (const char *p = spec; *p; p++)
+		n += *p == ';';
+	unsigned k = n > 1 ? emu_take_turn(spec) % n : 0;
+	const char *s = spec;
+	for (unsigned i = 0; i < k; i++)
+		s = strchr(s, ';') + 1;
+	const char *e = strchr(s, ';');
+	size_t len = e ? (size_t)(e - s) : strlen(s);
+	if (len >= cap)
+		return -SMCR_E_EMU_ARGS;
+	memcpy(out, s, len);
+	out[len] = 0;
+	return 0;
+}
+
+static int emu_open(const struct dev_ops *ops, const char *args, struct dev_device **out)
+{
+	struct emu_args a;
+	char one[512];
+	/* "emu" alone: the arguments come from $SMCR_EMU_ARGS, else a loopback device. */
+	if (!args[0]) {
+		args = getenv("SMCR_EMU_ARGS");
+		if (!args || !args[0])
+			args = EMU_DEFAULT_ARGS;
+	}
+	int rc = emu_pick(args, one, sizeof one);
+	if (!rc)
+		rc = emu_parse_args(one, &a);
+	if (rc)
+		return rc;
+	if (!a.netns[0])
+		return emu_open_here(ops, &a, out);
+	/* netns=: enter the namespace for the open only. Everything the device creates there
+	 * (listener, netlink and ioctl sockets, the I/O thread and so its connections) stays
+	 * in it; the calling thread returns to its own namespace. */
+	int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	int ns = open(a.netns, O_RDONLY | O_CLOEXEC);
+	if (self < 0 || ns < 0 || setns(ns, CLONE_NEWNET) < 0) {
+		LOG_WARN("emu", "cannot enter network namespace %s: %s", a.netns, strerror(errno));
+		if (self >= 0)
+			close(self);
+		if (ns >= 0)
+			close(ns);
+		return -SMCR_E_EMU_NETNS;
+	}
+	rc = emu_open_here(ops, &a, out);
+	if (setns(self, CLONE_NEWNET) < 0)
+		LOG_ERR("emu", "cannot return to the caller's network namespace: %s",
+			strerror(errno));
+	close(self);
+	close(ns);
 	return rc;
 }
 
@@ -704,6 +914,11 @@ static const struct dev_provider emu_provider = {
 int dev_emu_register(void)
 {
 	return dev_provider_register(&emu_provider);
+}
+
+const struct dev_provider *dev_emu_provider(void)
+{
+	return &emu_provider;
 }
 
 int dev_emu_port(struct dev_device *dev, uint16_t *port)

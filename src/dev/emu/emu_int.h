@@ -16,16 +16,20 @@
  * applies frames, accepts and connects, and is the ONLY thread that creates or closes a
  * connection fd or frees a connection object; other threads ask it to by setting want bits
  * on the QP and queuing the QP on the device's work list (emu_qp_work_locked). Application
- * threads may send on a QP's connected socket (post_send), under the QP lock.
+ * threads may send on a QP's connected socket (post_send) and, polling a CQ, read and apply
+ * what the sockets of its QPs hold (emu_cq.c pump), always under the QP lock.
  *
  * Locks, in the order they are taken (a thread holding one may take only later ones):
  *   emu_devs_lock (emu_dev.c: the list of open devices)
  *   dev->lock     QP table, QPN allocation, port state
- *   qp->lock      everything in struct emu_qp marked [qp]
+ *   cq->qps_lock  a CQ's pump list (create_qp adds under dev->lock)
+ *   qp->lock      everything in struct emu_qp marked [qp] (under a qps_lock only by
+ *                 trylock: the pump never waits for a QP)
  *   dev->mr_lock  (rwlock) MR table; writers: reg/dereg; readers copy into/out of MRs
  *   cq->lock      the CQ ring and its arm state
  *   dev->ev_lock  async event queue
  *   dev->work_lock the work list and every qp->in_work/wnext/io_released
+ * Leaves (nothing taken under them): emu_fd_lock (emu_fd.c), emu_turn_lock (emu_dev.c).
  * Fields marked [io] are touched only by the device's I/O thread; [ro] are set before the
  * object is visible to other threads and read-only afterwards.
  */
@@ -55,7 +59,7 @@
 /* Per connection receive buffer: one recv() fills at most this much. */
 #define EMU_RXBUF (64u * 1024)
 /* Accepted connections that have not been paired yet (hostile peers cannot pile up more). */
-#define EMU_MAX_PEND 64u
+#define EMU_MAX_PEND 256u
 /* A connection must send its HELLO within this time after accept. */
 #define EMU_HELLO_DEADLINE_NS (2ull * 1000 * 1000 * 1000)
 /* A closing connection waits this long for the peer's FIN before it is reset. */
@@ -100,11 +104,34 @@ struct emu_mr_slot {
 	uint32_t next_free;
 };
 
+/* A QP whose completions go to a CQ; pollers of that CQ pump its socket when it waits for
+ * something the CQ will report (emu_cq.c). */
+#define EMU_CQ_SEND 1u	/* the CQ is the QP's send CQ */
+#define EMU_CQ_RECV 2u	/* the CQ is the QP's receive CQ */
+struct emu_cq_member {
+	struct emu_qp *qp;
+	unsigned role;		/* EMU_CQ_SEND | EMU_CQ_RECV */
+};
+
+/* What a completion retires from its QP's send queue when it is polled (verbs: a send
+ * queue slot is free once the completion of its WR, or of a later WR, is polled). */
+struct emu_cqx {
+	struct emu_qp *qp;	/* NULL: nothing to retire (receive, or the QP is gone) */
+	uint64_t retire;	/* the QP's sq_retired becomes at least this */
+};
+
 struct emu_cq {
 	struct dev_cq cq;
 	struct emu_dev *dev;	/* [ro] */
-	pthread_mutex_t lock;	/* protects ring, cap, head, n, armed */
+	pthread_mutex_t lock;	/* protects ring, x, cap, head, n, armed */
+	/* The QPs completing into this CQ, pumped by pollers (emu_poll_cq). qps_lock
+	 * protects qps/nqps/qps_cap; lock order: qps_lock, then a QP lock, then lock. */
+	pthread_mutex_t qps_lock;
+	struct emu_cq_member *qps;
+	uint32_t nqps, qps_cap;
+	uint32_t pump_next;	/* qps_lock: round-robin start of the next pump */
 	struct dev_wc *ring;
+	struct emu_cqx *x;	/* parallel to ring */
 	uint32_t cap, head, n;
 	int armed;		/* 0, EMU_ARM_ANY or EMU_ARM_SOLICITED */
 };
@@ -114,6 +141,7 @@ struct emu_cq {
 /* A posted send WR that has not completed yet (sent or not). */
 struct emu_swr {
 	uint64_t wr_id;
+	uint64_t idx;		/* its number among the QP's posted send WRs (sq_posted) */
 	uint32_t seq;		/* its data frame's sequence number */
 	uint32_t len;
 	enum dev_wc_opcode opcode;
@@ -153,7 +181,7 @@ enum emu_cs {
 #define EMU_W_TX 0x10u		/* flush the transmit queue (delay/stall changed) */
 #define EMU_W_DESTROY 0x20u	/* destroy_qp waits for the I/O thread to let go */
 
-/* Receive state of a connection. [io] except where noted. */
+/* Receive state of a connection (emu_qp.rx, under the QP lock). */
 struct emu_rx {
 	uint8_t *buf;		/* EMU_RXBUF bytes while connected */
 	uint32_t start, end;	/* unprocessed bytes are buf[start, end) */
@@ -186,8 +214,18 @@ struct emu_qp {
 	int connector;			/* this side connects (its (GID, QPN) is smaller) */
 
 	/* Send side [qp]. */
-	struct emu_swr *sq;		/* ring of qp.cap.max_send_wr */
+	struct emu_swr *sq;		/* ring of qp.cap.max_send_wr: WRs not yet completed */
 	uint32_t sq_head, sq_n;
+	uint64_t sq_posted;		/* send WRs ever posted */
+	/* Send WRs whose slots are free again: advanced by whoever polls their completion
+	 * (emu_poll_cq, without the QP lock: atomic max); posting needs
+	 * sq_posted - sq_retired < max_send_wr. */
+	_Atomic uint64_t sq_retired;
+	/* sq_n > 0 (sends wait for ACKs): pollers of the send CQ pump this QP's socket
+	 * (emu_cq.c). Written under lock, read without it as a hint. */
+	_Atomic int awaiting_ack;
+	/* rq_n > 0: pollers of the receive CQ pump the socket too (same rules). */
+	_Atomic int recv_posted;
 	uint32_t tx_seq;		/* seq of the last data frame queued */
 	uint32_t acked_seq;		/* every data frame up to this one is acknowledged */
 	uint64_t progress_ns;		/* transport timer base: last progress (post/ACK) */
@@ -218,7 +256,9 @@ struct emu_qp {
 	uint64_t delay_ns;
 	int stalled;
 
-	struct emu_rx rx;		/* [io] (and under lock while applied) */
+	/* Receive state [qp]: filled from the socket by the I/O thread, or by a thread polling
+	 * the QP's send CQ (emu_rx_pump_locked), always under the QP lock. */
+	struct emu_rx rx;
 };
 
 /* A connection accepted by the listener that is not paired with a QP yet. [io] */
@@ -254,6 +294,7 @@ struct emu_dev {
 	socklen_t addrlen;
 	uint16_t port;
 	int explicit_port;		/* opened with a nonzero port: may be shared */
+	uint64_t netns_id;		/* inode of the network namespace it lives in */
 	struct dev_gid gid;
 	uint8_t mac[DEV_MAC_LEN];
 	enum dev_mtu active_mtu;
@@ -294,6 +335,8 @@ struct emu_dev {
 	/* I/O thread state [io]. */
 	struct emu_pend *pend;
 	uint32_t npend;
+	int listen_paused;		/* npend reached EMU_MAX_PEND: not accepting for now */
+	uint64_t listen_retry_at;	/* paused for lack of fds: accept again at this time */
 	struct emu_linger *linger;
 	_Atomic int port_dirty;		/* port went down: the I/O thread drops pending conns */
 };
@@ -309,6 +352,9 @@ int emu_is_emu_dev(const struct dev_device *d);
 /* Wakes the I/O thread (no-op when called from it). */
 void emu_dev_kick(struct emu_dev *d);
 int emu_on_io_thread(const struct emu_dev *d);
+/* Out of file descriptors (EMFILE): raises the soft open-files limit to the hard one, once
+ * (each QP end is a socket). 1 if the caller may retry. */
+int emu_more_fds(void);
 void emu_io_thread_enter(const struct emu_dev *d);
 /* Re-reads the link state (ioctl) and applies the effective port state: on a change, queues
  * PORT_ACTIVE / PORT_ERR, and on down moves every connected QP to ERR. Takes dev->lock. */
@@ -318,6 +364,13 @@ int emu_port_is_active(struct emu_dev *d);
 int emu_gid_to_sockaddr(const struct emu_dev *d, const struct dev_gid *gid,
 			struct sockaddr_storage *ss, socklen_t *len);
 int emu_sockaddr_matches_gid(const struct sockaddr_storage *ss, const struct dev_gid *gid);
+
+/* ---- emu_fd.c: descriptors closed in a forked child ---- */
+/* emu_fd_begin(); fd = emu_fd_end(socket(...)); records fd (if >= 0) atomically with its
+ * creation; errno is kept. emu_fd_close forgets and closes it. */
+void emu_fd_begin(void);
+int emu_fd_end(int fd);
+void emu_fd_close(int fd);
 
 /* ---- emu_cq.c: PD, MR, CQ, async events ---- */
 int emu_alloc_pd(struct dev_device *dev, struct dev_pd **out);
@@ -331,8 +384,14 @@ int emu_req_notify_cq(struct dev_cq *cq, int solicited_only);
 int emu_get_cq_event(struct dev_cq *cq);
 int emu_poll_cq(struct dev_cq *cq, int n, struct dev_wc *wc);
 int emu_get_async_event(struct dev_device *dev, struct dev_async_event *ev);
-/* Adds a completion; wakes the CQ if armed for it. Caller may hold a qp lock. */
-void emu_cq_push(struct emu_cq *cq, const struct dev_wc *wc, int solicited);
+/* Adds a completion; wakes the CQ if armed for it. qp/retire: the send queue slots its
+ * polling frees (qp NULL for receives). Caller may hold a qp lock. */
+void emu_cq_push(struct emu_cq *cq, const struct dev_wc *wc, int solicited, struct emu_qp *qp,
+		 uint64_t retire);
+/* Forgets q in the CQ's pending completions and pump list (destroy_qp). */
+void emu_cq_forget_qp(struct emu_cq *cq, struct emu_qp *q);
+/* Adds q to the CQ's pump list in role EMU_CQ_SEND/RECV (create_qp). 0 or -SMCR_E_NOMEM. */
+int emu_cq_attach_qp(struct emu_cq *cq, struct emu_qp *q, unsigned role);
 /* Queues an async event (any thread; takes ev_lock). */
 void emu_event_push(struct emu_dev *d, enum dev_event_type type, uint32_t qpn, void *ctx);
 /* Drops the queued events of a QP (destroy). */
@@ -382,8 +441,21 @@ static inline int emu_seq_after(uint32_t a, uint32_t b)
 }
 
 /* ---- emu_rx.c ---- */
-/* Applies the bytes in q->rx.buf; called by the I/O thread with q->lock held. */
+/* Applies the bytes in q->rx.buf (q->lock held). */
 void emu_rx_process_locked(struct emu_qp *q);
+/* Reads what the socket has (up to max_reads recv calls) and applies it; the end of the
+ * connection puts the QP in ERR. Caller holds q->lock; q is connected (cs UP or HELLO). */
+void emu_rx_pump_locked(struct emu_qp *q, int max_reads);
+/* Keeps recv_posted equal to (rq_n > 0). */
+static inline void emu_qp_rq_changed_locked(struct emu_qp *q)
+{
+	atomic_store_explicit(&q->recv_posted, q->rq_n > 0, memory_order_relaxed);
+}
+/* Keeps awaiting_ack equal to (sq_n > 0). */
+static inline void emu_qp_sq_changed_locked(struct emu_qp *q)
+{
+	atomic_store_explicit(&q->awaiting_ack, q->sq_n > 0, memory_order_relaxed);
+}
 /* Receive side timers: RNR deadline. */
 void emu_rx_rnr_expired_locked(struct emu_qp *q);
 /* IB RNR timer code -> ns (IB spec table 45, min_rnr_timer). */

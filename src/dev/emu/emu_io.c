@@ -102,11 +102,11 @@ static void emu_io_timers(struct emu_dev *d)
 void *emu_io_main(void *arg)
 {
 	struct emu_dev *d = arg;
-	struct epoll_event ev[64];
+	struct epoll_event ev[256];
 
 	emu_io_thread_enter(d);
 	while (!atomic_load(&d->stop)) {
-		int n = epoll_wait(d->epfd, ev, 64, -1);
+		int n = epoll_wait(d->epfd, ev, 256, -1);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

@@ -98,6 +98,17 @@ int emu_create_qp(struct dev_pd *pd, const struct dev_qp_init_attr *attr, struct
 			d->qpn_next = 1;
 	} while (emu_qp_lookup_locked(d, qpn));
 	dev_qp_init(&q->qp, pd, attr, qpn, &g);
+	if (emu_cq_attach_qp(EMU_CQ(attr->send_cq), q, EMU_CQ_SEND) ||
+	    emu_cq_attach_qp(EMU_CQ(attr->recv_cq), q, EMU_CQ_RECV)) {
+		emu_cq_forget_qp(EMU_CQ(attr->send_cq), q);
+		emu_cq_forget_qp(EMU_CQ(attr->recv_cq), q);
+		pthread_mutex_unlock(&d->lock);
+		pthread_mutex_destroy(&q->lock);
+		free(q->sq);
+		free(q->rq);
+		free(q);
+		return -SMCR_E_NOMEM;
+	}
 	q->hnext = d->qpt[qpn % EMU_QP_HASH];
 	d->qpt[qpn % EMU_QP_HASH] = q;
 	d->nqp++;
@@ -140,6 +151,8 @@ int emu_destroy_qp(struct dev_qp *qp)
 	pthread_mutex_unlock(&d->work_lock);
 
 	emu_event_drop_qp(d, qp->qp_num);
+	emu_cq_forget_qp(EMU_CQ(qp->send_cq), q);
+	emu_cq_forget_qp(EMU_CQ(qp->recv_cq), q);
 	emu_qp_txq_clear_locked(q, 0);	/* nothing can add to it any more */
 	pthread_mutex_destroy(&q->lock);
 	free(q->rx.buf);
@@ -161,7 +174,7 @@ static void emu_qp_send_wc_locked(struct emu_qp *q, const struct emu_swr *w,
 		.byte_len = w->len,
 		.qp_num = q->qp.qp_num,
 	};
-	emu_cq_push(EMU_CQ(q->qp.send_cq), &wc, 0);
+	emu_cq_push(EMU_CQ(q->qp.send_cq), &wc, 0, q, w->idx + 1);
 }
 
 static void emu_qp_recv_flush_locked(struct emu_qp *q)
@@ -174,10 +187,11 @@ static void emu_qp_recv_flush_locked(struct emu_qp *q)
 			.opcode = DEV_WC_RECV,
 			.qp_num = q->qp.qp_num,
 		};
-		emu_cq_push(EMU_CQ(q->qp.recv_cq), &wc, 0);
+		emu_cq_push(EMU_CQ(q->qp.recv_cq), &wc, 0, NULL, 0);
 		q->rq_head = (q->rq_head + 1) % q->qp.cap.max_recv_wr;
 		q->rq_n--;
 	}
+	emu_qp_rq_changed_locked(q);
 }
 
 void emu_qp_txq_clear_locked(struct emu_qp *q, int keep_ctrl)
@@ -212,6 +226,7 @@ void emu_qp_error_locked(struct emu_qp *q, int err_idx, enum dev_wc_status statu
 		emu_qp_send_wc_locked(q, w, (int)i == err_idx ? status : DEV_WC_WR_FLUSH_ERR);
 	}
 	q->sq_n = 0;
+	emu_qp_sq_changed_locked(q);
 	emu_qp_recv_flush_locked(q);
 	q->rx_parked = 0;
 	q->rnr_deadline = UINT64_MAX;
@@ -235,6 +250,7 @@ void emu_qp_ack_locked(struct emu_qp *q, uint32_t seq)
 		q->sq_head = (q->sq_head + 1) % q->qp.cap.max_send_wr;
 		q->sq_n--;
 	}
+	emu_qp_sq_changed_locked(q);
 	if (emu_seq_after(seq, q->acked_seq))
 		q->acked_seq = seq;
 	q->progress_ns = smcr_now_ns();
@@ -270,10 +286,14 @@ static int emu_cmp_ends(const struct dev_gid *ga, uint32_t qa, const struct dev_
 
 static void emu_qp_reset_locked(struct emu_qp *q)
 {
+	/* RESET drops WRs without completions: their slots are free at once. */
+	atomic_store(&q->sq_retired, q->sq_posted);
 	q->sq_n = 0;
+	emu_qp_sq_changed_locked(q);
 	q->sq_head = 0;
 	q->rq_n = 0;
 	q->rq_head = 0;
+	emu_qp_rq_changed_locked(q);
 	q->tx_seq = 0;
 	q->acked_seq = 0;
 	q->rx_seq = 0;
@@ -496,8 +516,10 @@ void emu_qp_tx_flush_locked(struct emu_qp *q)
 				q->txq_tail = NULL;
 			free(f);
 		}
-		if (q->txq && q->txq->off)
-			break;	/* partial write: the socket is full */
+		if (q->txq && q->txq->off) {
+			q->tx_blocked = 1;	/* partial write: the socket is full */
+			break;
+		}
 	}
 out:
 	emu_qp_epoll_update_locked(q);
@@ -617,12 +639,14 @@ static int emu_post_one_locked(struct emu_qp *q, const struct dev_send_wr *wr, u
 	uint32_t idx = (q->sq_head + q->sq_n) % q->qp.cap.max_send_wr;
 	struct emu_swr *s = &q->sq[idx];
 	s->wr_id = wr->wr_id;
+	s->idx = q->sq_posted++;
 	s->seq = fr.u.data.seq;
 	s->len = (uint32_t)total;
 	s->opcode = fr.type == EMU_F_SEND ? DEV_WC_SEND : DEV_WC_RDMA_WRITE;
 	s->signaled = (wr->send_flags & DEV_SEND_SIGNALED) || q->sq_sig_all;
 	int was_idle = q->sq_n == 0;
 	q->sq_n++;
+	emu_qp_sq_changed_locked(q);
 
 	rc = emu_gather_locked(q, wr, f->data + (len - (uint32_t)total));
 	if (rc) {
@@ -675,7 +699,8 @@ int emu_post_send(struct dev_qp *qp, const struct dev_send_wr *wr,
 			rc = -SMCR_E_DEV_BAD_STATE;
 			break;
 		}
-		if (q->sq_n == qp->cap.max_send_wr) {
+		/* Slots free when completions are polled, as in verbs. */
+		if (q->sq_posted - atomic_load(&q->sq_retired) >= qp->cap.max_send_wr) {
 			rc = -SMCR_E_DEV_QUEUE_FULL;
 			break;
 		}
@@ -683,6 +708,7 @@ int emu_post_send(struct dev_qp *qp, const struct dev_send_wr *wr,
 			/* Accepted and flushed at once (dev.h 4). */
 			struct emu_swr s = {
 				.wr_id = wr->wr_id,
+				.idx = q->sq_posted++,
 				.len = (uint32_t)total,
 				.opcode = wr->opcode == DEV_WR_SEND ? DEV_WC_SEND : DEV_WC_RDMA_WRITE,
 			};
@@ -733,7 +759,7 @@ int emu_post_recv(struct dev_qp *qp, const struct dev_recv_wr *wr,
 				.opcode = DEV_WC_RECV,
 				.qp_num = qp->qp_num,
 			};
-			emu_cq_push(EMU_CQ(qp->recv_cq), &wc, 0);
+			emu_cq_push(EMU_CQ(qp->recv_cq), &wc, 0, NULL, 0);
 			continue;
 		}
 		struct emu_rwr *r = &q->rq[(q->rq_head + q->rq_n) % qp->cap.max_recv_wr];
@@ -746,6 +772,7 @@ int emu_post_recv(struct dev_qp *qp, const struct dev_recv_wr *wr,
 		}
 		q->rq_n++;
 	}
+	emu_qp_rq_changed_locked(q);
 	if (rc && bad_wr)
 		*bad_wr = wr;
 	/* A SEND waiting for a receive WR (RNR) can go on now: the I/O thread resumes. */
@@ -765,14 +792,29 @@ uint64_t emu_qp_timers_locked(struct emu_qp *q, uint64_t now)
 	/* Transport timer (dev.h 5): outstanding sends and no progress for ack_timeout. An RNR
 	 * report from the peer stops it, as RNR NAKs restart the RC timer. */
 	if (q->sq_n && !q->rnr_wait && q->ack_timeout_ns) {
-		uint64_t dl = q->progress_ns + q->ack_timeout_ns;
+		uint64_t dl = q->progress_ns +
+			      (q->cs == EMU_CS_UP ? q->ack_timeout_ns : EMU_PAIR_TIMEOUT_NS);
+		if (dl <= now && q->cs == EMU_CS_UP && q->fd >= 0 && !q->stalled && !q->rx_parked) {
+			/* An ACK may be waiting in the socket, its epoll event not handled yet
+			 * (another batch): look before declaring the peer silent. */
+			emu_rx_pump_locked(q, 4);
+			if (q->state == DEV_QPS_ERR)
+				return UINT64_MAX;
+			if (!q->sq_n || q->rnr_wait)
+				goto rnr;
+			dl = q->progress_ns + q->ack_timeout_ns;
+		}
 		if (dl <= now) {
+			LOG_INFO("emu", "%s: QP %u: no progress for %llu ms (%s)", q->dev->dev.name,
+				 q->qp.qp_num, (unsigned long long)((now - q->progress_ns) / 1000000),
+				 q->cs == EMU_CS_UP ? "paired" : "not paired yet");
 			emu_qp_error_locked(q, 0, DEV_WC_RETRY_EXC_ERR, DEV_EVENT_QP_FATAL,
 					    SMCR_E_TIMEDOUT);
 			return UINT64_MAX;
 		}
 		next = dl;
 	}
+rnr:
 	if (q->rx_parked && q->rnr_deadline != UINT64_MAX) {
 		if (q->rnr_deadline <= now) {
 			emu_rx_rnr_expired_locked(q);

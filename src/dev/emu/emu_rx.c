@@ -14,7 +14,9 @@
  * Everything that violates the format or the sequence is a hostile or broken peer: the QP
  * goes to ERR and the connection is closed; the log line is rate limited. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "dev/emu/emu_int.h"
 #include "util/clock.h"
@@ -145,6 +147,7 @@ static int emu_rx_begin(struct emu_qp *q, const struct emu_frame *f)
 			return -1;
 		}
 		q->cs = EMU_CS_UP;
+		q->progress_ns = smcr_now_ns();	/* the transport timer starts with the link */
 		LOG_DBG("emu", "%s: QP %u paired with QP %u (connector)", d->dev.name,
 			q->qp.qp_num, q->dest_qpn);
 		emu_qp_tx_flush_locked(q);
@@ -217,7 +220,8 @@ static int emu_rx_begin(struct emu_qp *q, const struct emu_frame *f)
 			};
 			q->rq_head = (q->rq_head + 1) % q->qp.cap.max_recv_wr;
 			q->rq_n--;
-			emu_cq_push(EMU_CQ(q->qp.recv_cq), &wc, 0);
+			emu_qp_rq_changed_locked(q);
+			emu_cq_push(EMU_CQ(q->qp.recv_cq), &wc, 0, NULL, 0);
 			emu_rx_nak(q, f->u.data.seq, EMU_NAK_REM_INV_REQ, DEV_EVENT_QP_REQ_ERR,
 				   SMCR_E_EMU_RECV_LEN);
 			return -1;
@@ -281,7 +285,8 @@ static int emu_rx_copy(struct emu_qp *q, const uint8_t *src, uint32_t n)
 			};
 			q->rq_head = (q->rq_head + 1) % q->qp.cap.max_recv_wr;
 			q->rq_n--;
-			emu_cq_push(EMU_CQ(q->qp.recv_cq), &wc, 0);
+			emu_qp_rq_changed_locked(q);
+			emu_cq_push(EMU_CQ(q->qp.recv_cq), &wc, 0, NULL, 0);
 			emu_rx_nak(q, f->u.data.seq, EMU_NAK_REM_OP, DEV_EVENT_QP_FATAL, rc);
 		}
 		return rc;
@@ -302,7 +307,15 @@ static int emu_rx_copy(struct emu_qp *q, const uint8_t *src, uint32_t n)
 static void emu_rx_end(struct emu_qp *q)
 {
 	const struct emu_frame *f = &q->rx.f;
+	q->rx_seq = f->u.data.seq;
+	q->ack_due = 1;
+	q->rx.in_frame = 0;
 	if (f->type != EMU_F_WRITE) {
+		/* A message that completes a receive WR is acknowledged at once (not at the end
+		 * of the batch): the sender's completion then follows the receiver's closely,
+		 * as on RC hardware, and its send queue drains at the pace of delivery. */
+		emu_rx_queue_ack_locked(q);
+		emu_qp_tx_flush_locked(q);
 		struct emu_rwr *r = &q->rq[q->rq_head];
 		struct dev_wc wc = {
 			.wr_id = r->wr_id,
@@ -318,11 +331,34 @@ static void emu_rx_end(struct emu_qp *q)
 		}
 		q->rq_head = (q->rq_head + 1) % q->qp.cap.max_recv_wr;
 		q->rq_n--;
-		emu_cq_push(EMU_CQ(q->qp.recv_cq), &wc, (f->flags & EMU_FL_SOLICITED) != 0);
+		emu_qp_rq_changed_locked(q);
+		emu_cq_push(EMU_CQ(q->qp.recv_cq), &wc, (f->flags & EMU_FL_SOLICITED) != 0, NULL,
+			    0);
 	}
-	q->rx_seq = f->u.data.seq;
-	q->ack_due = 1;
-	q->rx.in_frame = 0;
+}
+
+void emu_rx_pump_locked(struct emu_qp *q, int max_reads)
+{
+	for (int i = 0; i < max_reads; i++) {
+		uint32_t space = EMU_RXBUF - q->rx.end;
+		if (!space)
+			return;
+		ssize_t n = recv(q->fd, q->rx.buf + q->rx.end, space, MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n <= 0) {
+			emu_qp_error_locked(q, 0, DEV_WC_RETRY_EXC_ERR, DEV_EVENT_QP_FATAL,
+					    SMCR_E_EMU_PEER_GONE);
+			return;
+		}
+		q->rx.end += (uint32_t)n;
+		emu_rx_process_locked(q);
+		if ((q->cs != EMU_CS_UP && q->cs != EMU_CS_HELLO) || q->stalled || q->rx_parked ||
+		    (uint32_t)n < space)
+			return;
+	}
 }
 
 void emu_rx_process_locked(struct emu_qp *q)
