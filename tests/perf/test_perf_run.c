@@ -392,17 +392,6 @@ int main(void)
 		return 1;
 	}
 	snprintf(perf_bin, sizeof(perf_bin), "%s/tools/smcr-perf/smcr-perf", bdir);
-	/* ASan stage: known leaks of other units, each named and reported (lsan.supp) */
-	const char *sdir = getenv("SMCR_SOURCE_DIR");
-	if (sdir) {
-		char lsan[4096];
-		const char *old = getenv("LSAN_OPTIONS");
-		snprintf(lsan, sizeof(lsan),
-		         "%s%ssuppressions=%s/tests/perf/lsan.supp:"
-		         "print_suppressions=0",
-		         old ? old : "", old && *old ? ":" : "", sdir);
-		setenv("LSAN_OPTIONS", lsan, 1);
-	}
 	char *ver;
 	if (run(&ver, "--version", NULL) != 0) {
 		fprintf(stderr, "cannot run %s\n", perf_bin);
