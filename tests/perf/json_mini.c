@@ -48,20 +48,34 @@ static bool parse_string(struct jp *p, char **out)
 		if (ch == '\\') {
 			char e = *p->s++;
 			switch (e) {
-			case '"': case '\\': case '/': ch = e; break;
-			case 'n': ch = '\n'; break;
-			case 't': ch = '\t'; break;
-			case 'r': ch = '\r'; break;
-			case 'b': ch = '\b'; break;
-			case 'f': ch = '\f'; break;
+			case '"':
+			case '\\':
+			case '/':
+				ch = e;
+				break;
+			case 'n':
+				ch = '\n';
+				break;
+			case 't':
+				ch = '\t';
+				break;
+			case 'r':
+				ch = '\r';
+				break;
+			case 'b':
+				ch = '\b';
+				break;
+			case 'f':
+				ch = '\f';
+				break;
 			case 'u': {
 				unsigned cp = 0;
 				for (int i = 0; i < 4; i++) {
 					char h = *p->s++;
 					int d = h >= '0' && h <= '9'   ? h - '0'
-						: h >= 'a' && h <= 'f' ? h - 'a' + 10
-						: h >= 'A' && h <= 'F' ? h - 'A' + 10
-								       : -1;
+					        : h >= 'a' && h <= 'f' ? h - 'a' + 10
+					        : h >= 'A' && h <= 'F' ? h - 'A' + 10
+					                               : -1;
 					if (d < 0)
 						goto bad;
 					cp = cp << 4 | (unsigned)d;
@@ -71,7 +85,8 @@ static bool parse_string(struct jp *p, char **out)
 				ch = (char)cp;
 				break;
 			}
-			default: goto bad;
+			default:
+				goto bad;
 			}
 		}
 		if (n + 1 >= cap) {
@@ -193,16 +208,35 @@ static bool parse_value(struct jp *p, struct jv *v)
 	ws(p);
 	bool ok;
 	switch (*p->s) {
-	case '{': ok = parse_container(p, v, '{', '}'); break;
-	case '[': ok = parse_container(p, v, '[', ']'); break;
-	case '"': v->type = JV_STR; ok = parse_string(p, &v->str); break;
-	case 't': ok = strncmp(p->s, "true", 4) == 0; v->type = JV_BOOL; v->b = true;
-		  p->s += ok ? 4 : 0; break;
-	case 'f': ok = strncmp(p->s, "false", 5) == 0; v->type = JV_BOOL;
-		  p->s += ok ? 5 : 0; break;
-	case 'n': ok = strncmp(p->s, "null", 4) == 0; v->type = JV_NULL;
-		  p->s += ok ? 4 : 0; break;
-	default: ok = parse_number(p, v); break;
+	case '{':
+		ok = parse_container(p, v, '{', '}');
+		break;
+	case '[':
+		ok = parse_container(p, v, '[', ']');
+		break;
+	case '"':
+		v->type = JV_STR;
+		ok = parse_string(p, &v->str);
+		break;
+	case 't':
+		ok = strncmp(p->s, "true", 4) == 0;
+		v->type = JV_BOOL;
+		v->b = true;
+		p->s += ok ? 4 : 0;
+		break;
+	case 'f':
+		ok = strncmp(p->s, "false", 5) == 0;
+		v->type = JV_BOOL;
+		p->s += ok ? 5 : 0;
+		break;
+	case 'n':
+		ok = strncmp(p->s, "null", 4) == 0;
+		v->type = JV_NULL;
+		p->s += ok ? 4 : 0;
+		break;
+	default:
+		ok = parse_number(p, v);
+		break;
 	}
 	p->depth--;
 	return ok;
@@ -210,7 +244,7 @@ static bool parse_value(struct jp *p, struct jv *v)
 
 struct jv *jv_parse(const char *text)
 {
-	struct jp p = { text, 0 };
+	struct jp p = {text, 0};
 	struct jv *v = calloc(1, sizeof(*v));
 	if (!v)
 		return NULL;

@@ -13,10 +13,10 @@ struct jv {
 	enum jv_type type;
 	bool b;
 	double num;
-	char *str;		/* JV_STR */
-	size_t n;		/* JV_ARR, JV_OBJ: items */
-	struct jv *items;	/* values */
-	char **keys;		/* JV_OBJ: keys[i] names items[i] */
+	char *str;        /* JV_STR */
+	size_t n;         /* JV_ARR, JV_OBJ: items */
+	struct jv *items; /* values */
+	char **keys;      /* JV_OBJ: keys[i] names items[i] */
 };
 
 /* Parses the whole text (surrounding white space allowed). NULL if it is not JSON. */

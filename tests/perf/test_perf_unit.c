@@ -24,10 +24,13 @@
 static void test_size_parse(void **st)
 {
 	(void)st;
-	static const struct { const char *s; size_t v; } ok[] = {
-		{ "64", 64 }, { "1", 1 }, { "1K", 1024 }, { "1k", 1024 }, { "16K", 16384 },
-		{ "64K", 65536 }, { "64KiB", 65536 }, { "64KB", 65536 }, { "1M", 1048576 },
-		{ "1MiB", 1048576 }, { "64M", 64u << 20 }, { "100B", 100 },
+	static const struct {
+		const char *s;
+		size_t v;
+	} ok[] = {
+	    {"64", 64},      {"1", 1},          {"1K", 1024},       {"1k", 1024},
+	    {"16K", 16384},  {"64K", 65536},    {"64KiB", 65536},   {"64KB", 65536},
+	    {"1M", 1048576}, {"1MiB", 1048576}, {"64M", 64u << 20}, {"100B", 100},
 	};
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		size_t v = 0;
@@ -35,8 +38,19 @@ static void test_size_parse(void **st)
 		assert_int_equal(v, ok[i].v);
 	}
 	static const char *const bad[] = {
-		"", "0", "K", "-1", "1.5K", "1X", "1KK", "65M", "1G", " 64", "64 ",
-		"18446744073709551617", "99999999999999999999K",
+	    "",
+	    "0",
+	    "K",
+	    "-1",
+	    "1.5K",
+	    "1X",
+	    "1KK",
+	    "65M",
+	    "1G",
+	    " 64",
+	    "64 ",
+	    "18446744073709551617",
+	    "99999999999999999999K",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		size_t v = 12345;
@@ -78,7 +92,7 @@ static void test_duration(void **st)
 	assert_true(d == 0.5);
 	assert_int_equal(perf_parse_duration("3s", &d), 0);
 	assert_true(d == 3.0);
-	static const char *const bad[] = { "", "0", "-1", "abc", "2x", "1e9", "nan", "inf", "0ms" };
+	static const char *const bad[] = {"", "0", "-1", "abc", "2x", "1e9", "nan", "inf", "0ms"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		assert_int_equal(perf_parse_duration(bad[i], &d), -1);
 }
@@ -105,8 +119,9 @@ static void test_args_client(void **st)
 	struct perf_opts o;
 	char err[256];
 	assert_int_equal(parse(&o, err, sizeof(err), "client", "10.0.0.2", "-p", "7000", "-t",
-			       "pingpong", "-s", "64,1K", "-d", "0.2", "--json", "--cpu",
-			       "--transport", "tcp", NULL), 0);
+	                       "pingpong", "-s", "64,1K", "-d", "0.2", "--json", "--cpu",
+	                       "--transport", "tcp", NULL),
+	                 0);
 	assert_int_equal(o.cmd, PERF_CMD_CLIENT);
 	assert_string_equal(o.host, "10.0.0.2");
 	assert_int_equal(o.port, 7000);
@@ -119,40 +134,48 @@ static void test_args_client(void **st)
 
 	/* attached and --name=value forms; the host may come after the options */
 	assert_int_equal(parse(&o, err, sizeof(err), "client", "-p5302", "--test=conns", "-n",
-			       "1000", "--transport=tcp", "::1", NULL), 0);
+	                       "1000", "--transport=tcp", "::1", NULL),
+	                 0);
 	assert_int_equal(o.port, 5302);
 	assert_int_equal(o.test, PERF_TEST_CONNS);
 	assert_int_equal(o.conns, 1000);
 	assert_string_equal(o.host, "::1");
 	/* defaults: the test's size, 5 s, the default port */
-	assert_int_equal(parse(&o, err, sizeof(err), "client", "h", "-t", "connect",
-			       "--transport", "tcp", NULL), 0);
+	assert_int_equal(
+	    parse(&o, err, sizeof(err), "client", "h", "-t", "connect", "--transport", "tcp", NULL),
+	    0);
 	assert_int_equal(o.nsizes, 1);
 	assert_int_equal(o.sizes[0], 64);
 	assert_true(o.duration == 5.0);
 	assert_int_equal(o.port, PERF_DEFAULT_PORT);
 	assert_int_equal(parse(&o, err, sizeof(err), "client", "h", "--transport", "tcp", NULL), 0);
 	assert_int_equal(o.test, PERF_TEST_STREAM);
+	assert_int_equal(o.window, 0); /* the transport's default buffers */
+	assert_int_equal(
+	    parse(&o, err, sizeof(err), "client", "h", "-w", "512K", "--transport", "tcp", NULL),
+	    0);
+	assert_int_equal(o.window, 512 * 1024);
 	assert_int_equal(o.sizes[0], 65536);
+	assert_int_equal(parse(&o, err, sizeof(err), "client", "h", "-w", "32M", NULL), -1);
 
 	/* mistakes, each with a message */
 	static const char *const bad[][6] = {
-		{ "client", NULL },				 /* no host */
-		{ "client", "h", "x", NULL },			 /* two hosts */
-		{ "client", "h", "-t", "flood", NULL },		 /* unknown test */
-		{ "client", "h", "-p", "0", NULL },		 /* port 0 */
-		{ "client", "h", "-p", "65536", NULL },
-		{ "client", "h", "-n", "0", NULL },
-		{ "client", "h", "-r", "3", NULL },		 /* compare only */
-		{ "client", "h", "--json", "--dat", NULL },
-		{ "client", "h", "--transport", "udp", NULL },
-		{ "client", "h", "--bogus", NULL },
-		{ "client", "h", "-s", NULL },			 /* value missing */
-		{ "client", "h", "--json=1", NULL },		 /* flag with a value */
-		{ "client", "h", "-d", "0", NULL },
+	    {"client", NULL},                     /* no host */
+	    {"client", "h", "x", NULL},           /* two hosts */
+	    {"client", "h", "-t", "flood", NULL}, /* unknown test */
+	    {"client", "h", "-p", "0", NULL},     /* port 0 */
+	    {"client", "h", "-p", "65536", NULL},
+	    {"client", "h", "-n", "0", NULL},
+	    {"client", "h", "-r", "3", NULL}, /* compare only */
+	    {"client", "h", "--json", "--dat", NULL},
+	    {"client", "h", "--transport", "udp", NULL},
+	    {"client", "h", "--bogus", NULL},
+	    {"client", "h", "-s", NULL},       /* value missing */
+	    {"client", "h", "--json=1", NULL}, /* flag with a value */
+	    {"client", "h", "-d", "0", NULL},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		char *argv[8] = { "smcr-perf" };
+		char *argv[8] = {"smcr-perf"};
 		int argc = 1;
 		for (int k = 0; bad[i][k]; k++)
 			argv[argc++] = (char *)bad[i][k];
@@ -168,22 +191,27 @@ static void test_args_server_compare(void **st)
 	struct perf_opts o;
 	char err[256];
 	assert_int_equal(parse(&o, err, sizeof(err), "server", "-p", "6000", "-B", "127.0.0.1",
-			       "--transport", "tcp", "--once", NULL), 0);
+	                       "--transport", "tcp", "--once", NULL),
+	                 0);
 	assert_int_equal(o.cmd, PERF_CMD_SERVER);
 	assert_int_equal(o.port, 6000);
 	assert_string_equal(o.bind, "127.0.0.1");
 	assert_true(o.once);
+	assert_int_equal(
+	    parse(&o, err, sizeof(err), "server", "--window=64K", "--transport", "tcp", NULL), 0);
+	assert_int_equal(o.window, 65536);
 	assert_int_equal(parse(&o, err, sizeof(err), "server", "-t", "stream", NULL), -1);
 	assert_int_equal(parse(&o, err, sizeof(err), "server", "extra", NULL), -1);
 
-	assert_int_equal(parse(&o, err, sizeof(err), "compare", "-t", "pingpong", "-r", "5",
-			       "-d", "1", "--smcr-transport", "tcp", "--dat", NULL), 0);
+	assert_int_equal(parse(&o, err, sizeof(err), "compare", "-t", "pingpong", "-r", "5", "-d",
+	                       "1", "--smcr-transport", "tcp", "--dat", NULL),
+	                 0);
 	assert_int_equal(o.cmd, PERF_CMD_COMPARE);
 	assert_int_equal(o.rounds, 5);
 	assert_int_equal(o.cmp_smcr, PERF_TR_TCP);
 	assert_true(o.dat);
 	assert_int_equal(parse(&o, err, sizeof(err), "compare", "--smcr-transport", "tcp", NULL),
-			 0);
+	                 0);
 	assert_int_equal(o.rounds, PERF_ROUNDS_MIN);
 	assert_true(o.duration == 2.0); /* compare's default */
 	/* issue 6: at least 3 rounds */
@@ -243,7 +271,7 @@ static void test_percentiles(void **st)
 	assert_true(fabs(perf_percentile(w, 1000, 99.9) - 999.001) < 1e-9);
 	free(w);
 
-	double odd[] = { 3, 1, 2 }, even[] = { 4, 1, 3, 2 };
+	double odd[] = {3, 1, 2}, even[] = {4, 1, 3, 2};
 	assert_true(perf_median(odd, 3) == 2.0);
 	assert_true(perf_median(even, 4) == 2.5);
 }
@@ -309,7 +337,7 @@ static void test_json_stream(void **st)
 	c.rounds = 3;
 	c.tcp.transport = PERF_TR_TCP;
 	c.smcr.transport = PERF_TR_SMCR;
-	const double tv[] = { 10, 30, 20 }, sv[] = { 50, 40, 60 };
+	const double tv[] = {10, 30, 20}, sv[] = {50, 40, 60};
 	for (int i = 0; i < 3; i++) {
 		struct perf_result a = res(PERF_TEST_STREAM, tv[i], PERF_MODE_TCP);
 		struct perf_result b = res(PERF_TEST_STREAM, sv[i], PERF_MODE_SMCR);
@@ -357,12 +385,12 @@ static void test_json_pingpong_fallback(void **st)
 	c.cpu = true;
 	c.tcp.transport = PERF_TR_TCP;
 	c.smcr.transport = PERF_TR_SMCR;
-	const double tv[] = { 20, 22, 18 }, sv[] = { 4, 5, 6 };
+	const double tv[] = {20, 22, 18}, sv[] = {4, 5, 6};
 	for (int i = 0; i < 3; i++) {
 		struct perf_result a = res(PERF_TEST_PINGPONG, tv[i], PERF_MODE_TCP);
 		/* the second smcr run had a fallen-back connection: the side says so */
-		struct perf_result b = res(PERF_TEST_PINGPONG, sv[i],
-					   i == 1 ? PERF_MODE_FALLBACK : PERF_MODE_SMCR);
+		struct perf_result b =
+		    res(PERF_TEST_PINGPONG, sv[i], i == 1 ? PERF_MODE_FALLBACK : PERF_MODE_SMCR);
 		a.cpu = 10 + i;
 		b.cpu = 2 + i;
 		perf_side_add(&c.tcp, &a, "NONE", "NONE");
@@ -381,7 +409,7 @@ static void test_json_pingpong_fallback(void **st)
 	assert_false(jv_get(j, "higher_is_better")->b);
 	assert_string_equal(jv_get(smcr, "mode")->str, "tcp-fallback");
 	assert_string_equal(jv_get(smcr, "local_reason")->str, "PEERNOSMC");
-	assert_true(jv_get(tcp, "p99")->num == 40);  /* median of the runs' p99 */
+	assert_true(jv_get(tcp, "p99")->num == 40); /* median of the runs' p99 */
 	assert_true(jv_get(smcr, "p999")->num == 15);
 	const struct jv *cpu = jv_get(smcr, "cpu");
 	assert_non_null(cpu);
@@ -406,8 +434,8 @@ static void test_json_pingpong_fallback(void **st)
 static void test_json_mini_rejects(void **st)
 {
 	(void)st;
-	static const char *const bad[] = { "", "{", "{\"a\":}", "[1,]", "{\"a\" 1}", "01", "1.",
-					   "nul", "[1] x", "\"\x01\"", "{\"a\":1,}" };
+	static const char *const bad[] = {"",   "{",   "{\"a\":}", "[1,]",     "{\"a\" 1}", "01",
+	                                  "1.", "nul", "[1] x",    "\"\x01\"", "{\"a\":1,}"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		assert_null(jv_parse(bad[i]));
 	struct jv *j = jv_parse(" [1, -2.5e3, \"x\\n\", true, null, {}] ");
@@ -422,12 +450,14 @@ static void test_json_mini_rejects(void **st)
 static void test_proto(void **st)
 {
 	(void)st;
-	struct proto_hdr h = { .kind = PROTO_KIND_PINGPONG, .size = 64,
-			       .session = 0x0102030405060708ull }, d;
+	struct proto_hdr h = {.kind = PROTO_KIND_PINGPONG,
+	                      .size = 64,
+	                      .session = 0x0102030405060708ull},
+	                 d;
 	uint8_t b[PROTO_HDR_LEN];
 	proto_hdr_encode(&h, b);
 	static const uint8_t golden[PROTO_HDR_LEN] = {
-		'S', 'P', 'R', 'F', 1, 3, 0, 0, 0, 0, 0, 64, 1, 2, 3, 4, 5, 6, 7, 8,
+	    'S', 'P', 'R', 'F', 1, 3, 0, 0, 0, 0, 0, 64, 1, 2, 3, 4, 5, 6, 7, 8,
 	};
 	assert_memory_equal(b, golden, sizeof(golden));
 	assert_int_equal(proto_hdr_decode(b, sizeof(b), &d), 0);
@@ -437,27 +467,36 @@ static void test_proto(void **st)
 
 	uint8_t x[PROTO_HDR_LEN];
 	assert_int_equal(proto_hdr_decode(b, PROTO_HDR_LEN - 1, &d), -PROTO_E_SHORT);
-	memcpy(x, b, sizeof(x)); x[0] = 'X';
+	memcpy(x, b, sizeof(x));
+	x[0] = 'X';
 	assert_int_equal(proto_hdr_decode(x, sizeof(x), &d), -PROTO_E_MAGIC);
 	/* a CLC message (SMC-R client at a plain TCP server) has its own diagnosis */
-	static const uint8_t clc[PROTO_HDR_LEN] = { 0xe2, 0xd4, 0xc3, 0xd9, 0x01, 0x00, 0x34 };
+	static const uint8_t clc[PROTO_HDR_LEN] = {0xe2, 0xd4, 0xc3, 0xd9, 0x01, 0x00, 0x34};
 	assert_int_equal(proto_hdr_decode(clc, sizeof(clc), &d), -PROTO_E_CLC);
-	memcpy(x, b, sizeof(x)); x[4] = 2;
+	memcpy(x, b, sizeof(x));
+	x[4] = 2;
 	assert_int_equal(proto_hdr_decode(x, sizeof(x), &d), -PROTO_E_VERSION);
-	memcpy(x, b, sizeof(x)); x[5] = 0;
+	memcpy(x, b, sizeof(x));
+	x[5] = 0;
 	assert_int_equal(proto_hdr_decode(x, sizeof(x), &d), -PROTO_E_KIND);
-	memcpy(x, b, sizeof(x)); x[5] = 6;
+	memcpy(x, b, sizeof(x));
+	x[5] = 6;
 	assert_int_equal(proto_hdr_decode(x, sizeof(x), &d), -PROTO_E_KIND);
-	memcpy(x, b, sizeof(x)); x[7] = 1;
+	memcpy(x, b, sizeof(x));
+	x[7] = 1;
 	assert_int_equal(proto_hdr_decode(x, sizeof(x), &d), -PROTO_E_FLAGS);
-	memcpy(x, b, sizeof(x)); x[31] = 1;
+	memcpy(x, b, sizeof(x));
+	x[31] = 1;
 	assert_int_equal(proto_hdr_decode(x, sizeof(x), &d), -PROTO_E_FLAGS);
-	memcpy(x, b, sizeof(x)); x[11] = 0;
+	memcpy(x, b, sizeof(x));
+	x[11] = 0;
 	assert_int_equal(proto_hdr_decode(x, sizeof(x), &d), -PROTO_E_SIZE);
-	memcpy(x, b, sizeof(x)); x[8] = 0x04; x[11] = 1; /* 64 MiB + 1 */
+	memcpy(x, b, sizeof(x));
+	x[8] = 0x04;
+	x[11] = 1; /* 64 MiB + 1 */
 	assert_int_equal(proto_hdr_decode(x, sizeof(x), &d), -PROTO_E_SIZE);
 
-	struct proto_req rq = { .op = PROTO_OP_END, .arg = 1000 }, rd;
+	struct proto_req rq = {.op = PROTO_OP_END, .arg = 1000}, rd;
 	uint8_t rb[PROTO_REQ_LEN];
 	proto_req_encode(&rq, rb);
 	assert_int_equal(proto_req_decode(rb, sizeof(rb), &rd), 0);
@@ -467,9 +506,16 @@ static void test_proto(void **st)
 	rb[3] = 9;
 	assert_int_equal(proto_req_decode(rb, sizeof(rb), &rd), -PROTO_E_OP);
 
-	struct proto_reply p = { .status = 0, .transport = 1, .cpu_us = 123456789012ull,
-				 .rss_kib = 5, .rss_base_kib = 4, .bytes = 1ull << 40,
-				 .conns = 1000, .conns_smcr = 999, .conns_fallback = 1, .open = 0 };
+	struct proto_reply p = {.status = 0,
+	                        .transport = 1,
+	                        .cpu_us = 123456789012ull,
+	                        .rss_kib = 5,
+	                        .rss_base_kib = 4,
+	                        .bytes = 1ull << 40,
+	                        .conns = 1000,
+	                        .conns_smcr = 999,
+	                        .conns_fallback = 1,
+	                        .open = 0};
 	struct proto_reply q;
 	uint8_t pb[PROTO_REPLY_LEN];
 	proto_reply_encode(&p, pb);
@@ -481,17 +527,17 @@ static void test_proto(void **st)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_size_parse),
-		cmocka_unit_test(test_size_list),
-		cmocka_unit_test(test_duration),
-		cmocka_unit_test(test_args_client),
-		cmocka_unit_test(test_args_server_compare),
-		cmocka_unit_test(test_percentiles),
-		cmocka_unit_test(test_fmt_size),
-		cmocka_unit_test(test_json_stream),
-		cmocka_unit_test(test_json_pingpong_fallback),
-		cmocka_unit_test(test_json_mini_rejects),
-		cmocka_unit_test(test_proto),
+	    cmocka_unit_test(test_size_parse),
+	    cmocka_unit_test(test_size_list),
+	    cmocka_unit_test(test_duration),
+	    cmocka_unit_test(test_args_client),
+	    cmocka_unit_test(test_args_server_compare),
+	    cmocka_unit_test(test_percentiles),
+	    cmocka_unit_test(test_fmt_size),
+	    cmocka_unit_test(test_json_stream),
+	    cmocka_unit_test(test_json_pingpong_fallback),
+	    cmocka_unit_test(test_json_mini_rejects),
+	    cmocka_unit_test(test_proto),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,8 +24,8 @@
 #include "proto.h"
 #include "util/clock.h"
 
-#define CLI_RCVTIMEO_S 40		/* above the server's END wait (30 s) */
-#define CLI_WARMUP_RTTS 10		/* pingpong round trips not recorded */
+#define CLI_RCVTIMEO_S 40  /* above the server's END wait (30 s) */
+#define CLI_WARMUP_RTTS 10 /* pingpong round trips not recorded */
 #define CLI_SAMPLES_MAX (10u * 1000 * 1000)
 
 struct cli {
@@ -40,6 +40,8 @@ struct cli {
 	int raw_mode;
 	uint32_t local_reason, peer_reason;
 	unsigned first_contacts;
+	unsigned seen;                    /* measured connections queried */
+	uint32_t rmbe, peer_rmbe, sndbuf; /* of the first one */
 };
 
 static int cfail(struct cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -57,7 +59,7 @@ static int cfail(struct cli *c, const char *fmt, ...)
 
 static void set_timeo(struct cli *c, int fd, int seconds)
 {
-	struct timeval tv = { .tv_sec = seconds, .tv_usec = 0 };
+	struct timeval tv = {.tv_sec = seconds, .tv_usec = 0};
 	(void)c->tr->setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
 
@@ -66,8 +68,7 @@ static void set_timeo(struct cli *c, int fd, int seconds)
 static int open_conn(struct cli *c, enum proto_kind kind, const void *extra, size_t elen)
 {
 	const struct perf_tr *tr = c->tr;
-	struct proto_hdr h = { .kind = kind, .size = (uint32_t)c->cfg->size,
-			       .session = c->session };
+	struct proto_hdr h = {.kind = kind, .size = (uint32_t)c->cfg->size, .session = c->session};
 	uint8_t stackbuf[PROTO_HDR_LEN + 4096];
 	uint8_t *buf = stackbuf;
 	int fd = tr->socket(c->cfg->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -77,14 +78,25 @@ static int open_conn(struct cli *c, enum proto_kind kind, const void *extra, siz
 		int one = 1;
 		(void)tr->setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	}
+	if (kind != PROTO_KIND_CTRL && c->cfg->window) {
+		/* before connect: smcr sizes the send buffer and RMBE at the handshake */
+		int w = (int)c->cfg->window;
+		if (tr->setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &w, sizeof(w)) < 0 ||
+		    tr->setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &w, sizeof(w)) < 0) {
+			int e = errno;
+			tr->close(fd);
+			errno = e;
+			return cfail(c, "setting the window: %s", strerror(e));
+		}
+	}
 	if (tr->connect(fd, (const struct sockaddr *)&c->cfg->addr, c->cfg->addrlen) < 0) {
 		int e = errno;
 		char a[80];
 		tr->close(fd);
 		errno = e;
 		return cfail(c, "connect to %s (%s): %s",
-			     tr_fmt_addr((const struct sockaddr *)&c->cfg->addr, a, sizeof(a)),
-			     tr->name, strerror(e));
+		             tr_fmt_addr((const struct sockaddr *)&c->cfg->addr, a, sizeof(a)),
+		             tr->name, strerror(e));
 	}
 	if (PROTO_HDR_LEN + elen > sizeof(stackbuf)) {
 		buf = malloc(PROTO_HDR_LEN + elen);
@@ -107,7 +119,6 @@ static int open_conn(struct cli *c, enum proto_kind kind, const void *extra, siz
 	return fd;
 }
 
-
 /* Reads the engine's word on a measured connection and folds it into the run's mode:
  * the run is "smcr" only if every measured connection is; otherwise the first connection
  * of the worst kind gives the mode and the reasons. */
@@ -120,6 +131,11 @@ static void note_mode(struct cli *c, int fd)
 		ci.raw_mode = -1;
 	}
 	c->first_contacts += ci.first_contact;
+	if (c->seen++ == 0) {
+		c->rmbe = ci.rmbe;
+		c->peer_rmbe = ci.peer_rmbe;
+		c->sndbuf = ci.sndbuf;
+	}
 	if (perf_mode_rank(ci.mode) <= perf_mode_rank(c->mode))
 		return;
 	c->mode = ci.mode;
@@ -131,26 +147,31 @@ static void note_mode(struct cli *c, int fd)
 static int ctrl_call(struct cli *c, enum proto_op op, uint32_t arg, struct proto_reply *rep)
 {
 	uint8_t out[PROTO_REQ_LEN], in[PROTO_REPLY_LEN];
-	struct proto_req req = { .op = op, .arg = arg };
+	struct proto_req req = {.op = op, .arg = arg};
 	proto_req_encode(&req, out);
 	if (tr_send_all(c->tr, c->ctrl, out, sizeof(out)) < 0)
 		return cfail(c, "control: send: %s", strerror(errno));
 	int rc = tr_recv_all(c->tr, c->ctrl, in, sizeof(in));
 	if (rc != 1)
-		return cfail(c, "control: %s", rc == 0 ? "server closed the connection"
-						       : strerror(errno));
+		return cfail(c, "control: %s",
+		             rc == 0 ? "server closed the connection" : strerror(errno));
 	rc = proto_reply_decode(in, sizeof(in), rep);
 	if (rc < 0)
 		return cfail(c, "control: bad reply: %s", proto_err_name(rc));
 	if (rep->status == PROTO_ST_TIMEOUT)
-		return cfail(c, "server: the data connections did not end in time "
-				"(%u of %u seen, %u open)", rep->conns, arg, rep->open);
+		return cfail(c,
+		             "server: the data connections did not end in time "
+		             "(%u of %u seen, %u open)",
+		             rep->conns, arg, rep->open);
 	if (rep->status != PROTO_ST_OK)
 		return cfail(c, "server rejected a control request");
 	return 0;
 }
 
-static double secs(uint64_t a, uint64_t b) { return (double)(b - a) / 1e9; }
+static double secs(uint64_t a, uint64_t b)
+{
+	return (double)(b - a) / 1e9;
+}
 
 static int run_stream(struct cli *c, struct perf_result *r, uint64_t *t0, uint64_t *sent)
 {
@@ -190,7 +211,7 @@ static int run_stream(struct cli *c, struct perf_result *r, uint64_t *t0, uint64
 		return -1;
 	if (rep.bytes != *sent)
 		return cfail(c, "stream: the server received %llu bytes, %llu were sent",
-			     (unsigned long long)rep.bytes, (unsigned long long)*sent);
+		             (unsigned long long)rep.bytes, (unsigned long long)*sent);
 	r->bytes = rep.bytes;
 	r->seconds = secs(*t0, t1);
 	r->value = (double)rep.bytes * 8.0 / r->seconds / 1e9;
@@ -241,13 +262,13 @@ static int run_pingpong(struct cli *c, struct perf_result *r)
 		int got = tr_recv_all(c->tr, fd, in, size);
 		uint64_t b = smcr_now_ns();
 		if (got != 1) {
-			rc = cfail(c, "pingpong: %s", got == 0 ? "server closed the connection"
-								 : strerror(errno));
+			rc = cfail(c, "pingpong: %s",
+			           got == 0 ? "server closed the connection" : strerror(errno));
 			goto out;
 		}
 		if (memcmp(in, out, tag) != 0) {
 			rc = cfail(c, "pingpong: the echo of round trip %llu is wrong",
-				   (unsigned long long)i);
+			           (unsigned long long)i);
 			goto out;
 		}
 		if (i < CLI_WARMUP_RTTS)
@@ -316,8 +337,8 @@ static int run_connect(struct cli *c, struct perf_result *r)
 		c->tr->close(fd);
 		count++;
 		if (got != 1) {
-			rc = cfail(c, "connect: %s", got == 0 ? "server closed before answering"
-							      : strerror(e));
+			rc = cfail(c, "connect: %s",
+			           got == 0 ? "server closed before answering" : strerror(e));
 			break;
 		}
 		t1 = smcr_now_ns();
@@ -383,7 +404,7 @@ static int run_conns(struct cli *c, struct perf_result *r, uint64_t rss0, uint64
 		goto out;
 	}
 	for (unsigned i = 0; i < n; i++) {
-		struct epoll_event ev = { .events = EPOLLOUT, .data.u32 = i };
+		struct epoll_event ev = {.events = EPOLLOUT, .data.u32 = i};
 		if (c->tr->set_nonblock(fds[i], true) < 0 ||
 		    c->tr->epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &ev) < 0) {
 			rc = cfail(c, "conns: epoll set-up: %s", strerror(errno));
@@ -418,7 +439,7 @@ static int run_conns(struct cli *c, struct perf_result *r, uint64_t rss0, uint64
 			if (w > 0) {
 				sent += (uint64_t)w;
 			} else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
-				   errno != EINTR) {
+			           errno != EINTR) {
 				rc = cfail(c, "conns: send: %s", strerror(errno));
 				goto out;
 			}
@@ -437,7 +458,7 @@ static int run_conns(struct cli *c, struct perf_result *r, uint64_t rss0, uint64
 	t1 = smcr_now_ns();
 	if (rep.bytes != sent) {
 		rc = cfail(c, "conns: the server received %llu bytes, %llu were sent",
-			   (unsigned long long)rep.bytes, (unsigned long long)sent);
+		           (unsigned long long)rep.bytes, (unsigned long long)sent);
 		goto out;
 	}
 	r->bytes = rep.bytes;
@@ -458,11 +479,15 @@ out:
 }
 
 int perf_session_open(const struct perf_tr *tr, const struct sockaddr_storage *addr,
-		      socklen_t addrlen, struct perf_session *sess, char *err, size_t elen)
+                      socklen_t addrlen, struct perf_session *sess, char *err, size_t elen)
 {
-	struct perf_client_cfg cfg = { .tr = tr, .addr = *addr, .addrlen = addrlen, .size = 1 };
-	struct cli c = { .cfg = &cfg, .tr = tr, .session = perf_random64(), .ctrl = -1,
-			 .err = err, .elen = elen };
+	struct perf_client_cfg cfg = {.tr = tr, .addr = *addr, .addrlen = addrlen, .size = 1};
+	struct cli c = {.cfg = &cfg,
+	                .tr = tr,
+	                .session = perf_random64(),
+	                .ctrl = -1,
+	                .err = err,
+	                .elen = elen};
 	struct proto_reply rep;
 
 	err[0] = 0;
@@ -480,8 +505,9 @@ int perf_session_open(const struct perf_tr *tr, const struct sockaddr_storage *a
 	}
 	if (tr->kind == PERF_TR_SMCR && errno != ECONNREFUSED && strlen(err) + 1 < elen) {
 		size_t n = strlen(err);
-		snprintf(err + n, elen - n, " (an smcr client proposes SMC-R in its first bytes: "
-			 "the server must be an smcr one, not --transport tcp)");
+		snprintf(err + n, elen - n,
+		         " (an smcr client proposes SMC-R in its first bytes: "
+		         "the server must be an smcr one, not --transport tcp)");
 	}
 	return -1;
 }
@@ -494,12 +520,17 @@ void perf_session_close(struct perf_session *sess)
 }
 
 int perf_client_run(const struct perf_client_cfg *cfg, struct perf_session *sess,
-		    struct perf_result *r, char *err, size_t elen)
+                    struct perf_result *r, char *err, size_t elen)
 {
 	struct cli c = {
-		.cfg = cfg, .tr = cfg->tr, .session = sess->id, .ctrl = sess->ctrl,
-		.err = err, .elen = elen, .raw_mode = -1,
-		.mode = cfg->tr->kind == PERF_TR_SMCR ? PERF_MODE_SMCR : PERF_MODE_TCP,
+	    .cfg = cfg,
+	    .tr = cfg->tr,
+	    .session = sess->id,
+	    .ctrl = sess->ctrl,
+	    .err = err,
+	    .elen = elen,
+	    .raw_mode = -1,
+	    .mode = cfg->tr->kind == PERF_TR_SMCR ? PERF_MODE_SMCR : PERF_MODE_TCP,
 	};
 	struct proto_reply rep;
 	uint64_t sent = 0, t0 = 0;
@@ -516,24 +547,39 @@ int perf_client_run(const struct perf_client_cfg *cfg, struct perf_session *sess
 	uint64_t cpu0 = perf_cpu_us(), rss0 = perf_rss_kib(), tcpmem0 = perf_tcp_mem_kib();
 	int rc = -1;
 	switch (cfg->test) {
-	case PERF_TEST_STREAM: rc = run_stream(&c, r, &t0, &sent); break;
-	case PERF_TEST_PINGPONG: rc = run_pingpong(&c, r); break;
-	case PERF_TEST_CONNECT: rc = run_connect(&c, r); break;
-	case PERF_TEST_CONNS: rc = run_conns(&c, r, rss0, tcpmem0); break;
-	case PERF_TEST_COUNT: rc = cfail(&c, "no such test"); break;
+	case PERF_TEST_STREAM:
+		rc = run_stream(&c, r, &t0, &sent);
+		break;
+	case PERF_TEST_PINGPONG:
+		rc = run_pingpong(&c, r);
+		break;
+	case PERF_TEST_CONNECT:
+		rc = run_connect(&c, r);
+		break;
+	case PERF_TEST_CONNS:
+		rc = run_conns(&c, r, rss0, tcpmem0);
+		break;
+	case PERF_TEST_COUNT:
+		rc = cfail(&c, "no such test");
+		break;
 	}
 	uint64_t cpu1 = perf_cpu_us();
 	if (rc < 0)
 		return -1;
 	/* the server read its own end's mode from its engine: both ends must agree */
 	if (c.mode == PERF_MODE_SMCR && r->server_fallback > 0) {
-		fprintf(stderr, "smcr-perf: the client's engine says smcr, the server's says "
-				"tcp-fallback for %u connection(s)\n", r->server_fallback);
+		fprintf(stderr,
+		        "smcr-perf: the client's engine says smcr, the server's says "
+		        "tcp-fallback for %u connection(s)\n",
+		        r->server_fallback);
 		c.mode = PERF_MODE_UNKNOWN;
 	}
 	r->mode = c.mode;
 	r->raw_mode = c.raw_mode;
 	r->first_contacts = c.first_contacts;
+	r->rmbe = c.rmbe;
+	r->peer_rmbe = c.peer_rmbe;
+	r->sndbuf = c.sndbuf;
 	r->local_reason = c.local_reason;
 	r->peer_reason = c.peer_reason;
 	r->cpu_client_s = (double)(cpu1 - cpu0) / 1e6;

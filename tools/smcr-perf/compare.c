@@ -66,7 +66,7 @@ static int start_server(const struct perf_opts *o, enum perf_trk kind, struct ch
 	ch->pid = pid;
 	char line[16] = "";
 	size_t got = 0;
-	struct pollfd pfd = { .fd = p[0], .events = POLLIN };
+	struct pollfd pfd = {.fd = p[0], .events = POLLIN};
 	while (got < sizeof(line) - 1) {
 		int r = poll(&pfd, 1, CMP_START_TIMEOUT_MS);
 		if (r < 0 && errno == EINTR)
@@ -103,8 +103,8 @@ static void stop_server(struct child *ch)
 	ch->pid = 0;
 }
 
-static int run_one(const struct perf_opts *o, struct perf_session *sess, uint16_t port,
-		   size_t size, struct perf_side *side)
+static int run_one(const struct perf_opts *o, struct perf_session *sess, uint16_t port, size_t size,
+                   struct perf_side *side)
 {
 	struct perf_client_cfg cfg;
 	struct perf_result r;
@@ -115,14 +115,14 @@ static int run_one(const struct perf_opts *o, struct perf_session *sess, uint16_
 	cfg.size = size;
 	cfg.duration = o->duration;
 	cfg.conns = o->conns;
-	if (tr_resolve("127.0.0.1", port, false, &cfg.addr, &cfg.addrlen, err,
-		       sizeof(err)) < 0 ||
+	cfg.window = o->window;
+	if (tr_resolve("127.0.0.1", port, false, &cfg.addr, &cfg.addrlen, err, sizeof(err)) < 0 ||
 	    perf_client_run(&cfg, sess, &r, err, sizeof(err)) < 0) {
 		fprintf(stderr, "smcr-perf compare: %s run: %s\n", cfg.tr->name, err);
 		return -1;
 	}
 	perf_side_add(side, &r, cfg.tr->reason_name(r.local_reason),
-		      cfg.tr->reason_name(r.peer_reason));
+	              cfg.tr->reason_name(r.peer_reason));
 	return 0;
 }
 
@@ -141,8 +141,8 @@ static int open_session(enum perf_trk kind, uint16_t port, struct perf_session *
 
 int perf_compare_run(const struct perf_opts *o)
 {
-	struct child tcp = { 0 }, smcr = { 0 };
-	struct perf_session stcp = { .ctrl = -1 }, ssmcr = { .ctrl = -1 };
+	struct child tcp = {0}, smcr = {0};
+	struct perf_session stcp = {.ctrl = -1}, ssmcr = {.ctrl = -1};
 	int rc = 1;
 
 	if (!tr_get(o->cmp_smcr)) {
@@ -153,7 +153,7 @@ int perf_compare_run(const struct perf_opts *o)
 	/* both servers before this process's first smcr call (smcr.h: no use after fork) */
 	if (start_server(o, PERF_TR_TCP, &tcp) < 0 || start_server(o, o->cmp_smcr, &smcr) < 0) {
 		fprintf(stderr, "smcr-perf compare: cannot start the servers: %s\n",
-			strerror(errno));
+		        strerror(errno));
 		goto out;
 	}
 	if (o->cmp_smcr == PERF_TR_SMCR) {

@@ -36,9 +36,13 @@ static int client_main(const struct perf_opts *o)
 	cfg.test = o->test;
 	cfg.duration = o->duration;
 	cfg.conns = o->conns;
-	out = (struct perf_client_out){ .test = o->test, .transport = tr->name, .server = server,
-					.duration = o->duration, .conns = o->conns,
-					.cpu = o->cpu };
+	cfg.window = o->window;
+	out = (struct perf_client_out){.test = o->test,
+	                               .transport = tr->name,
+	                               .server = server,
+	                               .duration = o->duration,
+	                               .conns = o->conns,
+	                               .cpu = o->cpu};
 	struct perf_session sess;
 	if (perf_session_open(tr, &cfg.addr, cfg.addrlen, &sess, err, sizeof(err)) < 0) {
 		fprintf(stderr, "smcr-perf client: %s\n", err);

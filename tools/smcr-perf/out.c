@@ -43,9 +43,8 @@ static void json_runs(FILE *f, const double *v, unsigned n)
 	fputc(']', f);
 }
 
-
 void perf_side_add(struct perf_side *s, const struct perf_result *r, const char *lreason,
-		   const char *preason)
+                   const char *preason)
 {
 	if (s->n >= PERF_ROUNDS_MAX)
 		return;
@@ -53,6 +52,11 @@ void perf_side_add(struct perf_side *s, const struct perf_result *r, const char 
 		s->mode = r->mode;
 		s->local_reason = r->mode == PERF_MODE_FALLBACK ? lreason : NULL;
 		s->peer_reason = r->mode == PERF_MODE_FALLBACK ? preason : NULL;
+	}
+	if (s->n == 0) {
+		s->rmbe = r->rmbe;
+		s->peer_rmbe = r->peer_rmbe;
+		s->sndbuf = r->sndbuf;
 	}
 	s->conns += r->conns;
 	s->first_contacts += r->first_contacts;
@@ -96,8 +100,7 @@ void perf_cmp_finish(struct perf_cmp *c)
 
 /* ---- JSON ---- */
 
-static void json_side(FILE *f, const struct perf_cmp *c, const struct perf_side *s,
-		      bool with_mode)
+static void json_side(FILE *f, const struct perf_cmp *c, const struct perf_side *s, bool with_mode)
 {
 	fputs("{\"median\":", f);
 	perf_json_num(f, s->median);
@@ -112,6 +115,9 @@ static void json_side(FILE *f, const struct perf_cmp *c, const struct perf_side 
 	fputs(",\"transport\":", f);
 	json_str(f, s->transport == PERF_TR_SMCR ? "smcr" : "tcp");
 	fprintf(f, ",\"conns\":%lu,\"first_contacts\":%lu", s->conns, s->first_contacts);
+	if (s->transport == PERF_TR_SMCR)
+		fprintf(f, ",\"rmbe\":%u,\"peer_rmbe\":%u,\"sndbuf\":%u", s->rmbe, s->peer_rmbe,
+		        s->sndbuf);
 	if (s->local_reason || s->peer_reason) {
 		fputs(",\"local_reason\":", f);
 		json_str(f, s->local_reason ? s->local_reason : "NONE");
@@ -195,17 +201,22 @@ static void fmt_value(char *buf, size_t len, enum perf_test t, double v)
 static const char *what(enum perf_test t)
 {
 	switch (t) {
-	case PERF_TEST_STREAM: return "throughput";
-	case PERF_TEST_PINGPONG: return "round trip (median)";
-	case PERF_TEST_CONNECT: return "connections/s";
-	case PERF_TEST_CONNS: return "aggregate throughput";
-	case PERF_TEST_COUNT: break;
+	case PERF_TEST_STREAM:
+		return "throughput";
+	case PERF_TEST_PINGPONG:
+		return "round trip (median)";
+	case PERF_TEST_CONNECT:
+		return "connections/s";
+	case PERF_TEST_CONNS:
+		return "aggregate throughput";
+	case PERF_TEST_COUNT:
+		break;
 	}
 	return "?";
 }
 
 static void text_side(FILE *f, const struct perf_cmp *c, const char *label,
-		      const struct perf_side *s)
+                      const struct perf_side *s)
 {
 	char v[48], mode[48];
 	fmt_value(v, sizeof(v), c->test, s->median);
@@ -224,38 +235,40 @@ void perf_out_cmp_text(FILE *f, const struct perf_cmp *c)
 	char sz[32];
 	perf_fmt_size(c->size, sz, sizeof(sz));
 	fprintf(f, "%s, %s %s", perf_test_name(c->test), sz,
-		c->test == PERF_TEST_STREAM || c->test == PERF_TEST_CONNS ? "writes" : "messages");
+	        c->test == PERF_TEST_STREAM || c->test == PERF_TEST_CONNS ? "writes" : "messages");
 	if (c->test == PERF_TEST_CONNS)
 		fprintf(f, ", %u connections", c->conns);
 	fprintf(f, ": %u rounds of %g s per transport, in turns, on loopback\n", c->rounds,
-		c->duration);
+	        c->duration);
 	fprintf(f, "  %-7s %-13s %-16s %s\n", "", "mode", what(c->test), "runs");
 	text_side(f, c, "TCP", &c->tcp);
 	text_side(f, c, c->smcr.transport == PERF_TR_SMCR ? "SMC-R" : "TCP(2)", &c->smcr);
 	if (c->smcr.first_contacts)
 		fprintf(f, "  SMC-R: %lu of %lu measured connections created a link group\n",
-			c->smcr.first_contacts, c->smcr.conns);
+		        c->smcr.first_contacts, c->smcr.conns);
 	if (c->smcr.local_reason || c->smcr.peer_reason)
 		fprintf(f, "  SMC-R fell back to TCP: local reason %s, peer reason %s\n",
-			c->smcr.local_reason ? c->smcr.local_reason : "NONE",
-			c->smcr.peer_reason ? c->smcr.peer_reason : "NONE");
+		        c->smcr.local_reason ? c->smcr.local_reason : "NONE",
+		        c->smcr.peer_reason ? c->smcr.peer_reason : "NONE");
 	if (c->test == PERF_TEST_PINGPONG)
-		fprintf(f, "  tail: TCP p99 %.3g us, p99.9 %.3g us; "
-			   "SMC-R p99 %.3g us, p99.9 %.3g us\n",
-			c->tcp.p99_median, c->tcp.p999_median, c->smcr.p99_median,
-			c->smcr.p999_median);
+		fprintf(f,
+		        "  tail: TCP p99 %.3g us, p99.9 %.3g us; "
+		        "SMC-R p99 %.3g us, p99.9 %.3g us\n",
+		        c->tcp.p99_median, c->tcp.p999_median, c->smcr.p99_median,
+		        c->smcr.p999_median);
 	if (c->test == PERF_TEST_CONNS)
-		fprintf(f, "  memory per connection, both ends (RSS + kernel TCP memory):\n"
-			"    idle:      TCP %.1f KiB, SMC-R %.1f KiB\n"
-			"    streaming: TCP %.1f KiB, SMC-R %.1f KiB\n",
-			c->tcp.idle_mem_median, c->smcr.idle_mem_median, c->tcp.mem_median,
-			c->smcr.mem_median);
+		fprintf(f,
+		        "  memory per connection, both ends (RSS + kernel TCP memory):\n"
+		        "    idle:      TCP %.1f KiB, SMC-R %.1f KiB\n"
+		        "    streaming: TCP %.1f KiB, SMC-R %.1f KiB\n",
+		        c->tcp.idle_mem_median, c->smcr.idle_mem_median, c->tcp.mem_median,
+		        c->smcr.mem_median);
 	if (c->cpu)
 		fprintf(f, "  CPU (both ends): TCP %.3g, SMC-R %.3g %s, ratio %.2f\n",
-			c->tcp.cpu_median, c->smcr.cpu_median, perf_cpu_unit(c->test),
-			c->cpu_ratio);
+		        c->tcp.cpu_median, c->smcr.cpu_median, perf_cpu_unit(c->test),
+		        c->cpu_ratio);
 	fprintf(f, "  ratio SMC-R/TCP: %.2fx (%s is better)\n", c->ratio,
-		perf_higher_is_better(c->test) ? "higher" : "lower");
+	        perf_higher_is_better(c->test) ? "higher" : "lower");
 }
 
 /* ---- dat: one line per size, '-' where a figure does not apply (gnuplot: set datafile
@@ -273,7 +286,8 @@ void perf_out_dat_header_cmp(FILE *f)
 {
 	fputs("# test size tcp smcr ratio unit mode tcp_p99 smcr_p99 tcp_p999 smcr_p999 "
 	      "tcp_cpu smcr_cpu cpu_unit tcp_mem_kib smcr_mem_kib tcp_idle_mem_kib "
-	      "smcr_idle_mem_kib\n", f);
+	      "smcr_idle_mem_kib\n",
+	      f);
 }
 
 void perf_out_cmp_dat(FILE *f, const struct perf_cmp *c)
@@ -302,7 +316,7 @@ void perf_out_cmp_dat(FILE *f, const struct perf_cmp *c)
 void perf_out_client_text_header(FILE *f, const struct perf_client_out *o)
 {
 	fprintf(f, "%s to %s over %s, %g s per size", perf_test_name(o->test), o->server,
-		o->transport, o->duration);
+	        o->transport, o->duration);
 	if (o->test == PERF_TEST_CONNS)
 		fprintf(f, ", %u connections", o->conns);
 	fputc('\n', f);
@@ -317,7 +331,7 @@ void perf_out_client_text_header(FILE *f, const struct perf_client_out *o)
 }
 
 void perf_out_client_text(FILE *f, const struct perf_client_out *o, const struct perf_result *r,
-			  const char *lreason, const char *preason)
+                          const char *lreason, const char *preason)
 {
 	char sz[32], v[48];
 	perf_fmt_size(r->size, sz, sizeof(sz));
@@ -331,12 +345,12 @@ void perf_out_client_text(FILE *f, const struct perf_client_out *o, const struct
 		fprintf(f, " %.3g", r->cpu);
 	fputc('\n', f);
 	if (r->mode == PERF_MODE_FALLBACK)
-		fprintf(f, "  (fell back to TCP: local reason %s, peer reason %s)\n",
-			lreason, preason);
+		fprintf(f, "  (fell back to TCP: local reason %s, peer reason %s)\n", lreason,
+		        preason);
 }
 
 void perf_out_client_json(FILE *f, const struct perf_client_out *o, const struct perf_result *r,
-			  const char *lreason, const char *preason)
+                          const char *lreason, const char *preason)
 {
 	fputs("{\"test\":", f);
 	json_str(f, perf_test_name(o->test));
@@ -358,9 +372,11 @@ void perf_out_client_json(FILE *f, const struct perf_client_out *o, const struct
 	json_str(f, perf_unit(o->test));
 	fputs(",\"seconds\":", f);
 	perf_json_num(f, r->seconds);
-	fprintf(f, ",\"conns\":%u,\"first_contacts\":%u,\"ops\":%llu,\"bytes\":%llu",
-		r->conns, r->first_contacts, (unsigned long long)r->ops,
-		(unsigned long long)r->bytes);
+	fprintf(f, ",\"conns\":%u,\"first_contacts\":%u,\"ops\":%llu,\"bytes\":%llu", r->conns,
+	        r->first_contacts, (unsigned long long)r->ops, (unsigned long long)r->bytes);
+	if (r->rmbe || r->peer_rmbe || r->sndbuf)
+		fprintf(f, ",\"rmbe\":%u,\"peer_rmbe\":%u,\"sndbuf\":%u", r->rmbe, r->peer_rmbe,
+		        r->sndbuf);
 	if (o->test == PERF_TEST_PINGPONG) {
 		fputs(",\"median\":", f);
 		perf_json_num(f, r->value);
@@ -397,7 +413,7 @@ void perf_out_dat_header_client(FILE *f)
 void perf_out_client_dat(FILE *f, const struct perf_client_out *o, const struct perf_result *r)
 {
 	fprintf(f, "%s %zu %s %s", perf_test_name(o->test), r->size, o->transport,
-		perf_mode_name(r->mode));
+	        perf_mode_name(r->mode));
 	dat_num(f, r->value);
 	fprintf(f, " %s", perf_unit(o->test));
 	dat_num(f, r->p99);

@@ -21,9 +21,9 @@
 #define PERF_MAX_SIZES 16
 #define PERF_SIZE_MAX (64u << 20) /* largest message / write size: 64 MiB */
 #define PERF_CONNS_MAX 10000u
-#define PERF_ROUNDS_MIN 3u	   /* issue 6: "at least 3 rounds each" */
+#define PERF_ROUNDS_MIN 3u /* issue 6: "at least 3 rounds each" */
 #define PERF_ROUNDS_MAX 100u
-#define PERF_DURATION_MAX 3600.0   /* seconds */
+#define PERF_DURATION_MAX 3600.0 /* seconds */
 
 enum perf_cmd {
 	PERF_CMD_NONE = 0,
@@ -35,42 +35,43 @@ enum perf_cmd {
 };
 
 enum perf_test {
-	PERF_TEST_STREAM = 0,	/* one-way throughput, writes of SIZE */
-	PERF_TEST_PINGPONG,	/* round trips of SIZE bytes */
-	PERF_TEST_CONNECT,	/* connect, one SIZE exchange, close: connections per second */
-	PERF_TEST_CONNS,	/* N concurrent connections, each streaming */
+	PERF_TEST_STREAM = 0, /* one-way throughput, writes of SIZE */
+	PERF_TEST_PINGPONG,   /* round trips of SIZE bytes */
+	PERF_TEST_CONNECT,    /* connect, one SIZE exchange, close: connections per second */
+	PERF_TEST_CONNS,      /* N concurrent connections, each streaming */
 	PERF_TEST_COUNT,
 };
 
 enum perf_trk {
-	PERF_TR_TCP = 0,	/* kernel TCP through libc */
-	PERF_TR_SMCR = 1,	/* the smcr socket API */
+	PERF_TR_TCP = 0,  /* kernel TCP through libc */
+	PERF_TR_SMCR = 1, /* the smcr socket API */
 };
 
 /* The mode a run's connections used, as read from the engine (tr_query). */
 enum perf_mode {
-	PERF_MODE_TCP = 0,	/* plain TCP transport: no engine involved */
-	PERF_MODE_SMCR,		/* every measured connection said SMCR_MODE_SMCR */
-	PERF_MODE_FALLBACK,	/* at least one smcr connection fell back to TCP */
-	PERF_MODE_UNKNOWN,	/* at least one smcr connection reported another mode */
+	PERF_MODE_TCP = 0,  /* plain TCP transport: no engine involved */
+	PERF_MODE_SMCR,     /* every measured connection said SMCR_MODE_SMCR */
+	PERF_MODE_FALLBACK, /* at least one smcr connection fell back to TCP */
+	PERF_MODE_UNKNOWN,  /* at least one smcr connection reported another mode */
 };
 
 struct perf_opts {
 	enum perf_cmd cmd;
-	const char *host;	/* client: server to connect to */
-	const char *bind;	/* server: address to bind (NULL: 0.0.0.0) */
+	const char *host; /* client: server to connect to */
+	const char *bind; /* server: address to bind (NULL: 0.0.0.0) */
 	uint16_t port;
 	enum perf_test test;
 	size_t sizes[PERF_MAX_SIZES];
-	size_t nsizes;		/* 0 until -s: then the test's default size is used */
-	double duration;	/* seconds per run */
-	unsigned conns;		/* conns test: concurrent connections */
-	unsigned rounds;	/* compare: runs per transport */
-	enum perf_trk transport;  /* client/server */
-	enum perf_trk cmp_smcr;	  /* compare: transport of the "smcr" side (tests: tcp) */
+	size_t nsizes;           /* 0 until -s: then the test's default size is used */
+	double duration;         /* seconds per run */
+	unsigned conns;          /* conns test: concurrent connections */
+	unsigned rounds;         /* compare: runs per transport */
+	size_t window;           /* -w: SO_SNDBUF and SO_RCVBUF of data sockets, 0 = default */
+	enum perf_trk transport; /* client/server */
+	enum perf_trk cmp_smcr;  /* compare: transport of the "smcr" side (tests: tcp) */
 	bool json, dat, cpu;
-	bool once;		/* server: exit after the first control session ends */
-	bool duration_set;	/* -d given (compare and client differ in their default) */
+	bool once;         /* server: exit after the first control session ends */
+	bool duration_set; /* -d given (compare and client differ in their default) */
 };
 
 /* ---- args.c ---- */
@@ -110,17 +111,20 @@ struct perf_result {
 	enum perf_test test;
 	size_t size;
 	double value;
-	double p99, p999;	/* pingpong only (us), else NAN */
-	double seconds;		/* measured interval */
-	uint64_t ops;		/* round trips / connections made */
-	uint64_t bytes;		/* payload the server received (stream, conns) */
-	unsigned conns;		/* data connections measured */
+	double p99, p999;        /* pingpong only (us), else NAN */
+	double seconds;          /* measured interval */
+	uint64_t ops;            /* round trips / connections made */
+	uint64_t bytes;          /* payload the server received (stream, conns) */
+	unsigned conns;          /* data connections measured */
 	unsigned first_contacts; /* of those, how many created a link group (engine's word) */
+	/* smcr: the first measured connection's RMBE, the peer's RMBE (which it writes into)
+	 * and its send buffer, as the engine reports them; 0 for tcp */
+	uint32_t rmbe, peer_rmbe, sndbuf;
 	enum perf_mode mode;
 	uint32_t local_reason, peer_reason; /* of the first fallen-back connection, else 0 */
-	int raw_mode;		/* the smcr_info mode of that connection (UNKNOWN case) */
+	int raw_mode; /* the smcr_info mode of that connection (UNKNOWN case) */
 	unsigned server_smcr, server_fallback; /* the server's view of the data connections */
-	double cpu;		/* --cpu: CPU s per GB (stream, conns) or us per op; NAN if not */
+	double cpu; /* --cpu: CPU s per GB (stream, conns) or us per op; NAN if not */
 	double cpu_client_s, cpu_server_s;
 	/* conns: memory per connection, both ends: resident growth (RSS) of client and server
 	 * plus the growth of the kernel's TCP memory (/proc/net/sockstat), in KiB; idle: after

@@ -10,10 +10,10 @@
 /* Encoders write into fixed-size arrays of exactly the message size, so the cursor calls
  * cannot fail; the results are still checked (warn_unused_result) and a failure would
  * leave zeros, never an overrun. */
-#define PUT(call)                                                                        \
-	do {                                                                             \
-		if ((call) < 0)                                                          \
-			return;                                                          \
+#define PUT(call)                                                                                  \
+	do {                                                                                       \
+		if ((call) < 0)                                                                    \
+			return;                                                                    \
 	} while (0)
 
 static void hdr_put(const struct proto_hdr *h, struct wcur *w)
@@ -125,16 +125,24 @@ int proto_reply_decode(const uint8_t *buf, size_t len, struct proto_reply *r)
 const char *proto_err_name(int err)
 {
 	switch (-err) {
-	case PROTO_E_SHORT: return "short message";
-	case PROTO_E_MAGIC: return "bad magic (not an smcr-perf client)";
-	case PROTO_E_VERSION: return "unknown version";
-	case PROTO_E_KIND: return "unknown connection kind";
-	case PROTO_E_FLAGS: return "flags or reserved bytes set";
-	case PROTO_E_SIZE: return "size out of range";
-	case PROTO_E_OP: return "unknown control op or status";
+	case PROTO_E_SHORT:
+		return "short message";
+	case PROTO_E_MAGIC:
+		return "bad magic (not an smcr-perf client)";
+	case PROTO_E_VERSION:
+		return "unknown version";
+	case PROTO_E_KIND:
+		return "unknown connection kind";
+	case PROTO_E_FLAGS:
+		return "flags or reserved bytes set";
+	case PROTO_E_SIZE:
+		return "size out of range";
+	case PROTO_E_OP:
+		return "unknown control op or status";
 	case PROTO_E_CLC:
 		return "an SMC-R client (its first bytes are a CLC Proposal) reached this plain "
 		       "TCP server (--transport tcp)";
-	default: return "no error";
+	default:
+		return "no error";
 	}
 }

@@ -61,14 +61,14 @@ enum proto_status {
 
 /* Distinct decode failures (negative returns). */
 enum proto_err {
-	PROTO_E_SHORT = 1,	/* fewer bytes than the message */
-	PROTO_E_MAGIC,		/* not "SPRF" */
-	PROTO_E_VERSION,	/* unknown version */
-	PROTO_E_KIND,		/* unknown kind */
-	PROTO_E_FLAGS,		/* flags or reserved bytes not zero */
-	PROTO_E_SIZE,		/* size 0 or above PERF_SIZE_MAX */
-	PROTO_E_OP,		/* unknown control op */
-	PROTO_E_CLC,		/* the bytes are a CLC message: an SMC-R client, a TCP server */
+	PROTO_E_SHORT = 1, /* fewer bytes than the message */
+	PROTO_E_MAGIC,     /* not "SPRF" */
+	PROTO_E_VERSION,   /* unknown version */
+	PROTO_E_KIND,      /* unknown kind */
+	PROTO_E_FLAGS,     /* flags or reserved bytes not zero */
+	PROTO_E_SIZE,      /* size 0 or above PERF_SIZE_MAX */
+	PROTO_E_OP,        /* unknown control op */
+	PROTO_E_CLC,       /* the bytes are a CLC message: an SMC-R client, a TCP server */
 };
 
 struct proto_hdr {

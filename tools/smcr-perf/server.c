@@ -36,39 +36,39 @@
 #include "tr.h"
 #include "util/log.h"
 
-#define SRV_HDR_TIMEOUT_S 5	 /* a connection must send its header within this */
-#define SRV_END_TIMEOUT_S 30	 /* END waits at most this long for the data to end */
+#define SRV_HDR_TIMEOUT_S 5  /* a connection must send its header within this */
+#define SRV_END_TIMEOUT_S 30 /* END waits at most this long for the data to end */
 #define SRV_THREAD_STACK (256u * 1024u)
 #define SRV_RECV_BUF (256u * 1024u)
 
 struct srv_session {
 	uint64_t id;
-	unsigned refs;			/* srv.lock */
+	unsigned refs; /* srv.lock */
 	/* counters since BEGIN, srv.lock */
 	uint64_t bytes;
 	uint32_t conns, conns_smcr, conns_fallback, open;
-	pthread_cond_t changed;		/* with srv.lock: open or conns changed */
+	pthread_cond_t changed; /* with srv.lock: open or conns changed */
 	/* written and read by the session's control thread only */
 	uint64_t cpu_base_us, rss_base_kib;
-	struct srv_session *next;	/* srv.lock */
+	struct srv_session *next; /* srv.lock */
 };
 
 struct srv {
 	const struct perf_tr *tr;
 	int lfd;
 	bool once;
-	atomic_bool stop;		/* --once: set by the control thread that ended */
-	pthread_mutex_t lock;		/* sessions and their counters; sink start */
+	atomic_bool stop;     /* --once: set by the control thread that ended */
+	pthread_mutex_t lock; /* sessions and their counters; sink start */
 	struct srv_session *sessions;
-	int sink_ep;			/* epoll of the sink thread, -1 until started (lock) */
+	int sink_ep; /* epoll of the sink thread, -1 until started (lock) */
 };
 
 struct srv_conn {
 	struct srv *s;
 	int fd;
 	struct proto_hdr h;
-	struct srv_session *sess;	/* held (session_get), put by conn_end */
-	uint64_t bytes;			/* payload received; the serving thread only */
+	struct srv_session *sess; /* held (session_get), put by conn_end */
+	uint64_t bytes;           /* payload received; the serving thread only */
 };
 
 static void session_put(struct srv *s, struct srv_session *x);
@@ -327,14 +327,14 @@ static int sink_add(struct srv *s, struct srv_conn *c)
 	pthread_mutex_unlock(&s->lock);
 	if (s->tr->set_nonblock(c->fd, true) < 0)
 		return -1;
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = c };
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
 	/* after this the sink thread owns c */
 	return s->tr->epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
 }
 
 static void set_rcvtimeo(struct srv *s, int fd, int seconds)
 {
-	struct timeval tv = { .tv_sec = seconds, .tv_usec = 0 };
+	struct timeval tv = {.tv_sec = seconds, .tv_usec = 0};
 	(void)s->tr->setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
 
@@ -354,7 +354,7 @@ static void serve_new(struct srv *s, int fd)
 	rc = proto_hdr_decode(hb, sizeof(hb), &h);
 	if (rc < 0) {
 		fprintf(stderr, "smcr-perf server: dropping a connection: %s\n",
-			proto_err_name(rc));
+		        proto_err_name(rc));
 		s->tr->close(fd);
 		return;
 	}
@@ -389,21 +389,31 @@ static void serve_new(struct srv *s, int fd)
 		(void)s->tr->setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	}
 	switch (h.kind) {
-	case PROTO_KIND_CTRL: rc = spawn(ctrl_main, c); break;
-	case PROTO_KIND_STREAM: rc = spawn(stream_main, c); break;
-	case PROTO_KIND_PINGPONG: rc = spawn(pingpong_main, c); break;
-	case PROTO_KIND_CONNECT: connect_serve(c); rc = 0; break;
-	case PROTO_KIND_CONNS: rc = sink_add(s, c); break;
+	case PROTO_KIND_CTRL:
+		rc = spawn(ctrl_main, c);
+		break;
+	case PROTO_KIND_STREAM:
+		rc = spawn(stream_main, c);
+		break;
+	case PROTO_KIND_PINGPONG:
+		rc = spawn(pingpong_main, c);
+		break;
+	case PROTO_KIND_CONNECT:
+		connect_serve(c);
+		rc = 0;
+		break;
+	case PROTO_KIND_CONNS:
+		rc = sink_add(s, c);
+		break;
 	}
 	if (rc != 0) {
 		fprintf(stderr, "smcr-perf server: cannot serve a connection: %s\n",
-			strerror(rc > 0 ? rc : errno));
+		        strerror(rc > 0 ? rc : errno));
 		conn_end(c);
 	}
 }
 
-int perf_server_run(const struct perf_opts *o, const struct perf_tr *tr, int report_fd,
-		    bool quiet)
+int perf_server_run(const struct perf_opts *o, const struct perf_tr *tr, int report_fd, bool quiet)
 {
 	/* static: detached threads may still use it while the process exits (--once) */
 	static struct srv s;
@@ -439,9 +449,16 @@ int perf_server_run(const struct perf_opts *o, const struct perf_tr *tr, int rep
 	}
 	int one = 1;
 	(void)tr->setsockopt(s.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (o->window) {
+		/* accepted TCP sockets inherit the listener's buffer sizes */
+		int w = (int)o->window;
+		if (tr->setsockopt(s.lfd, SOL_SOCKET, SO_SNDBUF, &w, sizeof(w)) < 0 ||
+		    tr->setsockopt(s.lfd, SOL_SOCKET, SO_RCVBUF, &w, sizeof(w)) < 0)
+			fprintf(stderr, "smcr-perf server: window: %s\n", strerror(errno));
+	}
 	if (tr->bind(s.lfd, (struct sockaddr *)&ss, sl) < 0 || tr->listen(s.lfd, 1024) < 0) {
 		fprintf(stderr, "smcr-perf server: %s: %s\n",
-			tr_fmt_addr((struct sockaddr *)&ss, abuf, sizeof(abuf)), strerror(errno));
+		        tr_fmt_addr((struct sockaddr *)&ss, abuf, sizeof(abuf)), strerror(errno));
 		tr->close(s.lfd);
 		return 1;
 	}
@@ -450,13 +467,12 @@ int perf_server_run(const struct perf_opts *o, const struct perf_tr *tr, int rep
 	tr_fmt_addr((struct sockaddr *)&ss, abuf, sizeof(abuf));
 	if (!quiet)
 		fprintf(stderr, "smcr-perf server: listening on %s, transport %s\n", abuf,
-			tr->name);
+		        tr->name);
 	if (report_fd >= 0) {
 		/* compare: tell the parent the port the kernel chose */
 		char line[16];
-		int port = ss.ss_family == AF_INET6
-				   ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-				   : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		int port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+		                                    : ntohs(((struct sockaddr_in *)&ss)->sin_port);
 		int n = snprintf(line, sizeof(line), "%d\n", port);
 		if (write(report_fd, line, (size_t)n) != n)
 			return 1;

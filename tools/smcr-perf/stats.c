@@ -36,7 +36,7 @@ double perf_median(double *v, size_t n)
 
 const char *perf_fmt_size(size_t n, char *buf, size_t len)
 {
-	static const char *const unit[] = { "B", "KiB", "MiB", "GiB" };
+	static const char *const unit[] = {"B", "KiB", "MiB", "GiB"};
 	double v = (double)n;
 	unsigned u = 0;
 	while (v >= 1024.0 && u < 3) {
@@ -54,10 +54,14 @@ const char *perf_unit(enum perf_test t)
 {
 	switch (t) {
 	case PERF_TEST_STREAM:
-	case PERF_TEST_CONNS: return "Gbit/s";
-	case PERF_TEST_PINGPONG: return "us";
-	case PERF_TEST_CONNECT: return "conn/s";
-	case PERF_TEST_COUNT: break;
+	case PERF_TEST_CONNS:
+		return "Gbit/s";
+	case PERF_TEST_PINGPONG:
+		return "us";
+	case PERF_TEST_CONNECT:
+		return "conn/s";
+	case PERF_TEST_COUNT:
+		break;
 	}
 	return "?";
 }
@@ -66,10 +70,13 @@ const char *perf_cpu_unit(enum perf_test t)
 {
 	switch (t) {
 	case PERF_TEST_STREAM:
-	case PERF_TEST_CONNS: return "cpu_s/GB";
+	case PERF_TEST_CONNS:
+		return "cpu_s/GB";
 	case PERF_TEST_PINGPONG:
-	case PERF_TEST_CONNECT: return "cpu_us/op";
-	case PERF_TEST_COUNT: break;
+	case PERF_TEST_CONNECT:
+		return "cpu_us/op";
+	case PERF_TEST_COUNT:
+		break;
 	}
 	return "?";
 }
@@ -82,10 +89,14 @@ bool perf_higher_is_better(enum perf_test t)
 const char *perf_mode_name(enum perf_mode m)
 {
 	switch (m) {
-	case PERF_MODE_TCP: return "tcp";
-	case PERF_MODE_SMCR: return "smcr";
-	case PERF_MODE_FALLBACK: return "tcp-fallback";
-	case PERF_MODE_UNKNOWN: return "unknown";
+	case PERF_MODE_TCP:
+		return "tcp";
+	case PERF_MODE_SMCR:
+		return "smcr";
+	case PERF_MODE_FALLBACK:
+		return "tcp-fallback";
+	case PERF_MODE_UNKNOWN:
+		return "unknown";
 	}
 	return "?";
 }
@@ -94,9 +105,12 @@ int perf_mode_rank(enum perf_mode m)
 {
 	switch (m) {
 	case PERF_MODE_TCP:
-	case PERF_MODE_SMCR: return 0;
-	case PERF_MODE_FALLBACK: return 1;
-	case PERF_MODE_UNKNOWN: return 2;
+	case PERF_MODE_SMCR:
+		return 0;
+	case PERF_MODE_FALLBACK:
+		return 1;
+	case PERF_MODE_UNKNOWN:
+		return 2;
 	}
 	return 2;
 }

@@ -18,18 +18,42 @@
 
 /* ---- tcp: the libc calls (thin wrappers so fortified inline definitions never matter) */
 
-static int tcp_socket(int d, int t, int p) { return socket(d, t, p); }
-static int tcp_bind(int fd, const struct sockaddr *a, socklen_t l) { return bind(fd, a, l); }
-static int tcp_listen(int fd, int b) { return listen(fd, b); }
-static int tcp_accept(int fd, struct sockaddr *a, socklen_t *l) { return accept(fd, a, l); }
+static int tcp_socket(int d, int t, int p)
+{
+	return socket(d, t, p);
+}
+static int tcp_bind(int fd, const struct sockaddr *a, socklen_t l)
+{
+	return bind(fd, a, l);
+}
+static int tcp_listen(int fd, int b)
+{
+	return listen(fd, b);
+}
+static int tcp_accept(int fd, struct sockaddr *a, socklen_t *l)
+{
+	return accept(fd, a, l);
+}
 static int tcp_connect(int fd, const struct sockaddr *a, socklen_t l)
 {
 	return connect(fd, a, l);
 }
-static ssize_t tcp_send(int fd, const void *b, size_t l, int f) { return send(fd, b, l, f); }
-static ssize_t tcp_recv(int fd, void *b, size_t l, int f) { return recv(fd, b, l, f); }
-static int tcp_shutdown(int fd, int how) { return shutdown(fd, how); }
-static int tcp_close(int fd) { return close(fd); }
+static ssize_t tcp_send(int fd, const void *b, size_t l, int f)
+{
+	return send(fd, b, l, f);
+}
+static ssize_t tcp_recv(int fd, void *b, size_t l, int f)
+{
+	return recv(fd, b, l, f);
+}
+static int tcp_shutdown(int fd, int how)
+{
+	return shutdown(fd, how);
+}
+static int tcp_close(int fd)
+{
+	return close(fd);
+}
 static int tcp_setsockopt(int fd, int lv, int n, const void *v, socklen_t l)
 {
 	return setsockopt(fd, lv, n, v, l);
@@ -62,27 +86,30 @@ static int tcp_query(int fd, struct tr_conn_info *ci)
 	ci->mode = PERF_MODE_TCP;
 	return 0;
 }
-static const char *tcp_reason_name(uint32_t r) { return r ? "UNKNOWN" : "NONE"; }
+static const char *tcp_reason_name(uint32_t r)
+{
+	return r ? "UNKNOWN" : "NONE";
+}
 
 static const struct perf_tr tr_tcp = {
-	.name = "tcp",
-	.kind = PERF_TR_TCP,
-	.socket = tcp_socket,
-	.bind = tcp_bind,
-	.listen = tcp_listen,
-	.accept = tcp_accept,
-	.connect = tcp_connect,
-	.send = tcp_send,
-	.recv = tcp_recv,
-	.shutdown = tcp_shutdown,
-	.close = tcp_close,
-	.setsockopt = tcp_setsockopt,
-	.getsockopt = tcp_getsockopt,
-	.getsockname = tcp_getsockname,
-	.epoll_ctl = tcp_epoll_ctl,
-	.set_nonblock = tcp_set_nonblock,
-	.query = tcp_query,
-	.reason_name = tcp_reason_name,
+    .name = "tcp",
+    .kind = PERF_TR_TCP,
+    .socket = tcp_socket,
+    .bind = tcp_bind,
+    .listen = tcp_listen,
+    .accept = tcp_accept,
+    .connect = tcp_connect,
+    .send = tcp_send,
+    .recv = tcp_recv,
+    .shutdown = tcp_shutdown,
+    .close = tcp_close,
+    .setsockopt = tcp_setsockopt,
+    .getsockopt = tcp_getsockopt,
+    .getsockname = tcp_getsockname,
+    .epoll_ctl = tcp_epoll_ctl,
+    .set_nonblock = tcp_set_nonblock,
+    .query = tcp_query,
+    .reason_name = tcp_reason_name,
 };
 
 /* ---- smcr: include/smcr/smcr.h ---- */
@@ -112,44 +139,54 @@ static int smcr_tr_query(int fd, struct tr_conn_info *ci)
 	ci->local_reason = info.local_reason;
 	ci->peer_reason = info.peer_reason;
 	ci->first_contact = info.first_contact != 0;
+	ci->rmbe = info.rmbe_size;
+	ci->peer_rmbe = info.peer_rmbe_size;
+	ci->sndbuf = info.sndbuf_size;
 	switch ((enum smcr_mode)info.mode) {
-	case SMCR_MODE_SMCR: ci->mode = PERF_MODE_SMCR; break;
-	case SMCR_MODE_TCP: ci->mode = PERF_MODE_FALLBACK; break;
+	case SMCR_MODE_SMCR:
+		ci->mode = PERF_MODE_SMCR;
+		break;
+	case SMCR_MODE_TCP:
+		ci->mode = PERF_MODE_FALLBACK;
+		break;
 	case SMCR_MODE_NONE:
 	case SMCR_MODE_LISTEN:
 	case SMCR_MODE_HANDSHAKE:
 	case SMCR_MODE_FAILED:
-	default: ci->mode = PERF_MODE_UNKNOWN; break;
+	default:
+		ci->mode = PERF_MODE_UNKNOWN;
+		break;
 	}
 	return 0;
 }
 
 static const struct perf_tr tr_smcr = {
-	.name = "smcr",
-	.kind = PERF_TR_SMCR,
-	.socket = smcr_socket,
-	.bind = smcr_bind,
-	.listen = smcr_listen,
-	.accept = smcr_accept,
-	.connect = smcr_connect,
-	.send = smcr_send,
-	.recv = smcr_recv,
-	.shutdown = smcr_shutdown,
-	.close = smcr_close,
-	.setsockopt = smcr_setsockopt,
-	.getsockopt = smcr_getsockopt,
-	.getsockname = smcr_getsockname,
-	.epoll_ctl = smcr_epoll_ctl,
-	.set_nonblock = smcr_tr_set_nonblock,
-	.query = smcr_tr_query,
-	.reason_name = smcr_reason_name,
+    .name = "smcr",
+    .kind = PERF_TR_SMCR,
+    .socket = smcr_socket,
+    .bind = smcr_bind,
+    .listen = smcr_listen,
+    .accept = smcr_accept,
+    .connect = smcr_connect,
+    .send = smcr_send,
+    .recv = smcr_recv,
+    .shutdown = smcr_shutdown,
+    .close = smcr_close,
+    .setsockopt = smcr_setsockopt,
+    .getsockopt = smcr_getsockopt,
+    .getsockname = smcr_getsockname,
+    .epoll_ctl = smcr_epoll_ctl,
+    .set_nonblock = smcr_tr_set_nonblock,
+    .query = smcr_tr_query,
+    .reason_name = smcr_reason_name,
 };
 #endif
 
 const struct perf_tr *tr_get(enum perf_trk kind)
 {
 	switch (kind) {
-	case PERF_TR_TCP: return &tr_tcp;
+	case PERF_TR_TCP:
+		return &tr_tcp;
 	case PERF_TR_SMCR:
 #ifdef SMCR_PERF_HAVE_SMCR
 		return &tr_smcr;
@@ -160,13 +197,18 @@ const struct perf_tr *tr_get(enum perf_trk kind)
 	return NULL;
 }
 
-bool tr_have_smcr(void) { return tr_get(PERF_TR_SMCR) != NULL; }
+bool tr_have_smcr(void)
+{
+	return tr_get(PERF_TR_SMCR) != NULL;
+}
 
 const char *tr_kind_name(enum perf_trk kind)
 {
 	switch (kind) {
-	case PERF_TR_TCP: return "tcp";
-	case PERF_TR_SMCR: return "smcr";
+	case PERF_TR_TCP:
+		return "tcp";
+	case PERF_TR_SMCR:
+		return "smcr";
 	}
 	return "?";
 }
@@ -178,7 +220,7 @@ void tr_smcr_rules(const char *role, const char *addr)
 	const char *old = getenv("SMCR_RULES");
 	char buf[4096];
 	int n = snprintf(buf, sizeof(buf), "use smc %s * %s%s%s", role, addr,
-			 old && *old ? ";" : "", old ? old : "");
+	                 old && *old ? ";" : "", old ? old : "");
 	if (n < 0 || (size_t)n >= sizeof(buf)) {
 		/* the user's rules are too long to prepend to: ours alone */
 		snprintf(buf, sizeof(buf), "use smc %s * %s", role, addr);
@@ -187,7 +229,7 @@ void tr_smcr_rules(const char *role, const char *addr)
 }
 
 int tr_resolve(const char *host, uint16_t port, bool passive, struct sockaddr_storage *ss,
-	       socklen_t *len, char *err, size_t elen)
+               socklen_t *len, char *err, size_t elen)
 {
 	struct addrinfo hints, *res = NULL;
 	char ports[8];
@@ -199,7 +241,7 @@ int tr_resolve(const char *host, uint16_t port, bool passive, struct sockaddr_st
 	int rc = getaddrinfo(host ? host : "0.0.0.0", ports, &hints, &res);
 	if (rc != 0 || !res) {
 		snprintf(err, elen, "cannot resolve '%s': %s", host ? host : "0.0.0.0",
-			 rc ? gai_strerror(rc) : "no address");
+		         rc ? gai_strerror(rc) : "no address");
 		return -1;
 	}
 	memcpy(ss, res->ai_addr, res->ai_addrlen);

@@ -19,10 +19,11 @@
 
 /* What the engine says about one connection. */
 struct tr_conn_info {
-	int raw_mode;		/* enum smcr_mode for smcr; -1 for the tcp transport */
-	enum perf_mode mode;	/* PERF_MODE_TCP / SMCR / FALLBACK / UNKNOWN */
+	int raw_mode;        /* enum smcr_mode for smcr; -1 for the tcp transport */
+	enum perf_mode mode; /* PERF_MODE_TCP / SMCR / FALLBACK / UNKNOWN */
 	uint32_t local_reason, peer_reason;
-	bool first_contact;	/* smcr: this connection created its link group */
+	bool first_contact;               /* smcr: this connection created its link group */
+	uint32_t rmbe, peer_rmbe, sndbuf; /* smcr: buffer sizes in bytes, 0 if none */
 };
 
 struct perf_tr {
@@ -67,7 +68,7 @@ void tr_smcr_rules(const char *role, const char *addr);
 /* Resolves host (NULL: 0.0.0.0) and port into *ss (getaddrinfo; the first result, IPv4 or
  * IPv6). Returns 0, or -1 with a message in err. */
 int tr_resolve(const char *host, uint16_t port, bool passive, struct sockaddr_storage *ss,
-	       socklen_t *len, char *err, size_t elen);
+               socklen_t *len, char *err, size_t elen);
 /* "127.0.0.1:5301" / "[::1]:5301" for messages. */
 const char *tr_fmt_addr(const struct sockaddr *sa, char *buf, size_t len);
 
