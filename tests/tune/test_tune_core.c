@@ -97,8 +97,11 @@ static void test_reuse_zeroed(void **state)
 			assert_ptr_equal(pp.srv->rmbe, rmbe);	/* the pooled RMB again */
 			assert_true(all_zero(pp.srv->rmbe, pp.srv->rmbe_size));
 		}
-		if (round == 3)
+		if (round == 3) {
+			close_both(&pp);
+			cp_release(&pp);
 			break;
+		}
 		if (round < 2) {
 			pump(&pp, pp.cli, pp.srv, amounts[round], 11 + (uint64_t)round);
 			close_both(&pp);
