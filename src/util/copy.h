@@ -29,11 +29,15 @@ static inline void smcr_copy(void *dst, const void *src, size_t n)
 	}
 	uint8_t *d = dst;
 	const uint8_t *s = src;
-	while (n > SMCR_COPY_CHUNK) {
-		memcpy(d, s, SMCR_COPY_CHUNK);
-		d += SMCR_COPY_CHUNK;
-		s += SMCR_COPY_CHUNK;
-		n -= SMCR_COPY_CHUNK;
+	/* The piece size is hidden from the compiler: a memcpy of a constant 2 KiB would be
+	 * inlined as `rep movsq`, which is slow in the same window (11 GB/s measured). */
+	size_t piece = SMCR_COPY_CHUNK;
+	__asm__("" : "+r"(piece));
+	while (n > piece) {
+		memcpy(d, s, piece);
+		d += piece;
+		s += piece;
+		n -= piece;
 	}
 	memcpy(d, s, n);
 }

@@ -3,7 +3,8 @@
  * window it avoids, and sizes around its 2 KiB piece size, the destination gets exactly the
  * source bytes and not one byte more (guard bytes on both sides stay untouched). Plus the
  * speed property it exists for, measured against itself only: in the bad window it is not
- * many times slower than at distance 0 (a 64 KiB copy; generous bound, machines differ). */
+ * more than 2.5x slower than at distance 0 (a 64 KiB copy, best of 3; memcpy itself is 20x slower
+ * there on the measuring machine, and a 2 KiB piece inlined as rep movsq 3.5x). */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -94,8 +95,9 @@ static void test_copy_no_alias_trap(void **state)
 		bad = b < bad ? b : bad;
 	}
 	assert_memory_equal(d + 16, s, 65536);
-	/* memcpy itself is ~20x slower at distance 16 on the AMD EPYC this is measured on */
-	assert_true(bad < good * 6.0);
+	/* memcpy itself is ~20x slower at distance 16 on the AMD EPYC this is measured on,
+	 * rep movsq (a constant-size piece the compiler inlined) 3.5x */
+	assert_true(bad < good * 2.5);
 	munmap(s, AREA);
 	munmap(d, AREA);
 }
