@@ -11,7 +11,8 @@ if [ "${1:-}" = test ]; then
   # clang + compiler-rt: libFuzzer and sanitizers; tshark: the independent decoder;
   # iproute2: network namespaces for the emulated provider's tests.
   # nftables: the bpf tests drop SYN-ACKs in their own network namespaces.
-  pkgs+=(clang libclang-rt-14-dev tshark iproute2 procps nftables)
+  # libssl-dev: SHA-256 (libcrypto) in the socket layer's integration tests only.
+  pkgs+=(clang libclang-rt-14-dev tshark iproute2 procps nftables libssl-dev)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

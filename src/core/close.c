@@ -1,0 +1,112 @@
+/* close.c: closing a connection (procedures.md 5; RFC 7609 4.8): shutdown(SHUT_WR) sends D,
+ * close() sends C, or A when unread data is left, on SO_LINGER 0, or after the peer aborted;
+ * errors abort with A. A connection whose close exchange is complete (we sent C/A and the
+ * peer sent C/A) leaves its LG and its RMB returns to the pool; one whose peer never closes
+ * is given up after close_wait_ns (RMB quarantined, see lgr_detach). */
+#include "core/core_int.h"
+
+#include <sys/socket.h>
+
+void close_abort_locked(struct core_conn *c, int err, bool send_a)
+{
+	if (send_a && !(c->cl & CL_SENT_A)) {
+		c->cl |= CL_SENT_A;
+		(void)tx_cdc_locked(c, false);
+	}
+	if (!c->reset_err) {
+		c->reset_err = err;
+		c->err = err;
+	}
+	c->tcp_action = CORE_TCP_RESET;
+	if (c->mode == CORE_MODE_SMC)
+		core_ev_raise(c, CORE_EV_IN | CORE_EV_IN_NEW | CORE_EV_OUT | CORE_EV_ERR | CORE_EV_HUP |
+					 CORE_EV_RDHUP);
+}
+
+bool close_finished_locked(struct core_conn *c)
+{
+	return c->app_closed && (c->cl & (CL_SENT_C | CL_SENT_A)) &&
+	       (c->cl & (CL_RCVD_C | CL_RCVD_A));
+}
+
+void close_maybe_finish_elocked(struct core_conn *c, uint64_t now)
+{
+	struct core_engine *e = c->eng;
+	if (!c->lg) {
+		conn_maybe_unlink(c);
+		return;
+	}
+	pthread_mutex_lock(&c->lock);
+	bool fin = close_finished_locked(c);
+	bool wait = !fin && c->app_closed && (c->cl & (CL_SENT_C | CL_SENT_A));
+	pthread_mutex_unlock(&c->lock);
+	if (fin) {
+		/* Both sides closed: the peer writes no more, the RMB can serve another conn. */
+		lgr_detach(c, true, now);
+		return;
+	}
+	if (wait && c->close_deadline == CORE_NEVER) {
+		c->close_deadline = now + e->p.close_wait_ns;
+		core_timer_at(e, c->close_deadline);
+	}
+}
+
+void close_maybe_finish(struct core_conn *c, uint64_t now)
+{
+	struct core_engine *e = c->eng;
+	conn_hold(c);
+	pthread_mutex_lock(&e->lock);
+	close_maybe_finish_elocked(c, now);
+	pthread_mutex_unlock(&e->lock);
+	core_ev_fire(e);
+	conn_put(c);
+}
+
+int core_conn_shutdown(struct core_conn *c, int how, uint64_t now_ns)
+{
+	(void)now_ns;
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+		return -SMCR_E_INVAL;
+	pthread_mutex_lock(&c->lock);
+	if (c->mode != CORE_MODE_SMC) {
+		pthread_mutex_unlock(&c->lock);
+		return -SMCR_E_CORE_NOTCONN;
+	}
+	if (how == SHUT_RD || how == SHUT_RDWR)
+		c->shut_rd = true;
+	if ((how == SHUT_WR || how == SHUT_RDWR) &&
+	    !(c->cl & (CL_SENT_D | CL_SENT_C | CL_SENT_A)) && !c->reset_err) {
+		/* 5.1: D after all pending data (ours is all written already), at most once. */
+		c->cl |= CL_SENT_D;
+		(void)tx_cdc_locked(c, false);	/* no slot: sent when one frees (upd_pending) */
+	}
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+void core_conn_close(struct core_conn *c, bool abort, uint64_t now_ns)
+{
+	pthread_mutex_lock(&c->lock);
+	if (c->app_closed) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	c->app_closed = true;
+	if (c->mode == CORE_MODE_SMC && !(c->cl & (CL_SENT_C | CL_SENT_A))) {
+		/* 5.1: A if unread data is left (Linux smc_close_final), on SO_LINGER 0, or in
+		 * PROCESSABORT (the peer aborted: our A goes now); C otherwise. */
+		if (abort || conn_readable_locked(c) > 0 || (c->cl & CL_RCVD_A) || c->reset_err) {
+			c->cl |= CL_SENT_A;
+			c->tcp_action = CORE_TCP_RESET;
+		} else {
+			c->cl |= CL_SENT_C;
+			c->tcp_action = CORE_TCP_SHUTDOWN;
+		}
+		(void)tx_cdc_locked(c, false);
+		c->shut_rd = true;
+	} else if (c->mode == CORE_MODE_SMC && c->tcp_action == CORE_TCP_KEEP) {
+		c->tcp_action = CORE_TCP_SHUTDOWN;
+	}
+	pthread_mutex_unlock(&c->lock);
+	close_maybe_finish(c, now_ns);
+}

@@ -1,0 +1,456 @@
+/* core_int.h: the engine's internal objects (engine, device, link group, link, RMB,
+ * connection), shared by the files of src/core/. Not for other layers: they use core.h.
+ *
+ * Locks (STYLE.md 18), in lock order; a lock may only be taken while holding locks above it:
+ *   1. eng->poll_lock    serializes CQ processing (core_engine_progress, try-lock only).
+ *   2. conn->cb_lock     held while conn's event callback runs (never with 3-5 held).
+ *   3. eng->lock         control state: the LG list and every lgr/link field not marked
+ *                        otherwise, every conn field marked [E] (handshake, LG slot,
+ *                        timers), the RMB pool, LLC flows, engine counters.
+ *   4. conn->lock        one connection's data path: fields marked [C].
+ *   5. link->tx_lock     a link's send slots and send-queue accounting (leaf).
+ *   eng->ev_lock         the queue of connections with events to report (leaf).
+ * Fields marked [EC] are written with both 3 and 4 held and may be read with either.
+ * Fields marked [I] are set before the object is visible to other threads and not changed
+ * afterwards. */
+#ifndef SMCR_CORE_INT_H
+#define SMCR_CORE_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "core/core.h"
+#include "dev/dev.h"
+#include "util/log.h"
+#include "wire/cdc.h"
+#include "wire/clc.h"
+#include "wire/llc.h"
+
+#define CORE_UNIT "core"
+#define CORE_NEVER UINT64_MAX
+
+/* Per link (procedures.md 2.6, linux-interop.md 6; Linux values). */
+#define CORE_SEND_SLOTS 16		/* 44-byte messages in flight per link */
+#define CORE_MAX_WRITES 4		/* WRITE WRs per CDC (2 per ring wrap; more for long iovecs) */
+#define CORE_SQ_DEPTH (CORE_SEND_SLOTS * (CORE_MAX_WRITES + 1))
+#define CORE_LLC_RESERVE 2		/* slots data sends leave for LLC messages */
+#define CORE_STAGE 65536u		/* staging bytes per slot (small-inline providers) */
+#define CORE_RECV_BUFS 48
+#define CORE_MSG_BUF 64			/* slot / receive buffer stride (>= 44) */
+#define CORE_CQE_PER_DEV 8192		/* one CQ per device for every QP on it */
+#define CORE_LG_SLOTS 256		/* conn slots 1..255; alert token = gen << 8 | slot */
+#define CORE_RTOKENS_MAX 255		/* peer RMBs remembered per LG (procedures.md 6) */
+#define CORE_MAX_DEVS 4
+
+/* wr_id layout: link id in the top 32 bits, then kind and index. */
+#define CORE_WR_RECV 0x10000u
+#define CORE_WR_SLOT 0x20000u
+#define CORE_WR_WRITE 0x40000u
+
+struct core_lgr;
+struct core_link;
+struct core_conn;
+
+/* One opened device. [I] except cq (created at open, destroyed at engine free). */
+struct core_dev {
+	struct core_engine *eng;
+	struct dev_device *dev;
+	struct dev_device_attr attr;
+	struct dev_port_attr port;
+	uint8_t port_num;
+	uint8_t gid_index;
+	struct dev_gid_entry gid;	/* our GID and MAC for CLC/LLC */
+	struct dev_cq *cq;		/* send + receive completions of every QP on it */
+};
+
+/* A registered RMB holding one RMBE (Linux layout: element index 1). Owned by its LG's
+ * pool; all fields [E]. */
+struct core_rmb {
+	struct core_rmb *next;		/* lgr->rmbs */
+	struct dev_mem *mem;		/* the pool's reference; a conn holds its own */
+	struct dev_mr *mr;		/* on the LG's PD: LOCAL_WRITE | REMOTE_WRITE */
+	uint32_t size;
+	uint8_t code;			/* wire RMBE size code */
+	bool in_use;
+	bool announced;			/* the peer knows its rkey (CLC or CONFIRM RKEY) */
+	bool dirty;			/* written since last zeroed: zero before reuse */
+};
+
+/* A remote RMB the peer announced (rkey, vaddr), per LG (procedures.md 3.3). [E] */
+struct core_rtoken {
+	uint32_t rkey;
+	uint64_t vaddr;
+	bool used;
+};
+
+/* A send slot: one 44-byte LLC/CDC message until its completion, plus (for providers
+ * without big inline WRITEs) a staging area the data WRITEs before it read from.
+ * [L] = link->tx_lock. */
+struct core_slot {
+	bool busy;			/* [L] */
+	uint8_t covers;			/* [L] SQ entries freed by its completion */
+};
+
+enum core_link_state {
+	CORE_LINK_INIT = 1,		/* QP created (RESET/INIT/RTR), CONFIRM LINK pending */
+	CORE_LINK_ACTIVE = 2,
+	CORE_LINK_DOWN = 3,		/* failed or deleted: no more sends */
+};
+
+struct core_link {
+	struct core_lgr *lg;		/* [I] */
+	uint32_t id;			/* [I] engine-unique, never reused: wr_id lookup */
+	uint8_t link_num;		/* [E] wire link number (client: adopted from CONFIRM LINK) */
+	uint32_t link_uid;		/* [I] our link user ID */
+	enum core_link_state state;	/* [E] */
+	_Atomic bool usable;		/* mirror of state == ACTIVE for the data path (no lock) */
+	struct core_dev *cdev;		/* [I] */
+	struct dev_qp *qp;		/* [I] */
+	uint32_t psn;			/* [I] our initial PSN */
+	uint8_t mtu;			/* [E] path MTU code (min of both) */
+	/* the peer's end */
+	struct wire_gid peer_gid;	/* [E] */
+	struct wire_mac peer_mac;	/* [E] */
+	uint32_t peer_qpn;		/* [E] */
+	uint32_t peer_psn;		/* [E] */
+	/* message buffers: CORE_SEND_SLOTS send slots then CORE_RECV_BUFS receive buffers */
+	struct dev_mem *msgmem;		/* [I] */
+	struct dev_mr *msgmr;		/* [I] LOCAL_WRITE */
+	bool inline_msgs;		/* [I] post LLC/CDC inline */
+	uint32_t max_inline;		/* [I] granted inline bytes for data WRITEs */
+	uint32_t max_sge;		/* [I] granted send SGEs */
+	struct dev_mem *stagemem;	/* [I] CORE_SEND_SLOTS * CORE_STAGE, or NULL (big inline) */
+	struct dev_mr *stagemr;		/* [I] LOCAL_WRITE */
+	pthread_mutex_t tx_lock;	/* protects [L] fields; leaf */
+	struct core_slot slots[CORE_SEND_SLOTS];	/* [L] */
+	unsigned slots_free;		/* [L] */
+	unsigned sq_used;		/* [L] SQ entries posted and not yet freed by a completion */
+	bool slot_waiters;		/* [L] a sender found no slot: wake on the next free */
+	/* keepalive (procedures.md 3.5) */
+	uint64_t last_rx_ns;		/* [E] progress time of the last receive on the link */
+	uint64_t testlink_deadline;	/* [E] TEST LINK sent, answer due by then; NEVER if none */
+	uint64_t drain_deadline;	/* [E] LG terminating: destroy the QP by then */
+	struct core_link *next;		/* [E] eng->links */
+};
+
+/* Local LLC flows (procedures.md 3.1: one local flow per LG at a time). */
+enum core_flow {
+	CORE_FLOW_NONE = 0,
+	CORE_FLOW_CONFIRM_RKEY = 1,	/* for flow_conn's new RMB, before its CLC message */
+	CORE_FLOW_ADD_LINK = 2,		/* server: the single-link ADD LINK offer */
+};
+
+enum core_lgr_state {
+	CORE_LG_SETUP = 1,		/* first contact in progress */
+	CORE_LG_ACTIVE = 2,
+	CORE_LG_DEAD = 3,		/* terminated: not findable, freed when drained */
+};
+
+struct core_lgr {
+	struct core_engine *eng;	/* [I] */
+	struct core_lgr *next;		/* [E] eng->lgs */
+	uint32_t id;			/* [I] engine-local number */
+	enum core_role role;		/* [I] */
+	enum core_lgr_state state;	/* [E] */
+	bool sync_err;			/* [E] out-of-sync Decline seen: never reuse */
+	struct wire_peer_id peer_id;	/* [I] */
+	struct core_dev *cdev;		/* [I] */
+	struct dev_pd *pd;		/* [I] one PD per LG: its RMBs are reachable only by its QPs */
+	struct core_link *link;		/* [E] the one link (single-link LG, procedures.md 3.2) */
+	struct core_conn *slots[CORE_LG_SLOTS];	/* [E] by alert token & 0xFF; [0] unused */
+	unsigned nconns;		/* [E] slots in use */
+	uint32_t token_gen;		/* [E] */
+	struct core_conn *fc_conn;	/* [E] held: the first-contact conn while SETUP */
+	struct core_rmb *rmbs;		/* [E] pool: every RMB of the LG */
+	unsigned nrmbs;			/* [E] */
+	struct core_rtoken rtok[CORE_RTOKENS_MAX];	/* [E] the peer's announced RMBs */
+	uint64_t idle_deadline;		/* [E] no conns since: free at this time; NEVER if busy */
+	/* the local LLC flow */
+	enum core_flow flow;		/* [E] */
+	uint64_t flow_deadline;		/* [E] */
+	struct core_conn *flow_conn;	/* [E] held while the flow runs */
+	bool want_add_link;		/* [E] server: ADD LINK offer still to run */
+	struct core_conn *rkey_wait_head;	/* [E] held: conns queued for a CONFIRM RKEY flow */
+	struct core_conn *rkey_wait_tail;
+	uint32_t term_reason;		/* [E] DELETE LINK reason when terminated */
+};
+
+/* Handshake states (procedures.md 2.2, 2.3). */
+enum core_hs {
+	HS_C_START = 1,		/* client: Proposal not sent yet */
+	HS_C_WAIT_ACCEPT = 2,
+	HS_C_WAIT_RKEY = 3,	/* client reuse: CONFIRM RKEY for a new RMB before the Confirm */
+	HS_C_WAIT_CL = 4,	/* client first contact: CONFIRM LINK request */
+	HS_S_WAIT_PROPOSAL = 5,
+	HS_S_WAIT_RKEY = 6,	/* server reuse: CONFIRM RKEY before the Accept */
+	HS_S_WAIT_CONFIRM = 7,
+	HS_S_WAIT_CL = 8,	/* server first contact: CONFIRM LINK response */
+	HS_DECL_WAIT = 9,	/* LLC step timed out: wait 1 s for the peer's Decline */
+	HS_DONE_SMC = 10,
+	HS_DONE_FALLBACK = 11,
+	HS_DONE_FAILED = 12,
+};
+
+/* Close flags (procedures.md 5): what was sent / received. [C] */
+#define CL_SENT_D 0x01
+#define CL_SENT_C 0x02
+#define CL_SENT_A 0x04
+#define CL_RCVD_D 0x10
+#define CL_RCVD_C 0x20
+#define CL_RCVD_A 0x40
+
+/* Urgent data state of the receiver (procedures.md 4.6). [C] */
+enum core_urg {
+	URG_NONE = 0,
+	URG_PENDING = 1,	/* P seen, byte not here yet */
+	URG_VALID = 2,		/* byte located at urg_abs - 1, not read with MSG_OOB */
+	URG_READ = 3,		/* read with MSG_OOB; still skipped in the stream if not inline */
+};
+
+struct core_conn {
+	struct core_engine *eng;	/* [I] */
+	_Atomic uint32_t refcnt;	/* conn_hold / conn_put */
+	enum core_role role;		/* [I] */
+	pthread_mutex_t lock;		/* protects [C] */
+	pthread_mutex_t cb_lock;	/* held while the callback runs; protects cb/cb_ctx */
+	core_event_fn cb;
+	void *cb_ctx;
+	bool released;			/* [EC] core_conn_release called */
+
+	/* addresses and options (copied from params) [I] */
+	struct sockaddr_storage local, peer;
+	struct core_ip_prefix prefixes[CORE_MAX_PREFIXES];
+	int nprefixes;
+	uint32_t want_rmbe, want_sndbuf;
+
+	/* handshake [E] */
+	enum core_hs hs;
+	int hs_decl_err;		/* HS_DECL_WAIT: code to decline with at the deadline */
+	uint64_t hs_deadline;
+	int hs_err;			/* HS_DONE_FAILED code */
+	uint8_t out[CLC_PROPOSAL_MAX_LEN];	/* CLC bytes for the caller to send */
+	size_t out_len;
+	uint8_t out_user[CLC_PROPOSAL_MAX_LEN];	/* handed to the caller by clc_step */
+	bool clc_sent;			/* our Accept/Confirm (naming our RMB) went out */
+	bool first_contact;
+	bool peer_oos_sent;
+	struct core_conn *rkey_next;	/* lgr->rkey_wait_* queue */
+	struct clc_accept peer_clc;	/* the peer's Accept/Confirm */
+	struct wire_peer_id peer_id;
+
+	/* mode and errors [EC] */
+	enum core_mode mode;
+	uint32_t fb_local, fb_peer;	/* decline codes */
+	int err;			/* [C] pending error (SO_ERROR), 0 = none */
+	int reset_err;			/* [C] sticky: the connection is dead with this code */
+
+	/* LG membership [EC]: set when attached, cleared (NULL) on detach */
+	struct core_lgr *lg;
+	struct core_link *link;
+	uint8_t slot;			/* [E] index in lg->slots */
+	uint32_t token;			/* [I after attach] our alert token */
+	struct core_rmb *rmb;		/* [E] our RMB (in lg's pool) */
+	uint32_t lg_id;			/* [EC] for info: the LG it was attached to */
+	uint8_t link_num;		/* [EC] for info */
+	int cdev_idx;			/* [E] client: the device whose GID we proposed */
+
+	/* receive side [C] */
+	uint8_t *rmbe;			/* our RMBE bytes (NULL when detached) */
+	struct dev_mem *rmem;		/* held while attached */
+	uint32_t rmbe_size;
+	uint64_t rx_cons;		/* absolute bytes consumed (cursor = rx_cons mod size) */
+	uint64_t rx_peer_prod;		/* absolute: the peer's producer cursor */
+	uint64_t rx_cons_sent;		/* absolute: the consumer cursor we last sent */
+	uint16_t rx_seq;		/* last accepted CDC sequence number */
+	bool rx_seq_valid;
+	bool peer_blocked;		/* peer's last CDC had B */
+	bool peer_req;			/* peer's last CDC had R */
+	bool upd_pending;		/* a consumer update is due but could not be sent yet */
+	bool shut_rd;
+	enum core_urg urg;
+	uint64_t urg_abs;		/* absolute position just after the urgent byte */
+	uint8_t urg_byte;
+	bool oobinline;
+
+	/* send side [C] */
+	uint32_t peer_token;		/* the peer's alert token (0 until known) */
+	uint32_t peer_rkey;
+	uint64_t peer_vaddr;		/* address of the peer's RMBE (vaddr + (idx-1) * size) */
+	uint32_t peer_size;
+	uint64_t tx_prod;		/* absolute bytes written to the peer's RMBE */
+	uint64_t tx_peer_cons;		/* absolute: the peer's consumer cursor */
+	uint16_t tx_seq;		/* last CDC sequence number sent */
+	bool tx_blocked;		/* we told the peer B (or must) */
+	bool tx_wait;			/* a sender got AGAIN: raise OUT when space returns */
+	bool urg_tx;			/* P/U to send with the next CDC */
+
+	/* close [C] */
+	unsigned cl;			/* CL_* flags */
+	bool app_closed;
+	enum core_tcp_action tcp_action;
+	uint64_t close_deadline;	/* [E] released and waiting for the peer's C/A */
+
+	/* statistics [C] */
+	uint64_t bytes_sent, bytes_received, cdc_sent, cdc_received;
+
+	/* events [V] = eng->ev_lock */
+	unsigned ev_raised;		/* [V] bits to report */
+	bool ev_queued;			/* [V] on eng->ev_head */
+	struct core_conn *ev_next;	/* [V] */
+
+	struct core_conn *all_next;	/* [E] eng->conns (every live conn) */
+	struct core_conn *all_prev;
+};
+
+struct core_engine {
+	struct core_engine_params p;	/* [I] timers resolved to their defaults */
+	struct wire_peer_id peer_id;	/* [I] */
+	struct core_dev devs[CORE_MAX_DEVS];	/* [I] */
+	int ndevs;			/* [I] */
+	pthread_mutex_t poll_lock;	/* 1: serializes CQ processing (try-lock) */
+	pthread_mutex_t lock;		/* 3: control state */
+	pthread_mutex_t ev_lock;	/* leaf: the event queue */
+	struct core_lgr *lgs;		/* [E] */
+	struct core_link *links;	/* [E] every link with a QP (also draining ones) */
+	struct core_link *link_last;	/* [E] lookup cache of link_by_id (cleared on destroy) */
+	struct core_conn *conns;	/* [E] every conn object */
+	uint32_t next_lg_id;		/* [E] */
+	uint32_t next_link_id;		/* [E] */
+	uint64_t next_deadline;		/* [E] earliest timer; recomputed when passed */
+	uint64_t last_now;		/* [E] latest now_ns seen by progress */
+	bool freed;			/* [E] core_engine_free ran */
+	_Atomic uint32_t refcnt;	/* the owner's + one per conn object */
+	struct core_conn *ev_head;	/* [V] */
+	_Atomic bool ev_any;		/* ev_head != NULL, for a lock-free check */
+	_Atomic uint64_t rand_state;	/* PSNs, instance number */
+	/* counters [E] */
+	uint64_t lgs_created, lgs_freed, conns_created, conns_freed;
+	_Atomic uint64_t cdc_rx_dropped, llc_rx_dropped;
+};
+
+/* ---- engine.c ---- */
+uint32_t core_rand32(struct core_engine *e);
+void core_timer_at(struct core_engine *e, uint64_t deadline);	/* eng->lock held */
+void core_engine_put(struct core_engine *e);
+/* Queues raised event bits for c (any lock may be held; takes ev_lock). */
+void core_ev_raise(struct core_conn *c, unsigned bits);
+/* Reports queued events (no core lock held by the caller). */
+void core_ev_fire(struct core_engine *e);
+
+/* ---- conn.c ---- */
+void conn_hold(struct core_conn *c);
+void conn_put(struct core_conn *c);
+unsigned conn_events_locked(struct core_conn *c);	/* conn->lock held */
+uint64_t conn_readable_locked(struct core_conn *c);
+uint32_t conn_writable_locked(struct core_conn *c);
+void conn_maybe_unlink(struct core_conn *c);	/* eng->lock held */
+const char *conn_state_name_locked(struct core_conn *c);
+
+/* ---- lgr.c ---- (eng->lock held unless noted) */
+int lgr_create(struct core_engine *e, enum core_role role, struct core_dev *cdev,
+	       const struct wire_peer_id *peer_id, struct core_lgr **out);
+struct core_lgr *lgr_find_server(struct core_engine *e, const struct clc_proposal *p);
+struct core_lgr *lgr_find_client(struct core_engine *e, const struct clc_accept *a);
+/* Attaches c to lg: slot, token, RMB from the pool (*need_rkey set if the RMB is new and
+ * must be announced with CONFIRM RKEY). */
+int lgr_attach(struct core_lgr *lg, struct core_conn *c, bool *need_rkey, uint64_t now);
+/* Removes c from its LG (RMB back to the pool, or freed if keep_rmb is false). */
+void lgr_detach(struct core_conn *c, bool pool_rmb, uint64_t now);
+/* Ends the LG: A CDCs, DELETE LINK all (if send_delete and the link works), aborts every
+ * conn with err, fails conns in handshake. */
+void lgr_terminate(struct core_lgr *lg, uint32_t reason, bool orderly, bool send_delete,
+		   int err, uint64_t now);
+void lgr_timers(struct core_engine *e, uint64_t now);
+int lgr_rtoken_add(struct core_lgr *lg, uint32_t rkey, uint64_t vaddr);
+bool lgr_rtoken_del(struct core_lgr *lg, uint32_t rkey);
+void lgr_free_dead(struct core_engine *e, uint64_t now, bool force);
+
+/* ---- link.c ---- */
+int link_create(struct core_lgr *lg, struct core_link **out);	/* QP in INIT, recvs posted */
+int link_rtr(struct core_link *l, uint32_t peer_qpn, uint32_t peer_psn, uint8_t mtu,
+	     const struct wire_gid *gid, const struct wire_mac *mac);
+int link_rts(struct core_link *l);
+void link_destroy(struct core_link *l);
+/* Sends one 44-byte message (LLC or CDC) with no conn accounting. */
+int link_send_msg(struct core_link *l, const uint8_t msg[44]);
+/* Reserves a slot + SQ room for nwr WRs (the last being the slot's SEND). -SMCR_E_AGAIN if
+ * none (data sends leave CORE_LLC_RESERVE slots to LLC). Returns the slot index. A sender
+ * that got AGAIN sets waiter so the next completion wakes the LG's waiting conns. */
+int link_slot_get(struct core_link *l, unsigned nwr, bool llc, bool waiter);
+void link_slot_abandon(struct core_link *l, int slot);
+uint8_t *link_slot_buf(struct core_link *l, int slot);
+/* Posts the WR list wr (ending with the slot's SEND, built by link_slot_send_wr). */
+int link_post(struct core_link *l, struct dev_send_wr *wr);
+void link_slot_send_wr(struct core_link *l, int slot, struct dev_send_wr *wr,
+		       struct dev_sge *sge);
+uint8_t *link_stage_buf(struct core_link *l, int slot);
+uint32_t link_stage_lkey(struct core_link *l);
+bool link_has_stage(struct core_link *l);
+struct core_link *link_by_id(struct core_engine *e, uint32_t id);	/* eng->lock held */
+/* Handles one work completion (progress, eng->lock held). */
+void link_handle_wc(struct core_engine *e, const struct dev_wc *wc, uint64_t now);
+void link_down(struct core_link *l, int err, uint64_t now);
+
+/* ---- llc_proc.c ---- */
+void llc_rx(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now);
+int llc_send(struct core_link *l, const struct llc_msg *m);
+void llc_flow_kick(struct core_lgr *lg, uint64_t now);	/* start queued flows */
+void llc_timers(struct core_lgr *lg, uint64_t now);
+int llc_send_confirm_link(struct core_link *l, bool resp);
+void llc_start_add_link_offer(struct core_lgr *lg, uint64_t now);
+
+/* ---- handshake.c ---- */
+void hs_timers(struct core_engine *e, uint64_t now);
+void hs_link_confirmed(struct core_conn *c, int err, uint64_t now);	/* eng->lock held */
+void hs_rkey_confirmed(struct core_conn *c, int err, uint64_t now);
+/* The conn's LG died (or the engine is going) during its handshake: Decline + fallback. */
+void hs_lg_failed(struct core_conn *c, int err, uint64_t now);
+/* Ends the handshake without SMC: mode FALLBACK, our Decline (if send) queued in c->out,
+ * everything set up for it undone. async: raise CORE_EV_CLC. eng->lock held. */
+void hs_fallback(struct core_conn *c, uint32_t local_code, uint32_t peer_code, bool send,
+		 bool oos, uint64_t now, bool async);
+/* Ends the handshake as failed (no fallback): mode FAILED, undo. eng->lock held. */
+void hs_fail(struct core_conn *c, int err, uint64_t now, bool async);
+
+/* ---- tx.c ---- (conn->lock held) */
+int tx_cdc_locked(struct core_conn *c, bool urg);	/* a CDC with current cursors/flags */
+void tx_cons_update_locked(struct core_conn *c, bool force);
+/* A send slot freed: retry pending CDCs and wake writers of the LG (eng->lock held). */
+void tx_wake_waiters(struct core_lgr *lg);
+
+/* ---- rx.c ---- */
+void rx_cdc(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now);
+
+/* ---- close.c ---- */
+/* conn->lock held: sends A if possible, marks the connection reset with err. */
+void close_abort_locked(struct core_conn *c, int err, bool send_a);
+/* Called after a close-relevant change with no lock held: detaches a finished conn. */
+void close_maybe_finish(struct core_conn *c, uint64_t now);
+void close_maybe_finish_elocked(struct core_conn *c, uint64_t now);	/* eng->lock held */
+bool close_finished_locked(struct core_conn *c);
+
+/* Absolute cursor <-> wire cursor. */
+static inline struct curs abs_to_curs(uint64_t a, uint32_t size)
+{
+	struct curs c = { (uint16_t)((a / size) & 0xFFFF), (uint32_t)(a % size) };
+	return c;
+}
+/* The absolute position in [lo, hi] (hi - lo <= size) whose wire form is c; false if none
+ * (a cursor outside the window the protocol allows: backwards, or beyond the ring). */
+static inline bool curs_to_abs(struct curs c, uint64_t lo, uint64_t hi, uint32_t size,
+			       uint64_t *out)
+{
+	if (c.count >= size)
+		return false;
+	uint64_t laps[2] = { lo / size, hi / size };
+	for (int i = 0; i < 2; i++) {
+		uint64_t y = laps[i] * size + c.count;
+		if ((uint16_t)(laps[i] & 0xFFFF) == c.wrap && y >= lo && y <= hi) {
+			*out = y;
+			return true;
+		}
+	}
+	return false;
+}
+
+#endif

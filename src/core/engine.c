@@ -1,0 +1,457 @@
+/* engine.c: the engine object (one SMC-R instance per process, linux-interop.md 5): its
+ * devices and CQs, its peer ID, the progress loop (CQ polling, async events, timers) and the
+ * event queue that reports connection readiness to the socket layer. */
+#define _GNU_SOURCE
+#include "core/core_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/clock.h"
+
+/* ---- randomness: PSNs and the instance number (not security relevant) ---------------- */
+
+uint32_t core_rand32(struct core_engine *e)
+{
+	/* xorshift64*, advanced with a CAS so concurrent callers never share a value. */
+	uint64_t old = atomic_load(&e->rand_state), x;
+	do {
+		x = old;
+		x ^= x >> 12;
+		x ^= x << 25;
+		x ^= x >> 27;
+	} while (!atomic_compare_exchange_weak(&e->rand_state, &old, x));
+	return (uint32_t)((x * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+static uint64_t seed64(void)
+{
+	uint64_t s = 0;
+	if (getrandom(&s, sizeof(s), GRND_NONBLOCK) != (ssize_t)sizeof(s)) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		s = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40);
+	}
+	return s ? s : 0x9E3779B97F4A7C15ull;
+}
+
+/* ---- timers ---------------------------------------------------------------------------- */
+
+void core_timer_at(struct core_engine *e, uint64_t deadline)
+{
+	if (deadline < e->next_deadline)
+		e->next_deadline = deadline;
+}
+
+/* ---- devices ----------------------------------------------------------------------------- */
+
+/* Picks port 1 and its best GID: RoCE v1 first (what SMC-R v1 uses, linux-interop.md 6),
+ * else a software provider's GID, else index 0. */
+static int dev_setup(struct core_engine *e, struct core_dev *cd, const char *spec)
+{
+	int rc = dev_open(spec, &cd->dev);
+	if (rc)
+		return rc;
+	cd->eng = e;
+	cd->port_num = 1;
+	rc = dev_query_device(cd->dev, &cd->attr);
+	if (!rc)
+		rc = dev_query_port(cd->dev, cd->port_num, &cd->port);
+	if (rc)
+		goto fail;
+	int best = -1, best_rank = 0;
+	for (uint32_t i = 0; i < cd->port.gid_tbl_len && i < 256; i++) {
+		struct dev_gid_entry ge;
+		if (dev_query_gid(cd->dev, cd->port_num, (int)i, &ge))
+			continue;
+		int rank = ge.type == DEV_GID_TYPE_ROCE_V1 ? 3 : ge.type == DEV_GID_TYPE_SOFT ? 2 : 1;
+		if (rank > best_rank) {
+			best = (int)i;
+			best_rank = rank;
+			cd->gid = ge;
+		}
+	}
+	if (best < 0) {
+		rc = -SMCR_E_CORE_NOSMCRDEV;
+		goto fail;
+	}
+	cd->gid_index = (uint8_t)best;
+	rc = dev_create_cq(cd->dev, CORE_CQE_PER_DEV, cd, &cd->cq);
+	if (rc)
+		goto fail;
+	return 0;
+fail:
+	dev_close(cd->dev);
+	cd->dev = NULL;
+	return rc;
+}
+
+static void dev_teardown(struct core_dev *cd)
+{
+	if (!cd->dev)
+		return;
+	if (cd->cq && dev_destroy_cq(cd->cq))
+		LOG_WARN(CORE_UNIT, "CQ of %s still busy at engine free", cd->attr.name);
+	dev_close(cd->dev);
+	cd->dev = NULL;
+}
+
+/* ---- engine lifetime ------------------------------------------------------------------- */
+
+static uint64_t dflt(uint64_t v, uint64_t d) { return v ? v : d; }
+
+int core_engine_new(const struct core_engine_params *p, struct core_engine **out)
+{
+	struct core_engine *e = calloc(1, sizeof(*e));
+	if (!e)
+		return -SMCR_E_NOMEM;
+	e->p = *p;
+	e->p.devices = NULL;	/* the caller's strings are not kept */
+	e->p.ndevices = 0;
+	e->p.clc_wait_ns = dflt(p->clc_wait_ns, CORE_CLC_WAIT_NS);
+	e->p.clc_wait_short_ns = dflt(p->clc_wait_short_ns, CORE_CLC_WAIT_SHORT_NS);
+	e->p.llc_wait_ns = dflt(p->llc_wait_ns, CORE_LLC_WAIT_NS);
+	e->p.llc_wait_first_ns = dflt(p->llc_wait_first_ns, CORE_LLC_WAIT_FIRST_NS);
+	e->p.testlink_ns = dflt(p->testlink_ns, CORE_TESTLINK_NS);
+	e->p.lg_free_srv_ns = dflt(p->lg_free_srv_ns, CORE_LG_FREE_SRV_NS);
+	e->p.lg_free_clnt_ns = dflt(p->lg_free_clnt_ns, CORE_LG_FREE_CLNT_NS);
+	e->p.close_wait_ns = dflt(p->close_wait_ns, CORE_CLOSE_WAIT_NS);
+	if (!p->conns_per_lg || p->conns_per_lg > CORE_CONNS_PER_LG_MAX)
+		e->p.conns_per_lg = CORE_CONNS_PER_LG_MAX;
+	pthread_mutex_init(&e->poll_lock, NULL);
+	pthread_mutex_init(&e->lock, NULL);
+	pthread_mutex_init(&e->ev_lock, NULL);
+	atomic_init(&e->refcnt, 1);
+	atomic_init(&e->rand_state, seed64());
+	e->next_deadline = CORE_NEVER;
+	e->next_lg_id = 1;
+	e->next_link_id = 1;
+
+	for (int i = 0; i < p->ndevices && e->ndevs < CORE_MAX_DEVS; i++) {
+		int rc = dev_setup(e, &e->devs[e->ndevs], p->devices[i]);
+		if (rc) {
+			LOG_WARN(CORE_UNIT, "device %s not usable: %s", p->devices[i], smcr_err_msg(rc));
+			continue;
+		}
+		e->ndevs++;
+	}
+	if (e->ndevs == 0) {
+		pthread_mutex_destroy(&e->poll_lock);
+		pthread_mutex_destroy(&e->lock);
+		pthread_mutex_destroy(&e->ev_lock);
+		free(e);
+		return -SMCR_E_DEV_NO_DEVICE;
+	}
+	/* Peer ID: 2-byte instance number + the MAC of our first port (wire-formats.md 2.3). */
+	e->peer_id.instance = p->instance;
+	while (e->peer_id.instance == 0)
+		e->peer_id.instance = (uint16_t)core_rand32(e);
+	memcpy(e->peer_id.mac.b, e->devs[0].gid.mac, WIRE_MAC_LEN);
+	LOG_INFO(CORE_UNIT, "engine up: peer ID %016llx, %d device(s)",
+		 (unsigned long long)wire_peer_id_u64(&e->peer_id), e->ndevs);
+	*out = e;
+	return 0;
+}
+
+void core_engine_put(struct core_engine *e)
+{
+	if (atomic_fetch_sub(&e->refcnt, 1) != 1)
+		return;
+	pthread_mutex_destroy(&e->poll_lock);
+	pthread_mutex_destroy(&e->lock);
+	pthread_mutex_destroy(&e->ev_lock);
+	free(e);
+}
+
+/* Processes completions of one CQ until it is empty (eng->lock held). */
+static int poll_dev(struct core_engine *e, struct core_dev *cd, uint64_t now)
+{
+	struct dev_wc wc[32];
+	int total = 0;
+	for (;;) {
+		int n = dev_poll_cq(cd->cq, 32, wc);
+		if (n < 0) {
+			SMCR_LOG_RL(SMCR_LOG_ERROR, CORE_UNIT, "poll_cq: %s", smcr_err_msg(n));
+			break;
+		}
+		for (int i = 0; i < n; i++)
+			link_handle_wc(e, &wc[i], now);
+		total += n;
+		if (n < 32)
+			break;
+	}
+	return total;
+}
+
+static int async_events(struct core_engine *e, struct core_dev *cd, uint64_t now)
+{
+	struct dev_async_event ev;
+	int n = 0;
+	while (dev_get_async_event(cd->dev, &ev) == 0) {
+		n++;
+		switch (ev.type) {
+		case DEV_EVENT_QP_FATAL:
+		case DEV_EVENT_QP_REQ_ERR:
+		case DEV_EVENT_QP_ACCESS_ERR:
+			for (struct core_link *l = e->links; l; l = l->next) {
+				if (l->cdev == cd && l->qp && l->qp->qp_num == ev.qp_num) {
+					if (l->state != CORE_LINK_DOWN)
+						LOG_WARN(CORE_UNIT, "link %u: %s", l->id,
+							 dev_event_type_str(ev.type));
+					link_down(l, -SMCR_E_CORE_LINK_DOWN, now);
+					break;
+				}
+			}
+			break;
+		case DEV_EVENT_PORT_ERR:
+		case DEV_EVENT_DEVICE_FATAL:
+		case DEV_EVENT_CQ_ERR:
+			/* Every link on the device is lost (procedures.md 3.6). */
+			LOG_WARN(CORE_UNIT, "device %s: %s", cd->attr.name, dev_event_type_str(ev.type));
+			for (struct core_link *l = e->links; l; l = l->next)
+				if (l->cdev == cd)
+					link_down(l, -SMCR_E_CORE_LINK_DOWN, now);
+			break;
+		case DEV_EVENT_COMM_EST:
+		case DEV_EVENT_PORT_ACTIVE:
+			break;
+		}
+	}
+	return n;
+}
+
+static void run_timers(struct core_engine *e, uint64_t now)
+{
+	if (now < e->next_deadline)
+		return;
+	e->next_deadline = CORE_NEVER;	/* rebuilt by the scans below */
+	hs_timers(e, now);
+	lgr_timers(e, now);
+}
+
+/* The body of progress: eng->poll_lock held by the caller. */
+static int progress_locked(struct core_engine *e, uint64_t now)
+{
+	int n = 0;
+	pthread_mutex_lock(&e->lock);
+	if (now > e->last_now)
+		e->last_now = now;
+	if (!e->freed) {
+		for (int i = 0; i < e->ndevs; i++) {
+			struct core_dev *cd = &e->devs[i];
+			/* CQ events are consumed by prepare_sleep only: a thread that merely
+			 * polls must not eat the wakeup of the thread sleeping on comp_fd. */
+			n += poll_dev(e, cd, now);
+			n += async_events(e, cd, now);
+		}
+		uint64_t before = e->next_deadline;
+		run_timers(e, now);
+		if (before <= now)
+			n++;
+		lgr_free_dead(e, now, false);
+	}
+	pthread_mutex_unlock(&e->lock);
+	return n;
+}
+
+int core_engine_progress(struct core_engine *e, uint64_t now_ns, uint64_t *next_deadline_ns)
+{
+	int n = 0;
+	if (pthread_mutex_trylock(&e->poll_lock) == 0) {
+		n = progress_locked(e, now_ns);
+		pthread_mutex_unlock(&e->poll_lock);
+	}
+	core_ev_fire(e);
+	if (next_deadline_ns) {
+		pthread_mutex_lock(&e->lock);
+		*next_deadline_ns = e->next_deadline;
+		pthread_mutex_unlock(&e->lock);
+	}
+	return n;
+}
+
+int core_engine_prepare_sleep(struct core_engine *e)
+{
+	int more = 0;
+	pthread_mutex_lock(&e->lock);
+	if (!e->freed) {
+		for (int i = 0; i < e->ndevs; i++) {
+			while (dev_get_cq_event(e->devs[i].cq) == 0)
+				;	/* the event that woke us (if any) */
+			if (dev_req_notify_cq(e->devs[i].cq, 0))
+				more = 1;
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+	/* A completion that arrived before the arm does not wake the fd: look once more. */
+	if (pthread_mutex_trylock(&e->poll_lock) == 0) {
+		pthread_mutex_lock(&e->lock);
+		if (!e->freed) {
+			struct dev_wc wc[32];
+			for (int i = 0; i < e->ndevs; i++) {
+				int k;
+				while ((k = dev_poll_cq(e->devs[i].cq, 32, wc)) > 0) {
+					for (int j = 0; j < k; j++)
+						link_handle_wc(e, &wc[j], e->last_now);
+					more = 1;
+				}
+			}
+		}
+		pthread_mutex_unlock(&e->lock);
+		pthread_mutex_unlock(&e->poll_lock);
+	} else {
+		more = 1;	/* somebody else is processing: do not sleep on a stale state */
+	}
+	core_ev_fire(e);
+	return more;
+}
+
+int core_engine_fds(const struct core_engine *e, int *fds, int max)
+{
+	int n = 0;
+	for (int i = 0; i < e->ndevs; i++) {
+		int two[2] = { e->devs[i].cq->comp_fd, e->devs[i].dev->async_fd };
+		for (int k = 0; k < 2; k++) {
+			if (two[k] < 0)
+				continue;
+			if (fds && n < max)
+				fds[n] = two[k];
+			n++;
+		}
+	}
+	return fds && n > max ? max : n;
+}
+
+struct wire_peer_id core_engine_peer_id(const struct core_engine *e) { return e->peer_id; }
+
+void core_engine_stats(struct core_engine *e, struct core_engine_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	pthread_mutex_lock(&e->lock);
+	st->peer_id = e->peer_id;
+	st->ndevices = (unsigned)e->ndevs;
+	for (struct core_lgr *lg = e->lgs; lg; lg = lg->next) {
+		st->lgs++;
+		if (lg->nconns == 0)
+			st->lgs_idle++;
+		if (lg->link)
+			st->links++;
+		for (struct core_rmb *r = lg->rmbs; r; r = r->next) {
+			st->rmbs++;
+			st->rmb_bytes += r->size;
+		}
+	}
+	for (struct core_conn *c = e->conns; c; c = c->all_next)
+		st->conns++;
+	st->lgs_created = e->lgs_created;
+	st->lgs_freed = e->lgs_freed;
+	st->conns_created = e->conns_created;
+	st->conns_freed = e->conns_freed;
+	st->cdc_rx_dropped = atomic_load(&e->cdc_rx_dropped);
+	st->llc_rx_dropped = atomic_load(&e->llc_rx_dropped);
+	pthread_mutex_unlock(&e->lock);
+}
+
+void core_engine_free(struct core_engine *e)
+{
+	pthread_mutex_lock(&e->poll_lock);
+	pthread_mutex_lock(&e->lock);
+	uint64_t now = e->last_now;
+	for (struct core_lgr *lg = e->lgs; lg; lg = lg->next)
+		lgr_terminate(lg, LLC_DEL_PROG_INIT_TERM, true, true, -SMCR_E_CORE_RESET, now);
+	/* Handshakes without an LG fail too. */
+	for (struct core_conn *c = e->conns; c; c = c->all_next)
+		if (c->hs != HS_DONE_SMC && c->hs != HS_DONE_FALLBACK && c->hs != HS_DONE_FAILED)
+			hs_lg_failed(c, -SMCR_E_CORE_RESET, now);
+	/* Give the DELETE LINK messages a moment to leave (bounded: 100 ms). */
+	uint64_t until = smcr_now_ns() + 100 * SMCR_NS_PER_MS;
+	for (;;) {
+		bool busy = false;
+		for (int i = 0; i < e->ndevs; i++)
+			poll_dev(e, &e->devs[i], now);
+		for (struct core_link *l = e->links; l; l = l->next) {
+			pthread_mutex_lock(&l->tx_lock);
+			if (l->slots_free != CORE_SEND_SLOTS && l->qp &&
+			    atomic_load(&l->qp->state) != DEV_QPS_ERR)
+				busy = true;
+			pthread_mutex_unlock(&l->tx_lock);
+		}
+		if (!busy || smcr_now_ns() > until)
+			break;
+		struct timespec ts = { 0, 100000 };
+		nanosleep(&ts, NULL);
+	}
+	lgr_free_dead(e, now, true);
+	e->freed = true;
+	for (int i = 0; i < e->ndevs; i++)
+		dev_teardown(&e->devs[i]);
+	/* Conns that are released and detached leave the list now. */
+	struct core_conn *c = e->conns, *nx;
+	for (; c; c = nx) {
+		nx = c->all_next;
+		if (c->released && !c->lg) {
+			if (c->all_prev)
+				c->all_prev->all_next = c->all_next;
+			else
+				e->conns = c->all_next;
+			if (c->all_next)
+				c->all_next->all_prev = c->all_prev;
+			c->all_next = c->all_prev = NULL;
+			conn_put(c);
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+	pthread_mutex_unlock(&e->poll_lock);
+	core_ev_fire(e);
+	core_engine_put(e);
+}
+
+/* ---- events ------------------------------------------------------------------------------ */
+
+void core_ev_raise(struct core_conn *c, unsigned bits)
+{
+	struct core_engine *e = c->eng;
+	pthread_mutex_lock(&e->ev_lock);
+	c->ev_raised |= bits;
+	if (!c->ev_queued) {
+		c->ev_queued = true;
+		conn_hold(c);	/* put by core_ev_fire */
+		c->ev_next = e->ev_head;
+		e->ev_head = c;
+		atomic_store_explicit(&e->ev_any, true, memory_order_release);
+	}
+	pthread_mutex_unlock(&e->ev_lock);
+}
+
+void core_ev_fire(struct core_engine *e)
+{
+	if (!atomic_load_explicit(&e->ev_any, memory_order_acquire))
+		return;
+	pthread_mutex_lock(&e->ev_lock);
+	struct core_conn *list = e->ev_head;
+	e->ev_head = NULL;
+	atomic_store_explicit(&e->ev_any, false, memory_order_relaxed);
+	pthread_mutex_unlock(&e->ev_lock);
+	while (list) {
+		struct core_conn *c = list;
+		list = c->ev_next;
+		pthread_mutex_lock(&c->cb_lock);
+		pthread_mutex_lock(&e->ev_lock);
+		unsigned raised = c->ev_raised;
+		c->ev_raised = 0;
+		c->ev_queued = false;
+		c->ev_next = NULL;
+		pthread_mutex_unlock(&e->ev_lock);
+		if (c->cb) {
+			pthread_mutex_lock(&c->lock);
+			unsigned level = conn_events_locked(c);
+			pthread_mutex_unlock(&c->lock);
+			c->cb(c->cb_ctx, c, level, raised);
+		}
+		pthread_mutex_unlock(&c->cb_lock);
+		conn_put(c);
+	}
+}

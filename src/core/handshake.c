@@ -1,0 +1,810 @@
+/* handshake.c: the CLC client and server state machines (procedures.md 2.2-2.7; RFC 7609
+ * 3.5 and App. A.2) over byte buffers: sock feeds the TCP bytes and writes what we produce;
+ * every received message is framed and decoded by wire/clc before it changes anything.
+ * Decline with the diagnosis code of wire-formats.md 5.2 in every failure the spec lists,
+ * fallback on the same TCP connection, and the local and peer reasons recorded.
+ * Everything here runs with eng->lock held. */
+#include "core/core_int.h"
+
+#include <netinet/in.h>
+#include <string.h>
+
+#include "wire/codes.h"
+
+#define DECL_PEERDECL 0x05000000u	/* local reason when the peer declined (5.2) */
+
+static bool hs_waiting(enum core_hs hs)
+{
+	return hs != HS_DONE_SMC && hs != HS_DONE_FALLBACK && hs != HS_DONE_FAILED &&
+	       hs != HS_C_START;
+}
+
+static uint32_t decline_code(int err, uint32_t dflt)
+{
+	uint32_t d = smcr_err_decline(err);
+	return d ? d : dflt;
+}
+
+/* ---- output -------------------------------------------------------------------------------- */
+
+static void send_decline(struct core_conn *c, uint32_t code, bool oos)
+{
+	struct clc_decline d;
+	memset(&d, 0, sizeof(d));
+	d.f.version = CLC_VERSION_1;	/* 28 bytes (wire-formats.md 5.1) */
+	d.out_of_sync = oos;
+	d.path = CLC_PATH_R;
+	d.peer_id = c->eng->peer_id;
+	d.diag = code;
+	size_t n = 0;
+	if (clc_decline_encode(&d, c->out + c->out_len, sizeof(c->out) - c->out_len, &n))
+		LOG_ERR(CORE_UNIT, "Decline encode failed");
+	else
+		c->out_len += n;
+}
+
+/* Accept (server) or Confirm (client), 68 bytes (wire-formats.md 4). */
+static int send_accept(struct core_conn *c, enum clc_type type, bool first, uint8_t mtu)
+{
+	struct core_link *l = c->lg->link;
+	struct core_dev *cd = c->lg->cdev;
+	struct clc_accept a;
+	memset(&a, 0, sizeof(a));
+	a.f.version = CLC_VERSION_1;
+	a.first_contact = first;
+	a.peer_id = c->eng->peer_id;
+	memcpy(a.gid.b, cd->gid.gid.raw, WIRE_GID_LEN);
+	memcpy(a.mac.b, cd->gid.mac, WIRE_MAC_LEN);
+	a.qpn = l->qp->qp_num;
+	a.rkey = c->rmb->mr->rkey;
+	a.rmbe_idx = 1;		/* one RMBE per RMB, as Linux */
+	a.token = c->token;
+	a.rmbe_size_code = c->rmb->code;
+	a.mtu_code = mtu;
+	a.rmb_vaddr = (uint64_t)(uintptr_t)c->rmb->mr->addr;
+	a.psn = l->psn;
+	size_t n = 0;
+	int rc = clc_accept_encode(&a, type, c->out + c->out_len, sizeof(c->out) - c->out_len, &n);
+	if (rc) {
+		LOG_ERR(CORE_UNIT, "%s encode failed: %s", clc_type_name(type), smcr_err_msg(rc));
+		return -SMCR_E_INTERNAL;
+	}
+	c->out_len += n;
+	c->clc_sent = true;
+	return 0;
+}
+
+/* ---- ends ---------------------------------------------------------------------------------- */
+
+static void rkey_unqueue(struct core_conn *c)
+{
+	struct core_lgr *lg = c->lg;
+	if (!lg)
+		return;
+	struct core_conn **pp = &lg->rkey_wait_head, *prev = NULL;
+	while (*pp) {
+		if (*pp == c) {
+			*pp = c->rkey_next;
+			if (lg->rkey_wait_tail == c)
+				lg->rkey_wait_tail = prev;
+			c->rkey_next = NULL;
+			conn_put(c);
+			break;
+		}
+		prev = *pp;
+		pp = &(*pp)->rkey_next;
+	}
+	if (lg->flow_conn == c) {
+		lg->flow_conn = NULL;
+		lg->flow = CORE_FLOW_NONE;
+		conn_put(c);
+	}
+}
+
+/* Undoes what the handshake set up (procedures.md 2.4): a new LG is freed with it, a reused
+ * one only loses this connection. */
+static void hs_undo(struct core_conn *c, int err, uint64_t now)
+{
+	struct core_lgr *lg = c->lg;
+	if (!lg)
+		return;
+	rkey_unqueue(c);
+	if (lg->state == CORE_LG_DEAD)
+		return;	/* lgr_terminate is running and detaches every conn */
+	if (c->first_contact) {
+		lgr_terminate(lg, LLC_DEL_PROG_INIT_TERM, false, false, err, now);
+		return;
+	}
+	/* An RMB the peer was told about in our CLC message may still be written: quarantine
+	 * it; one it never saw goes back to the pool. */
+	lgr_detach(c, !c->clc_sent, now);
+	if (lg->state == CORE_LG_ACTIVE)
+		llc_flow_kick(lg, now);
+}
+
+static void set_mode(struct core_conn *c, enum core_mode m)
+{
+	pthread_mutex_lock(&c->lock);
+	c->mode = m;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void hs_fallback(struct core_conn *c, uint32_t local_code, uint32_t peer_code, bool send,
+		 bool oos, uint64_t now, bool async)
+{
+	if (c->hs == HS_DONE_SMC || c->hs == HS_DONE_FALLBACK || c->hs == HS_DONE_FAILED)
+		return;
+	if (send)
+		send_decline(c, local_code, oos);
+	c->fb_local = local_code;
+	c->fb_peer = peer_code;
+	c->hs = HS_DONE_FALLBACK;
+	LOG_INFO(CORE_UNIT, "fallback to TCP: local %#x (%s), peer %#x (%s)", local_code,
+		 clc_decline_name(local_code), peer_code, clc_decline_name(peer_code));
+	hs_undo(c, -SMCR_E_CORE_PEER_DECLINED, now);
+	set_mode(c, CORE_MODE_FALLBACK);
+	if (async)
+		core_ev_raise(c, CORE_EV_CLC);
+}
+
+void hs_fail(struct core_conn *c, int err, uint64_t now, bool async)
+{
+	if (c->hs == HS_DONE_SMC || c->hs == HS_DONE_FALLBACK || c->hs == HS_DONE_FAILED)
+		return;
+	c->hs = HS_DONE_FAILED;
+	c->hs_err = err;
+	SMCR_LOG_RL(SMCR_LOG_INFO, CORE_UNIT, "CLC handshake failed: %s", smcr_err_msg(err));
+	hs_undo(c, err, now);
+	set_mode(c, CORE_MODE_FAILED);
+	if (async)
+		core_ev_raise(c, CORE_EV_CLC);
+}
+
+void hs_lg_failed(struct core_conn *c, int err, uint64_t now)
+{
+	if (c->hs == HS_C_START) {
+		/* Nothing sent yet: fall back without a Decline. */
+		hs_fallback(c, decline_code(err, 0x030a0000u), 0, false, false, now, true);
+		return;
+	}
+	/* Decline NOACTLINK (or err's own code) and continue as TCP. */
+	hs_fallback(c, decline_code(err, 0x030a0000u), 0, true, false, now, true);
+}
+
+static void go_smc(struct core_conn *c, uint64_t now, bool async)
+{
+	c->hs = HS_DONE_SMC;
+	c->rmb->announced = true;
+	pthread_mutex_lock(&c->lock);
+	c->mode = CORE_MODE_SMC;
+	c->link_num = c->lg->link->link_num;
+	/* CDCs may have arrived during the handshake (procedures.md 2.7: the peer can be
+	 * ACTIVE first); answer what is due now that we know the peer's token. */
+	tx_cons_update_locked(c, false);
+	bool readable = conn_readable_locked(c) > 0;
+	pthread_mutex_unlock(&c->lock);
+	(void)now;
+	if (async)
+		core_ev_raise(c, CORE_EV_CLC | (readable ? CORE_EV_IN | CORE_EV_IN_NEW : 0) |
+				     CORE_EV_OUT);
+}
+
+static void set_peer(struct core_conn *c, const struct clc_accept *a)
+{
+	uint32_t size = (uint32_t)wire_rmbe_size(a->rmbe_size_code);
+	pthread_mutex_lock(&c->lock);
+	c->peer_token = a->token;
+	c->peer_rkey = a->rkey;
+	c->peer_size = size;
+	/* wire-formats.md 4: the element starts at vaddr + (index - 1) * size. */
+	c->peer_vaddr = a->rmb_vaddr + (uint64_t)(a->rmbe_idx - 1) * size;
+	pthread_mutex_unlock(&c->lock);
+	c->peer_id = a->peer_id;
+	if (lgr_rtoken_add(c->lg, a->rkey, a->rmb_vaddr))
+		LOG_DBG(CORE_UNIT, "LG %u: RToken table full", c->lg->id);
+}
+
+static void queue_rkey(struct core_conn *c, uint64_t now)
+{
+	struct core_lgr *lg = c->lg;
+	conn_hold(c);	/* the queue's (then the flow's) reference */
+	c->rkey_next = NULL;
+	if (lg->rkey_wait_tail)
+		lg->rkey_wait_tail->rkey_next = c;
+	else
+		lg->rkey_wait_head = c;
+	lg->rkey_wait_tail = c;
+	/* procedures.md 1: starting a flow waits up to 20 s for the running one. */
+	c->hs_deadline = now + 10 * c->eng->p.llc_wait_ns;
+	core_timer_at(c->eng, c->hs_deadline);
+	llc_flow_kick(lg, now);
+}
+
+static struct core_dev *pick_dev(struct core_engine *e, int *idx)
+{
+	for (int i = 0; i < e->ndevs; i++) {
+		struct dev_port_attr pa;
+		if (dev_query_port(e->devs[i].dev, e->devs[i].port_num, &pa) == 0 &&
+		    pa.state == DEV_PORT_ACTIVE) {
+			if (idx)
+				*idx = i;
+			return &e->devs[i];
+		}
+	}
+	return NULL;
+}
+
+/* ---- IP prefixes (wire-formats.md 3.3) ------------------------------------------------- */
+
+/* IPv4 address of a sockaddr (IPv4-mapped IPv6 counts), host order; false if IPv6. */
+static bool sa_ipv4(const struct sockaddr_storage *ss, uint32_t *out)
+{
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)(const void *)ss;
+		*out = ntohl(s4->sin_addr.s_addr);
+		return true;
+	}
+	if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)(const void *)ss;
+		static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+		if (!memcmp(s6->sin6_addr.s6_addr, mapped, 12)) {
+			*out = be32_load(s6->sin6_addr.s6_addr + 12);
+			return true;
+		}
+	}
+	return false;
+}
+
+static uint32_t mask4(unsigned len) { return len == 0 ? 0 : len >= 32 ? 0xFFFFFFFFu : ~0u << (32 - len); }
+
+static void mask6(uint8_t out[16], const uint8_t in[16], unsigned len)
+{
+	for (unsigned i = 0; i < 16; i++) {
+		unsigned bits = len > i * 8 ? len - i * 8 : 0;
+		uint8_t m = bits >= 8 ? 0xFF : (uint8_t)(0xFF << (8 - bits));
+		out[i] = in[i] & m;
+	}
+}
+
+/* The local prefixes to use: the configured ones of the family, else the address itself
+ * with a full-length prefix. Returns the count written to out. */
+static int local_prefixes(const struct core_conn *c, bool v4, struct core_ip_prefix *out)
+{
+	int n = 0;
+	for (int i = 0; i < c->nprefixes; i++) {
+		const struct core_ip_prefix *p = &c->prefixes[i];
+		if ((v4 && p->family == AF_INET) || (!v4 && p->family == AF_INET6))
+			out[n++] = *p;
+	}
+	if (n)
+		return n;
+	memset(out, 0, sizeof(*out));
+	uint32_t a4;
+	if (v4 && sa_ipv4(&c->local, &a4)) {
+		out->family = AF_INET;
+		be32_store(out->addr, a4);
+		out->len = 32;
+		return 1;
+	}
+	if (!v4 && c->local.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)(const void *)&c->local;
+		out->family = AF_INET6;
+		memcpy(out->addr, s6->sin6_addr.s6_addr, 16);
+		out->len = 128;
+		return 1;
+	}
+	return 0;
+}
+
+static int build_proposal(struct core_conn *c, struct core_dev *cd)
+{
+	struct clc_proposal p;
+	clc_proposal_init(&p);	/* version 1, SMC-R, N = 40 (wire-formats.md 3.1) */
+	p.peer_id = c->eng->peer_id;
+	memcpy(p.gid.b, cd->gid.gid.raw, WIRE_GID_LEN);
+	memcpy(p.mac.b, cd->gid.mac, WIRE_MAC_LEN);
+	struct core_ip_prefix pf[CORE_MAX_PREFIXES];
+	uint32_t a4;
+	if (sa_ipv4(&c->local, &a4)) {
+		int n = local_prefixes(c, true, pf);
+		unsigned len = 32;
+		for (int i = 0; i < n; i++) {
+			uint32_t m = mask4(pf[i].len);
+			if ((be32_load(pf[i].addr) & m) == (a4 & m)) {
+				len = pf[i].len;
+				break;
+			}
+		}
+		p.ipv4_subnet = a4 & mask4(len);
+		p.ipv4_prefix_len = (uint8_t)len;
+	} else {
+		int n = local_prefixes(c, false, pf);
+		int k = 0;
+		for (int i = 0; i < n && k < CLC_MAX_V6_PREFIX; i++) {
+			if (pf[i].addr[0] == 0xfe && (pf[i].addr[1] & 0xc0) == 0x80)
+				continue;	/* link-local prefixes are not sent (3.3) */
+			mask6(p.ipv6[k].addr, pf[i].addr, pf[i].len);
+			p.ipv6[k].len = pf[i].len;
+			k++;
+		}
+		p.ipv6_count = (uint8_t)k;
+	}
+	size_t n = 0;
+	int rc = clc_proposal_encode(&p, c->out + c->out_len, sizeof(c->out) - c->out_len, &n);
+	if (rc) {
+		LOG_ERR(CORE_UNIT, "Proposal encode failed: %s", smcr_err_msg(rc));
+		return -SMCR_E_INTERNAL;
+	}
+	c->out_len += n;
+	return 0;
+}
+
+/* Server check of wire-formats.md 3.3 (Linux smc_clc_prfx_match). */
+static bool prefix_match(const struct core_conn *c, const struct clc_proposal *p)
+{
+	struct core_ip_prefix pf[CORE_MAX_PREFIXES];
+	uint32_t a4;
+	if (sa_ipv4(&c->local, &a4)) {
+		int n = local_prefixes(c, true, pf);
+		for (int i = 0; i < n; i++) {
+			uint32_t m = mask4(pf[i].len);
+			if (pf[i].len == p->ipv4_prefix_len && (be32_load(pf[i].addr) & m) == (p->ipv4_subnet & m))
+				return true;
+		}
+		return false;
+	}
+	int n = local_prefixes(c, false, pf);
+	int cnt = p->ipv6_count < CLC_MAX_V6_PREFIX ? p->ipv6_count : CLC_MAX_V6_PREFIX;
+	for (int j = 0; j < cnt; j++) {
+		for (int i = 0; i < n; i++) {
+			uint8_t a[16], b[16];
+			if (pf[i].len != p->ipv6[j].len)
+				continue;
+			mask6(a, pf[i].addr, pf[i].len);
+			mask6(b, p->ipv6[j].addr, pf[i].len);
+			if (!memcmp(a, b, 16))
+				return true;
+		}
+	}
+	return false;
+}
+
+/* ---- received messages ---------------------------------------------------------------- */
+
+static void on_decline(struct core_conn *c, const struct clc_decline *d, uint64_t now)
+{
+	/* wire-formats.md 5.3: out of sync -> the LG this connection was to reuse is broken. */
+	if (d->out_of_sync && c->lg && !c->first_contact && c->lg->state == CORE_LG_ACTIVE) {
+		struct core_lgr *lg = c->lg;
+		LOG_WARN(CORE_UNIT, "LG %u: peer declined out of sync: terminating it", lg->id);
+		lg->sync_err = true;
+		lgr_terminate(lg, LLC_DEL_PROG_INIT_TERM, false, true, -SMCR_E_CORE_SYNCERR, now);
+	}
+	hs_fallback(c, DECL_PEERDECL, d->diag, false, false, now, false);
+}
+
+static void on_proposal(struct core_conn *c, const struct clc_proposal *p, uint64_t now)
+{
+	struct core_engine *e = c->eng;
+	c->peer_id = p->peer_id;
+	if (!p->offers_smcr_v1) {
+		hs_fallback(c, 0x03030000u, 0, true, false, now, false);	/* NOT_SMCR_V1 */
+		return;
+	}
+	if (!prefix_match(c, p)) {
+		hs_fallback(c, 0x03070000u, 0, true, false, now, false);	/* DIFFPREFIX */
+		return;
+	}
+	struct core_dev *cd = pick_dev(e, NULL);
+	if (!cd) {
+		hs_fallback(c, 0x03030002u, 0, true, false, now, false);	/* NOSMCRDEV */
+		return;
+	}
+	bool need_rkey = false;
+	int rc;
+	struct core_lgr *lg = lgr_find_server(e, p);
+	if (lg) {
+		rc = lgr_attach(lg, c, &need_rkey, now);
+		if (rc) {
+			hs_fallback(c, decline_code(rc, 0x01010000u), 0, true, false, now, false);
+			return;
+		}
+		if (need_rkey) {
+			/* procedures.md 2.7: the new RMB is announced before the Accept. */
+			c->hs = HS_S_WAIT_RKEY;
+			queue_rkey(c, now);
+			return;
+		}
+		if (send_accept(c, CLC_ACCEPT, false, lg->link->mtu)) {
+			hs_fail(c, -SMCR_E_INTERNAL, now, false);
+			return;
+		}
+	} else {
+		rc = lgr_create(e, CORE_SERVER, cd, &p->peer_id, &lg);
+		if (rc) {
+			hs_fallback(c, decline_code(rc, 0x09990002u), 0, true, false, now, false);
+			return;
+		}
+		/* The client's port, for matching later connections (procedures.md 2.5). */
+		lg->link->peer_gid = p->gid;
+		lg->link->peer_mac = p->mac;
+		c->first_contact = true;
+		lg->fc_conn = c;
+		conn_hold(c);	/* put when the LG leaves SETUP or dies */
+		rc = lgr_attach(lg, c, NULL, now);
+		if (rc) {
+			hs_fallback(c, decline_code(rc, 0x01010000u), 0, true, false, now, false);
+			return;
+		}
+		if (send_accept(c, CLC_ACCEPT, true, (uint8_t)cd->port.active_mtu)) {
+			hs_fail(c, -SMCR_E_INTERNAL, now, false);
+			return;
+		}
+	}
+	c->hs = HS_S_WAIT_CONFIRM;
+	c->hs_deadline = now + e->p.clc_wait_ns;
+}
+
+static void on_accept(struct core_conn *c, const struct clc_accept *a, uint64_t now)
+{
+	struct core_engine *e = c->eng;
+	struct core_dev *cd = &e->devs[c->cdev_idx];
+	int rc;
+	c->peer_clc = *a;
+	c->peer_id = a->peer_id;
+	if (a->first_contact) {
+		struct core_lgr *lg;
+		rc = lgr_create(e, CORE_CLIENT, cd, &a->peer_id, &lg);
+		if (rc) {
+			hs_fallback(c, decline_code(rc, 0x09990002u), 0, true, false, now, false);
+			return;
+		}
+		c->first_contact = true;
+		lg->fc_conn = c;
+		conn_hold(c);
+		rc = lgr_attach(lg, c, NULL, now);
+		if (rc) {
+			hs_fallback(c, decline_code(rc, 0x01010000u), 0, true, false, now, false);
+			return;
+		}
+		uint8_t mtu = (uint8_t)cd->port.active_mtu;
+		if (a->mtu_code < mtu)
+			mtu = a->mtu_code;
+		/* procedures.md 2.6: client QP INIT -> RTR at the Accept; RTS at CONFIRM LINK. */
+		rc = link_rtr(lg->link, a->qpn, a->psn, mtu, &a->gid, &a->mac);
+		if (rc) {
+			hs_fallback(c, 0x09990002u, 0, true, false, now, false);	/* ERR_RDYLNK */
+			return;
+		}
+		set_peer(c, a);
+		if (send_accept(c, CLC_CONFIRM, true, mtu)) {
+			hs_fail(c, -SMCR_E_INTERNAL, now, false);
+			return;
+		}
+		c->hs = HS_C_WAIT_CL;
+		c->hs_deadline = now + e->p.llc_wait_first_ns;
+		return;
+	}
+	struct core_lgr *lg = lgr_find_client(e, a);
+	if (!lg) {
+		/* procedures.md 2.5: reuse of an LG we do not have -> SYNCERR, out of sync. */
+		hs_fallback(c, 0x04000000u, 0, true, true, now, false);
+		return;
+	}
+	bool need_rkey = false;
+	rc = lgr_attach(lg, c, &need_rkey, now);
+	if (rc) {
+		hs_fallback(c, decline_code(rc, 0x01010000u), 0, true, false, now, false);
+		return;
+	}
+	set_peer(c, a);
+	if (need_rkey) {
+		c->hs = HS_C_WAIT_RKEY;
+		queue_rkey(c, now);
+		return;
+	}
+	if (send_accept(c, CLC_CONFIRM, false, lg->link->mtu)) {
+		hs_fail(c, -SMCR_E_INTERNAL, now, false);
+		return;
+	}
+	go_smc(c, now, false);
+}
+
+static void on_confirm(struct core_conn *c, const struct clc_accept *a, uint64_t now)
+{
+	struct core_engine *e = c->eng;
+	c->peer_clc = *a;
+	set_peer(c, a);
+	if (!c->first_contact) {
+		go_smc(c, now, false);
+		return;
+	}
+	struct core_link *l = c->lg->link;
+	uint8_t mtu = l->mtu < a->mtu_code ? l->mtu : a->mtu_code;
+	/* procedures.md 2.3: server QP INIT -> RTR -> RTS, then CONFIRM LINK request. */
+	int rc = link_rtr(l, a->qpn, a->psn, mtu, &a->gid, &a->mac);
+	if (!rc)
+		rc = link_rts(l);
+	if (!rc)
+		rc = llc_send_confirm_link(l, false);
+	if (rc) {
+		hs_fallback(c, 0x09990002u, 0, true, false, now, false);	/* ERR_RDYLNK */
+		return;
+	}
+	c->hs = HS_S_WAIT_CL;
+	c->hs_deadline = now + e->p.llc_wait_ns;
+}
+
+/* One whole message of len bytes in the expected state. */
+static void on_message(struct core_conn *c, const uint8_t *buf, size_t len, uint64_t now)
+{
+	struct clc_msg m;
+	int rc = clc_decode(buf, len, &m);
+	if (rc) {
+		uint32_t d = smcr_err_decline(rc);
+		SMCR_LOG_RL(SMCR_LOG_INFO, CORE_UNIT, "CLC message rejected: %s", smcr_err_msg(rc));
+		if (!d || m.type == CLC_DECLINE)	/* framing: the stream is lost (2.4) */
+			hs_fail(c, rc, now, false);
+		else
+			hs_fallback(c, d, 0, true, false, now, false);
+		return;
+	}
+	if (m.type == CLC_DECLINE) {
+		on_decline(c, &m.decline, now);
+		return;
+	}
+	switch (c->hs) {
+	case HS_C_WAIT_ACCEPT:
+		if (m.type == CLC_ACCEPT) {
+			on_accept(c, &m.accept, now);
+			return;
+		}
+		break;
+	case HS_S_WAIT_PROPOSAL:
+		if (m.type == CLC_PROPOSAL) {
+			on_proposal(c, &m.proposal, now);
+			return;
+		}
+		break;
+	case HS_S_WAIT_CONFIRM:
+		if (m.type == CLC_CONFIRM) {
+			on_confirm(c, &m.accept, now);
+			return;
+		}
+		break;
+	case HS_C_START:
+	case HS_C_WAIT_RKEY:
+	case HS_C_WAIT_CL:
+	case HS_S_WAIT_RKEY:
+	case HS_S_WAIT_CL:
+	case HS_DECL_WAIT:
+	case HS_DONE_SMC:
+	case HS_DONE_FALLBACK:
+	case HS_DONE_FAILED:
+		break;
+	}
+	/* wire-formats.md 2.4 item 3: anything but the expected type or a Decline fails. */
+	SMCR_LOG_RL(SMCR_LOG_INFO, CORE_UNIT, "unexpected CLC %s", clc_type_name(m.type));
+	hs_fail(c, -SMCR_E_CORE_CLC_UNEXPECTED, now, false);
+}
+
+/* ---- timers -------------------------------------------------------------------------------- */
+
+static void hs_timeout(struct core_conn *c, uint64_t now, bool async)
+{
+	struct core_engine *e = c->eng;
+	switch (c->hs) {
+	case HS_C_WAIT_ACCEPT:
+	case HS_S_WAIT_PROPOSAL:
+	case HS_S_WAIT_CONFIRM:
+		/* procedures.md 2.4: a CLC timeout is not a fallback. */
+		hs_fail(c, -SMCR_E_CORE_CLC_TIMEOUT, now, async);
+		return;
+	case HS_C_WAIT_CL:
+	case HS_S_WAIT_CL:
+		/* Wait 1 s for the peer's Decline, then send ours (procedures.md 2.2/2.3). */
+		c->hs = HS_DECL_WAIT;
+		c->hs_decl_err = -SMCR_E_CORE_TIMEOUT_CL;
+		c->hs_deadline = now + e->p.clc_wait_short_ns;
+		core_timer_at(e, c->hs_deadline);
+		return;
+	case HS_DECL_WAIT:
+		hs_fallback(c, decline_code(c->hs_decl_err, 0x02010000u), 0, true, false, now, async);
+		return;
+	case HS_C_WAIT_RKEY:
+	case HS_S_WAIT_RKEY:
+		hs_fallback(c, 0x09990003u, 0, true, false, now, async);	/* ERR_REGBUF */
+		return;
+	case HS_C_START:
+	case HS_DONE_SMC:
+	case HS_DONE_FALLBACK:
+	case HS_DONE_FAILED:
+		return;
+	}
+}
+
+#define HS_TIMER_BATCH 64
+
+void hs_timers(struct core_engine *e, uint64_t now)
+{
+	/* Collect first (with holds): acting may unlink conns from e->conns. */
+	struct core_conn *due[HS_TIMER_BATCH];
+	int n = 0;
+	bool more = false;
+	for (struct core_conn *c = e->conns; c; c = c->all_next) {
+		uint64_t d = CORE_NEVER;
+		if (hs_waiting(c->hs) && c->hs_deadline)
+			d = c->hs_deadline;
+		if (c->lg && c->close_deadline < d)
+			d = c->close_deadline;
+		if (d == CORE_NEVER)
+			continue;
+		if (now < d) {
+			core_timer_at(e, d);
+			continue;
+		}
+		if (n == HS_TIMER_BATCH) {
+			more = true;
+			continue;
+		}
+		conn_hold(c);
+		due[n++] = c;
+	}
+	for (int i = 0; i < n; i++) {
+		struct core_conn *c = due[i];
+		if (hs_waiting(c->hs) && c->hs_deadline && now >= c->hs_deadline)
+			hs_timeout(c, now, true);
+		if (c->lg && now >= c->close_deadline) {
+			/* The peer never sent its C/A: give up on it (RMB quarantined). */
+			SMCR_LOG_RL(SMCR_LOG_INFO, CORE_UNIT, "LG %u: peer did not close in time",
+				    c->lg->id);
+			c->close_deadline = CORE_NEVER;
+			lgr_detach(c, false, now);
+		}
+		conn_put(c);
+	}
+	if (more)
+		core_timer_at(e, now);
+}
+
+/* ---- from LLC ---------------------------------------------------------------------------- */
+
+void hs_link_confirmed(struct core_conn *c, int err, uint64_t now)
+{
+	struct core_engine *e = c->eng;
+	if (err) {
+		hs_fallback(c, decline_code(err, 0x09990002u), 0, true, false, now, true);
+		return;
+	}
+	struct core_lgr *lg = c->lg;
+	lg->state = CORE_LG_ACTIVE;
+	lg->fc_conn = NULL;
+	lg->link->last_rx_ns = now;
+	if (e->p.testlink_ns != UINT64_MAX)
+		core_timer_at(e, now + e->p.testlink_ns);
+	go_smc(c, now, true);
+	if (lg->role == CORE_SERVER)
+		llc_start_add_link_offer(lg, now);
+	conn_put(c);	/* lg->fc_conn's reference */
+}
+
+void hs_rkey_confirmed(struct core_conn *c, int err, uint64_t now)
+{
+	struct core_engine *e = c->eng;
+	if (c->hs != HS_C_WAIT_RKEY && c->hs != HS_S_WAIT_RKEY)
+		return;
+	if (err) {
+		hs_fallback(c, decline_code(err, 0x09990003u), 0, true, false, now, true);
+		return;
+	}
+	c->rmb->announced = true;
+	if (c->hs == HS_S_WAIT_RKEY) {
+		if (send_accept(c, CLC_ACCEPT, false, c->lg->link->mtu)) {
+			hs_fail(c, -SMCR_E_INTERNAL, now, true);
+			return;
+		}
+		c->hs = HS_S_WAIT_CONFIRM;
+		c->hs_deadline = now + e->p.clc_wait_ns;
+		core_timer_at(e, c->hs_deadline);
+		core_ev_raise(c, CORE_EV_CLC);
+		return;
+	}
+	if (send_accept(c, CLC_CONFIRM, false, c->lg->link->mtu)) {
+		hs_fail(c, -SMCR_E_INTERNAL, now, true);
+		return;
+	}
+	go_smc(c, now, true);
+}
+
+/* ---- the step ------------------------------------------------------------------------------ */
+
+static enum core_clc_status status_of(const struct core_conn *c)
+{
+	switch (c->hs) {
+	case HS_C_START:
+	case HS_C_WAIT_ACCEPT:
+	case HS_S_WAIT_PROPOSAL:
+	case HS_S_WAIT_CONFIRM:
+		return CORE_CLC_NEED_INPUT;
+	case HS_C_WAIT_RKEY:
+	case HS_C_WAIT_CL:
+	case HS_S_WAIT_RKEY:
+	case HS_S_WAIT_CL:
+	case HS_DECL_WAIT:
+		return CORE_CLC_WAIT_LINK;
+	case HS_DONE_SMC:
+		return CORE_CLC_SMC;
+	case HS_DONE_FALLBACK:
+		return CORE_CLC_FALLBACK;
+	case HS_DONE_FAILED:
+		return CORE_CLC_FAILED;
+	}
+	return CORE_CLC_FAILED;
+}
+
+int core_conn_clc_step(struct core_conn *c, const void *in, size_t len, bool tcp_eof,
+		       uint64_t now_ns, struct core_clc_result *r)
+{
+	struct core_engine *e = c->eng;
+	const uint8_t *p = in;
+	memset(r, 0, sizeof(*r));
+	if (len && !in)
+		return -SMCR_E_INVAL;
+	pthread_mutex_lock(&e->lock);
+	if (c->released) {
+		pthread_mutex_unlock(&e->lock);
+		return -SMCR_E_INVAL;
+	}
+	if (e->freed)
+		hs_fail(c, -SMCR_E_CORE_RESET, now_ns, false);
+	if (c->hs == HS_C_START) {
+		struct core_dev *cd = pick_dev(e, &c->cdev_idx);
+		if (!cd) {
+			/* linux-interop.md 4.1: a client may send a Decline instead of a Proposal. */
+			hs_fallback(c, 0x03030002u, 0, true, false, now_ns, false);
+		} else if (build_proposal(c, cd)) {
+			hs_fail(c, -SMCR_E_INTERNAL, now_ns, false);
+		} else {
+			c->hs = HS_C_WAIT_ACCEPT;
+			c->hs_deadline = now_ns + e->p.clc_wait_ns;
+		}
+	}
+	if (c->hs == HS_S_WAIT_PROPOSAL && c->hs_deadline == 0)
+		c->hs_deadline = now_ns + e->p.clc_wait_ns;
+	while (hs_waiting(c->hs)) {
+		size_t avail = len - r->consumed;
+		enum clc_type type;
+		uint16_t msglen = 0;
+		if (avail < CLC_HDR_LEN)
+			break;
+		int rc = clc_peek_header(p + r->consumed, avail, &type, &msglen, NULL);
+		if (rc) {
+			hs_fail(c, rc, now_ns, false);
+			break;
+		}
+		if (avail < msglen)
+			break;
+		on_message(c, p + r->consumed, msglen, now_ns);
+		r->consumed += msglen;
+	}
+	if (hs_waiting(c->hs)) {
+		if (tcp_eof)
+			hs_fail(c, -SMCR_E_CORE_TCP_EOF, now_ns, false);
+		else if (c->hs_deadline && now_ns >= c->hs_deadline)
+			hs_timeout(c, now_ns, false);
+	}
+	if (hs_waiting(c->hs) && c->hs_deadline)
+		core_timer_at(e, c->hs_deadline);
+	r->status = status_of(c);
+	r->err = c->hs == HS_DONE_FAILED ? c->hs_err : 0;
+	r->deadline_ns = hs_waiting(c->hs) && c->hs_deadline ? c->hs_deadline : CORE_NEVER;
+	/* Hand the pending bytes over in a buffer progress never writes (c->out may grow in
+	 * the background, e.g. a Decline after an LLC timeout). */
+	memcpy(c->out_user, c->out, c->out_len);
+	r->out = c->out_user;
+	r->out_len = c->out_len;
+	c->out_len = 0;
+	pthread_mutex_unlock(&e->lock);
+	core_ev_fire(e);
+	return 0;
+}

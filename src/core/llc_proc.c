@@ -1,0 +1,399 @@
+/* llc_proc.c: the LLC side of a link group (procedures.md 3.1-3.8, linux-interop.md 7):
+ * received messages are decoded and validated (wire/llc.h) before anything changes, then
+ * dispatched through a handler table by type (STYLE.md 10). Local flows are serialized, one
+ * at a time per LG (procedures.md 3.1): CONFIRM RKEY for new RMBs of reuse connections and,
+ * on the server, the ADD LINK offer of a single-link peer. Peer requests are answered at
+ * once. Runs with eng->lock held (progress or a handshake step). */
+#include "core/core_int.h"
+
+#include <string.h>
+
+int llc_send(struct core_link *l, const struct llc_msg *m)
+{
+	uint8_t buf[LLC_MSG_LEN];
+	int rc = llc_encode(m, buf);
+	if (rc) {
+		LOG_ERR(CORE_UNIT, "LLC encode (%s): %s", llc_type_name((uint8_t)m->type),
+			smcr_err_msg(rc));
+		return rc;
+	}
+	return link_send_msg(l, buf);
+}
+
+static void fill_gid_mac(struct core_link *l, struct wire_gid *gid, struct wire_mac *mac)
+{
+	memcpy(gid->b, l->cdev->gid.gid.raw, WIRE_GID_LEN);
+	memcpy(mac->b, l->cdev->gid.mac, WIRE_MAC_LEN);
+}
+
+/* CONFIRM LINK request (server) or response (client), flags 0x03: no RMBE eyecatchers
+ * (wire-formats.md 6.2), max links 2. */
+int llc_send_confirm_link(struct core_link *l, bool resp)
+{
+	struct llc_msg m = { .type = LLC_CONFIRM_LINK, .resp = resp };
+	m.confirm_link.no_eyec = LLC_CL_FLAG_NO_RMBE_EYEC;
+	fill_gid_mac(l, &m.confirm_link.gid, &m.confirm_link.mac);
+	m.confirm_link.qpn = l->qp->qp_num;
+	m.confirm_link.link_num = l->link_num;
+	m.confirm_link.link_uid = l->link_uid;
+	m.confirm_link.max_links = LLC_CL_MAX_LINKS;
+	return llc_send(l, &m);
+}
+
+static void violation(struct core_link *l, const char *what, uint64_t now)
+{
+	SMCR_LOG_RL(SMCR_LOG_WARN, CORE_UNIT, "LG %u: LLC protocol violation: %s", l->lg->id, what);
+	atomic_fetch_add(&l->lg->eng->llc_rx_dropped, 1);
+	/* procedures.md 3.8: terminate, DELETE LINK all with reason "protocol violation". */
+	lgr_terminate(l->lg, LLC_DEL_PROT_VIOL, false, true, -SMCR_E_CORE_LLC_VIOLATION, now);
+}
+
+static void dropped(struct core_link *l, const char *what)
+{
+	SMCR_LOG_RL(SMCR_LOG_INFO, CORE_UNIT, "LG %u: LLC %s dropped", l->lg->id, what);
+	atomic_fetch_add(&l->lg->eng->llc_rx_dropped, 1);
+}
+
+/* ---- handlers ----------------------------------------------------------------------------- */
+
+typedef void (*llc_handler)(struct core_link *l, struct llc_msg *m, const uint8_t *raw,
+			    uint64_t now);
+
+static void on_confirm_link(struct core_link *l, struct llc_msg *m, const uint8_t *raw,
+			    uint64_t now)
+{
+	(void)raw;
+	struct core_lgr *lg = l->lg;
+	struct core_conn *fc = lg->fc_conn;
+	if (!m->resp) {
+		/* Request: only the client, on its first link, during the first contact. */
+		if (lg->role != CORE_CLIENT) {
+			violation(l, "CONFIRM LINK request sent to the server", now);
+			return;
+		}
+		if (l->state != CORE_LINK_INIT || !fc || fc->hs != HS_C_WAIT_CL) {
+			if (l->state == CORE_LINK_ACTIVE)
+				violation(l, "CONFIRM LINK request on an active link", now);
+			else
+				dropped(l, "late CONFIRM LINK request");
+			return;
+		}
+		int rc = llc_confirm_link_check_eyec(&m->confirm_link);
+		if (rc) {
+			hs_link_confirmed(fc, -SMCR_E_CORE_RMBE_EC, now);
+			return;
+		}
+		l->link_num = m->confirm_link.link_num;
+		rc = link_rts(l);
+		if (!rc)
+			rc = llc_send_confirm_link(l, true);
+		if (rc) {
+			hs_link_confirmed(fc, -SMCR_E_CORE_RDYLNK, now);
+			return;
+		}
+		l->state = CORE_LINK_ACTIVE;
+		atomic_store(&l->usable, true);
+		hs_link_confirmed(fc, 0, now);
+		return;
+	}
+	/* Response: only the server, waiting for it. */
+	if (lg->role != CORE_SERVER || l->state != CORE_LINK_INIT || !fc ||
+	    (fc->hs != HS_S_WAIT_CL && fc->hs != HS_DECL_WAIT)) {
+		dropped(l, "unexpected CONFIRM LINK response");
+		return;
+	}
+	if (llc_confirm_link_check_eyec(&m->confirm_link)) {
+		hs_link_confirmed(fc, -SMCR_E_CORE_RMBE_EC, now);
+		return;
+	}
+	l->state = CORE_LINK_ACTIVE;
+	atomic_store(&l->usable, true);
+	hs_link_confirmed(fc, 0, now);
+}
+
+static void on_add_link(struct core_link *l, struct llc_msg *m, const uint8_t *raw, uint64_t now)
+{
+	(void)now;
+	struct core_lgr *lg = l->lg;
+	if (!m->resp) {
+		if (lg->role == CORE_SERVER) {
+			/* The client's "please add a link" hint (procedures.md 3.2): no response. */
+			dropped(l, "ADD LINK hint (single-link server)");
+			return;
+		}
+		/* Single-link client (procedures.md 3.2 "smcr minimum"): reject at once, the
+		 * request echoed with 0xC0 and reason 1, as Linux smc_llc_cli_add_link_reject. */
+		uint8_t out[LLC_MSG_LEN];
+		llc_add_link_reject_raw(raw, LLC_AL_REJ_NO_ALT_PATH, out);
+		if (link_send_msg(l, out))
+			LOG_WARN(CORE_UNIT, "LG %u: ADD LINK reject not sent", lg->id);
+		return;
+	}
+	if (lg->role != CORE_SERVER || lg->flow != CORE_FLOW_ADD_LINK) {
+		dropped(l, "unexpected ADD LINK response");
+		return;
+	}
+	if (!m->add_link.rejected)
+		/* We offered nothing a peer can build a link on (MTU 0); a peer that accepts
+		 * anyway gets no ADD LINK CONTINUATION and times out on its side. */
+		LOG_WARN(CORE_UNIT, "LG %u: peer accepted the single-link ADD LINK offer; ignored",
+			 lg->id);
+	lg->flow = CORE_FLOW_NONE;
+	llc_flow_kick(lg, now);
+}
+
+static void on_add_link_cont(struct core_link *l, struct llc_msg *m, const uint8_t *raw,
+			     uint64_t now)
+{
+	(void)m;
+	(void)raw;
+	/* We never accept an ADD LINK, so no continuation can belong to a flow of ours. */
+	violation(l, "ADD LINK CONTINUATION outside an ADD LINK flow", now);
+}
+
+static void on_delete_link(struct core_link *l, struct llc_msg *m, const uint8_t *raw,
+			   uint64_t now)
+{
+	(void)raw;
+	struct core_lgr *lg = l->lg;
+	if (m->resp)
+		return;	/* the answer to a DELETE LINK of ours: nothing left to do */
+	if (m->delete_link.all) {
+		/* No response; terminate (wire-formats.md 6.5). */
+		LOG_INFO(CORE_UNIT, "LG %u: peer deleted the link group (%s)", lg->id,
+			 llc_del_reason_name(m->delete_link.reason) ?
+				 llc_del_reason_name(m->delete_link.reason) : "?");
+		lgr_terminate(lg, m->delete_link.reason, false, false, -SMCR_E_CORE_RESET, now);
+		return;
+	}
+	struct llc_msg r = *m;
+	r.resp = true;
+	if (m->delete_link.link_num != l->link_num) {
+		r.delete_link.reason = LLC_DEL_NOLNK;	/* unknown link: 0x00100000 */
+		(void)llc_send(l, &r);
+		return;
+	}
+	/* Our only link: answer (echo, reason 0), then the LG has no link left. */
+	r.delete_link.reason = 0;
+	(void)llc_send(l, &r);
+	lgr_terminate(lg, m->delete_link.reason, false, false, -SMCR_E_CORE_LINK_DOWN, now);
+}
+
+static void on_confirm_rkey(struct core_link *l, struct llc_msg *m, const uint8_t *raw,
+			    uint64_t now)
+{
+	(void)raw;
+	struct core_lgr *lg = l->lg;
+	if (!m->resp) {
+		/* Remember the peer's RMB for this link; answer with the request echoed
+		 * (0x20|0x10 when it cannot be stored), linux-interop.md 7. */
+		struct llc_msg r = *m;
+		r.resp = true;
+		if (lgr_rtoken_add(lg, m->confirm_rkey.rkey, m->confirm_rkey.vaddr)) {
+			r.confirm_rkey.negative = true;
+			r.confirm_rkey.retry = true;
+		}
+		(void)llc_send(l, &r);
+		return;
+	}
+	struct core_conn *c = lg->flow_conn;
+	if (lg->flow != CORE_FLOW_CONFIRM_RKEY || !c || !c->rmb ||
+	    c->rmb->mr->rkey != m->confirm_rkey.rkey) {
+		dropped(l, "unexpected CONFIRM RKEY response");
+		return;
+	}
+	lg->flow = CORE_FLOW_NONE;
+	lg->flow_conn = NULL;
+	hs_rkey_confirmed(c, m->confirm_rkey.negative ? -SMCR_E_CORE_REGBUF : 0, now);
+	conn_put(c);	/* the flow's reference */
+	llc_flow_kick(lg, now);
+}
+
+static void on_confirm_rkey_cont(struct core_link *l, struct llc_msg *m, const uint8_t *raw,
+				 uint64_t now)
+{
+	(void)m;
+	(void)raw;
+	(void)now;
+	dropped(l, "CONFIRM RKEY CONTINUATION (ignored, as Linux)");
+}
+
+static void on_delete_rkey(struct core_link *l, struct llc_msg *m, const uint8_t *raw,
+			   uint64_t now)
+{
+	(void)raw;
+	(void)now;
+	if (m->resp)
+		return;	/* we never send DELETE RKEY: ignore */
+	struct llc_msg r = *m;
+	r.resp = true;
+	r.delete_rkey.err_mask = 0;
+	for (unsigned i = 0; i < m->delete_rkey.count && i < LLC_DR_MAX; i++)
+		if (!lgr_rtoken_del(l->lg, m->delete_rkey.rkey[i]))
+			r.delete_rkey.err_mask |= (uint8_t)(0x80u >> i);
+	r.delete_rkey.negative = r.delete_rkey.err_mask != 0;
+	(void)llc_send(l, &r);
+}
+
+static void on_test_link(struct core_link *l, struct llc_msg *m, const uint8_t *raw, uint64_t now)
+{
+	(void)raw;
+	(void)now;
+	if (m->resp) {
+		l->testlink_deadline = CORE_NEVER;
+		return;
+	}
+	struct llc_msg r = *m;	/* echo, user data included (procedures.md 3.5) */
+	r.resp = true;
+	(void)llc_send(l, &r);
+}
+
+static const llc_handler llc_handlers[256] = {
+	[LLC_CONFIRM_LINK] = on_confirm_link,
+	[LLC_ADD_LINK] = on_add_link,
+	[LLC_ADD_LINK_CONT] = on_add_link_cont,
+	[LLC_DELETE_LINK] = on_delete_link,
+	[LLC_CONFIRM_RKEY] = on_confirm_rkey,
+	[LLC_TEST_LINK] = on_test_link,
+	[LLC_CONFIRM_RKEY_CONT] = on_confirm_rkey_cont,
+	[LLC_DELETE_RKEY] = on_delete_rkey,
+};
+
+void llc_rx(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now)
+{
+	struct llc_msg m;
+	int rc = llc_decode(buf, len, &m);
+	if (rc) {
+		/* Unknown and v2 types are dropped silently by Linux (wire-formats.md 6.1);
+		 * malformed v1 messages are dropped too, with a log line. */
+		SMCR_LOG_RL(SMCR_LOG_INFO, CORE_UNIT, "LG %u: LLC message dropped: %s", l->lg->id,
+			    smcr_err_msg(rc));
+		atomic_fetch_add(&l->lg->eng->llc_rx_dropped, 1);
+		return;
+	}
+	if (l->lg->state == CORE_LG_DEAD)
+		return;
+	llc_handler h = llc_handlers[m.type & 0xFF];
+	if (!h) {
+		dropped(l, "of unknown type");
+		return;
+	}
+	h(l, &m, buf, now);
+}
+
+/* ---- local flows ------------------------------------------------------------------------- */
+
+void llc_start_add_link_offer(struct core_lgr *lg, uint64_t now)
+{
+	/* Queued as a flag: llc_flow_kick starts it when no other flow runs. */
+	lg->want_add_link = true;
+	llc_flow_kick(lg, now);
+}
+
+/* procedures.md 3.2 / linux-interop.md 7: a Linux client waits 2 s for an ADD LINK after
+ * the first CONFIRM LINK. A single-link server offers one it knows will be rejected: the
+ * link's own GID/MAC and MTU code 0 (Linux >= 5.10 rejects MTU 0 at once; a 4.x client
+ * rejects every ADD LINK; an smcr client rejects every ADD LINK). */
+static int send_add_link_offer(struct core_lgr *lg)
+{
+	struct core_link *l = lg->link;
+	struct llc_msg m = { .type = LLC_ADD_LINK };
+	fill_gid_mac(l, &m.add_link.gid, &m.add_link.mac);
+	m.add_link.qpn = l->qp->qp_num;
+	m.add_link.link_num = (uint8_t)(l->link_num + 1);
+	m.add_link.mtu = 0;
+	m.add_link.psn = 0;
+	return llc_send(l, &m);
+}
+
+void llc_flow_kick(struct core_lgr *lg, uint64_t now)
+{
+	struct core_engine *e = lg->eng;
+	while (lg->flow == CORE_FLOW_NONE && lg->state == CORE_LG_ACTIVE && lg->link &&
+	       lg->link->state == CORE_LINK_ACTIVE) {
+		if (lg->want_add_link) {
+			lg->want_add_link = false;
+			if (send_add_link_offer(lg) == 0) {
+				lg->flow = CORE_FLOW_ADD_LINK;
+				lg->flow_deadline = now + e->p.llc_wait_ns;
+				core_timer_at(e, lg->flow_deadline);
+			}
+			continue;
+		}
+		struct core_conn *c = lg->rkey_wait_head;
+		if (!c)
+			return;
+		lg->rkey_wait_head = c->rkey_next;
+		if (!lg->rkey_wait_head)
+			lg->rkey_wait_tail = NULL;
+		c->rkey_next = NULL;
+		if (!c->rmb || c->lg != lg) {	/* the conn left meanwhile */
+			conn_put(c);
+			continue;
+		}
+		/* CONFIRM RKEY (wire-formats.md 6.6): the RMB on this link, no other links. */
+		struct llc_msg m = { .type = LLC_CONFIRM_RKEY };
+		m.confirm_rkey.rkey = c->rmb->mr->rkey;
+		m.confirm_rkey.vaddr = (uint64_t)(uintptr_t)c->rmb->mr->addr;
+		if (llc_send(lg->link, &m)) {
+			hs_rkey_confirmed(c, -SMCR_E_CORE_REGBUF, now);
+			conn_put(c);
+			continue;
+		}
+		lg->flow = CORE_FLOW_CONFIRM_RKEY;
+		lg->flow_conn = c;	/* keeps the queue's reference */
+		lg->flow_deadline = now + e->p.llc_wait_ns;
+		core_timer_at(e, lg->flow_deadline);
+	}
+}
+
+void llc_timers(struct core_lgr *lg, uint64_t now)
+{
+	struct core_engine *e = lg->eng;
+	if (lg->flow != CORE_FLOW_NONE) {
+		if (now >= lg->flow_deadline) {
+			enum core_flow f = lg->flow;
+			lg->flow = CORE_FLOW_NONE;
+			if (f == CORE_FLOW_CONFIRM_RKEY && lg->flow_conn) {
+				struct core_conn *c = lg->flow_conn;
+				lg->flow_conn = NULL;
+				hs_rkey_confirmed(c, -SMCR_E_CORE_TIMEOUT_CR, now);
+				conn_put(c);
+			} else {
+				LOG_INFO(CORE_UNIT, "LG %u: no answer to the ADD LINK offer", lg->id);
+			}
+			if (lg->state == CORE_LG_DEAD)
+				return;
+			llc_flow_kick(lg, now);
+		} else {
+			core_timer_at(e, lg->flow_deadline);
+		}
+	}
+	/* TEST LINK (procedures.md 3.5): after testlink_ns without receiving anything, ask;
+	 * no answer within the LLC wait: the link is down. */
+	struct core_link *l = lg->link;
+	if (!l || l->state != CORE_LINK_ACTIVE || e->p.testlink_ns == UINT64_MAX)
+		return;
+	if (l->testlink_deadline != CORE_NEVER) {
+		if (now >= l->testlink_deadline) {
+			link_down(l, -SMCR_E_CORE_TIMEDOUT, now);
+			return;
+		}
+		core_timer_at(e, l->testlink_deadline);
+		return;
+	}
+	if (l->last_rx_ns == 0)
+		l->last_rx_ns = now;
+	uint64_t due = l->last_rx_ns + e->p.testlink_ns;
+	if (now >= due) {
+		struct llc_msg m = { .type = LLC_TEST_LINK };
+		uint32_t r = core_rand32(e);
+		memcpy(m.test_link.data, &r, sizeof(r));
+		if (llc_send(l, &m) == 0) {
+			l->testlink_deadline = now + e->p.llc_wait_ns;
+			core_timer_at(e, l->testlink_deadline);
+		}
+		return;
+	}
+	core_timer_at(e, due);
+}
