@@ -381,6 +381,17 @@ static void hs_run_locked(struct sock *s, uint32_t tcp_events)
 		}
 		s->tcp_connecting = false;
 	}
+	if (s->disc_pending) {
+		/* discovery.h: the option exchange decides before any CLC byte */
+		s->disc_pending = false;
+		uint32_t why = disc_result(s->tcp);
+		if (why) {
+			if (s->conn)
+				core_conn_set_fallback(s->conn, why);
+			hs_fallback_locked(s, why, 0);
+			return;
+		}
+	}
 	if (!s->conn) {
 		hs_noengine_locked(s, s->role == CORE_SERVER ? hs_read(s) : HS_IN_NONE);
 		return;
