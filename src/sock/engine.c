@@ -120,15 +120,18 @@ static void engine_exit(void)
 		if (st == SS_SMC || st == SS_HANDSHAKE)
 			(void)smcr_close(fd);
 	}
-	uint64_t end = smcr_now_ns() + env_ms("SMCR_EXIT_WAIT_MS", 2000 * SMCR_NS_PER_MS);
+	uint64_t t0 = smcr_now_ns();
+	uint64_t end = t0 + env_ms("SMCR_EXIT_WAIT_MS", 2000 * SMCR_NS_PER_MS);
+	struct core_engine_stats st;
 	for (;;) {
-		struct core_engine_stats st;
 		core_engine_stats(e, &st);
 		if (st.conns == 0 || smcr_now_ns() >= end)
 			break;
 		struct timespec ts = { 0, 1000000 };
 		nanosleep(&ts, NULL);
 	}
+	LOG_INFO("engine", "exit: waited %llu ms for %u connection(s) to close",
+		 (unsigned long long)((smcr_now_ns() - t0) / SMCR_NS_PER_MS), st.conns);
 }
 
 static void engine_atfork_child(void)

@@ -51,10 +51,18 @@ static void on_sigpipe(int sig)
 	sigpipes++;
 }
 
-static short poll_now(int fd, int ms)
+/* The readiness of fd once all of want is there, or after ms (polling: POLLOUT is
+ * always set here, so a poll(2) with a timeout would return at once). */
+static short poll_until(int fd, short want, int ms)
 {
-	struct pollfd p = { .fd = fd, .events = POLLIN | POLLOUT | POLLRDHUP };
-	return poll(&p, 1, ms) > 0 ? p.revents : 0;
+	short r = 0;
+	for (int waited = 0;; waited += 2) {
+		struct pollfd p = { .fd = fd, .events = POLLIN | POLLOUT | POLLRDHUP };
+		r = poll(&p, 1, 0) > 0 ? p.revents : 0;
+		if ((r & want) == want || waited >= ms)
+			return r;
+		usleep(2000);
+	}
 }
 
 static void setup(int (*srv)(void *), int (*cli)(void *), int timeout_ms)
@@ -104,7 +112,7 @@ static int hc_server(void *a)
 	IT_CHECK(it_read_all(fd, buf, sizeof(buf)));
 	IT_CHECK(memcmp(buf, big, sizeof(buf)) == 0);
 	/* EOF now: readable with RDHUP, and read returns 0 (twice: EOF is sticky) */
-	short r = poll_now(fd, 2000);
+	short r = poll_until(fd, POLLIN | POLLRDHUP, 3000);
 	IT_CHECK((r & (POLLIN | POLLRDHUP)) == (POLLIN | POLLRDHUP));
 	IT_CHECK(!(r & POLLHUP));
 	IT_CHECK(smcr_recv(fd, buf, 10, 0) == 0);
@@ -113,7 +121,7 @@ static int hc_server(void *a)
 	IT_CHECK(it_write_all(fd, "after-eof", 9));
 	IT_CHECK(smcr_shutdown(fd, SHUT_WR) == 0);
 	/* both directions done: POLLHUP as TCP */
-	r = poll_now(fd, 2000);
+	r = poll_until(fd, POLLHUP, 3000);
 	IT_CHECK(r & POLLHUP);
 	/* writes after our SHUT_WR: EPIPE, and SIGPIPE unless MSG_NOSIGNAL */
 	signal(SIGPIPE, on_sigpipe);
@@ -163,9 +171,9 @@ static int lg_server(void *a)
 	wait_stage(1);
 	/* the reset arrives: POLLERR (and HUP), then ECONNRESET; bytes that arrived before
 	 * it may be read first */
-	short r = poll_now(fd, 3000);
-	for (int i = 0; i < 100 && !(r & POLLERR); i++)
-		r = poll_now(fd, 30);
+	short r = poll_until(fd, POLLERR, 3000);
+	if (!(r & POLLERR))
+		it_debug_state(fd, "linger0 server");
 	IT_CHECK(r & POLLERR);
 	IT_CHECK(r & POLLHUP);
 	char buf[64];

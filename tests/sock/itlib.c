@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <poll.h>
 #include <errno.h>
 #include <openssl/evp.h>
 #include <signal.h>
@@ -15,20 +16,23 @@
 #include <time.h>
 
 #include "sock/rules.h"
+#include "sock/sock.h"
 #include "util/log.h"
 
 void it_child_env(int role)
 {
 #ifdef HAVE_SMCR_DEV_SHM
-	(void)role;
-	setenv("SMCR_DEVICES", "shm", 1);
-#else
+	if (!getenv("IT_DEVICE") || strcmp(getenv("IT_DEVICE"), "emu") != 0) {
+		setenv("SMCR_DEVICES", "shm", 1);
+	} else
+#endif
+	{
 	/* emu: each process its own loopback address, all on one port per test run */
 	char spec[96];
 	const char *port = getenv("IT_EMU_PORT");
 	snprintf(spec, sizeof(spec), "emu:ip=127.0.0.%d,port=%s", 10 + role, port ? port : "0");
 	setenv("SMCR_DEVICES", spec, 1);
-#endif
+	}
 	if (!getenv("SMCR_LOG"))
 		setenv("SMCR_LOG", "error", 1);
 	smcr_log_set_level((enum smcr_log_level)smcr_log_parse_level(getenv("SMCR_LOG")));
@@ -275,4 +279,38 @@ void *it_shared(size_t n)
 {
 	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	return p == MAP_FAILED ? NULL : p;
+}
+
+void it_debug_state(int fd, const char *tag)
+{
+	struct sock *s = sock_get(fd);
+	if (!s) {
+		fprintf(stderr, "[%d] %s: fd %d is not an smcr socket\n", (int)getpid(), tag, fd);
+		return;
+	}
+	struct core_conn_info ci;
+	memset(&ci, 0, sizeof(ci));
+	unsigned ev = 0;
+	if (s->conn) {
+		core_conn_info(s->conn, &ci);
+		ev = core_conn_events(s->conn);
+	}
+	struct pollfd p = { .fd = fd, .events = POLLIN | POLLOUT | POLLRDHUP };
+	poll(&p, 1, 0);
+	fprintf(stderr,
+		"[%d] %s: fd %d state %d core %s events 0x%x err %d cdc rx %llu tx %llu; "
+		"sig tokens %u filled %u blocked %d rdhup %d dead %d; poll 0x%x\n",
+		(int)getpid(), tag, fd, atomic_load(&s->state), ci.state ? ci.state : "-", ev,
+		ci.error, (unsigned long long)ci.cdc_received, (unsigned long long)ci.cdc_sent,
+		s->sig.tokens, s->sig.filled, s->sig.out_blocked, s->sig.rdhup, s->sig.dead,
+		p.revents);
+	struct core_engine *e = sock_engine();
+	if (e) {
+		struct core_engine_stats st;
+		core_engine_stats(e, &st);
+		fprintf(stderr, "[%d] %s: engine lgs %u links %u conns %u cdc_dropped %llu "
+			"llc_dropped %llu\n", (int)getpid(), tag, st.lgs, st.links, st.conns,
+			(unsigned long long)st.cdc_rx_dropped, (unsigned long long)st.llc_rx_dropped);
+	}
+	sock_put(s);
 }

@@ -71,6 +71,9 @@ int it_count_fds(void);
 /* Lists them on stderr (debugging a growth). */
 void it_list_fds(const char *tag);
 
+/* Prints the socket's engine and readiness state (debugging a failure). */
+void it_debug_state(int fd, const char *tag);
+
 /* Shared memory between parent and children (anonymous MAP_SHARED). */
 void *it_shared(size_t n);
 
