@@ -1,0 +1,434 @@
+/* api.c: the public calls that create, connect and end smcr sockets (include/smcr/smcr.h):
+ * socket, bind, listen, accept/accept4, connect, getsockname/getpeername, shutdown, close.
+ * Which connections try SMC-R: the rules (rules.h); how: hs.c; the fd: sock.h.
+ * Every call on an fd that is not an smcr socket, or on one in TCP mode, is the libc call. */
+#define _GNU_SOURCE
+#include <smcr/smcr.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sock/errmap.h"
+#include "sock/sock.h"
+#include "sock/sys.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+#define SOCK_TYPE_MASK (~(SOCK_NONBLOCK | SOCK_CLOEXEC))
+
+int smcr_socket(int domain, int type, int protocol)
+{
+	int fd = sock_sys.socket(domain, type, protocol);
+	if (fd < 0)
+		return -1;
+	/* Only TCP stream sockets become smcr sockets (STYLE.md 25: the type is matched with
+	 * a mask so SOCK_NONBLOCK/SOCK_CLOEXEC sockets qualify). */
+	if ((domain != AF_INET && domain != AF_INET6) || (type & SOCK_TYPE_MASK) != SOCK_STREAM ||
+	    (protocol != 0 && protocol != IPPROTO_TCP))
+		return fd;
+	struct sock *s;
+	int rc = sock_create(fd, domain, type & SOCK_NONBLOCK, type & SOCK_CLOEXEC, &s);
+	if (rc < 0) {
+		sock_sys.close(fd);
+		return sock_fail(rc);
+	}
+	sock_put(s);
+	return fd;
+}
+
+int smcr_is_socket(int fd)
+{
+	struct sock *s = sock_get(fd);
+	if (!s)
+		return 0;
+	sock_put(s);
+	return 1;
+}
+
+/* The TCP socket of s (fd itself, or the hidden one), for calls that go to it. */
+static int sock_tcp_fd(struct sock *s)
+{
+	pthread_mutex_lock(&s->lock);
+	int t = s->tcp;
+	pthread_mutex_unlock(&s->lock);
+	return t;
+}
+
+int smcr_bind(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	struct sock *s = sock_get(fd);
+	if (!s)
+		return sock_sys.bind(fd, addr, len);
+	int t = sock_tcp_fd(s);
+	sock_put(s);
+	if (t < 0)
+		return sock_fail(-SMCR_E_SOCK_INVAL);
+	return sock_sys.bind(t, addr, len);
+}
+
+int smcr_listen(int fd, int backlog)
+{
+	struct sock *s = sock_get(fd);
+	if (!s)
+		return sock_sys.listen(fd, backlog);
+	pthread_mutex_lock(&s->lock);
+	int st = atomic_load(&s->state);
+	int rc;
+	if (st == SS_NEW) {
+		/* discovery.h: opt the listener in before listen() when the rules allow */
+		struct disc_choice dc = disc_listener(fd);
+		s->action = dc.action;
+		s->disc = (uint8_t)dc.mode;
+		s->disc_reason = dc.reason;
+	}
+	if (st == SS_NEW || st == SS_LISTEN) {
+		rc = sock_sys.listen(fd, backlog);
+		if (rc == 0)
+			atomic_store(&s->state, SS_LISTEN);
+	} else if (st == SS_TCP) {
+		rc = sock_sys.listen(fd, backlog);
+	} else {
+		errno = EINVAL; /* connected (TCP gives EINVAL too) */
+		rc = -1;
+	}
+	int e = errno;
+	pthread_mutex_unlock(&s->lock);
+	sock_put(s);
+	errno = e;
+	return rc;
+}
+
+static int getname(int fd, struct sockaddr *addr, socklen_t *len, bool peer)
+{
+	struct sock *s = sock_get(fd);
+	int t = fd;
+	if (s) {
+		t = sock_tcp_fd(s);
+		sock_put(s);
+		if (t < 0)
+			return sock_fail(peer ? -SMCR_E_SOCK_NOTCONN : -SMCR_E_SOCK_INVAL);
+	}
+	return peer ? sock_sys.getpeername(t, addr, len) : sock_sys.getsockname(t, addr, len);
+}
+
+int smcr_getsockname(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	return getname(fd, addr, len, false);
+}
+
+int smcr_getpeername(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	return getname(fd, addr, len, true);
+}
+
+/* ---- connect ---- */
+
+static int connect_smc_locked(struct sock *s, const struct sockaddr *addr, socklen_t len)
+{
+	/* TCP first, on the program's fd as the program would. */
+	bool nb = s->nonblock;
+	int rc = sock_sys.connect(s->fd, addr, len);
+	if (rc < 0 && errno != EINPROGRESS)
+		return sock_err_sys(errno); /* plain TCP error: the socket stays NEW */
+	bool connecting = rc < 0;
+	s->role = CORE_CLIENT;
+	if (!connecting && s->disc_pending && s->action != RULE_SMC_ONLY) {
+		/* discovery.h: TCP is up; without the option exchange no CLC at all */
+		s->disc_pending = false;
+		uint32_t why = disc_result(s->fd);
+		if (why) {
+			s->local_reason = why;
+			atomic_store(&s->state, SS_TCP);
+			return 0;
+		}
+	}
+	rc = sock_install_placeholder_locked(s);
+	if (rc < 0)
+		return rc;
+	s->tcp_connecting = connecting;
+	s->background = nb;
+	atomic_store(&s->state, SS_HANDSHAKE);
+	rc = hs_start_locked(s);
+	if (rc < 0) {
+		hs_abort_locked(s);
+		return rc;
+	}
+	if (nb)
+		return -SMCR_E_SOCK_INPROGRESS;
+	hs_wait_locked(s);
+	switch ((enum sock_state)atomic_load(&s->state)) {
+	case SS_SMC:
+	case SS_TCP:
+		return 0;
+	case SS_FAILED: {
+		int e = s->error ? s->error : ECONNREFUSED;
+		s->error = 0; /* reported by connect, as TCP does */
+		return sock_err_sys(e);
+	}
+	case SS_NEW:
+	case SS_LISTEN:
+	case SS_HANDSHAKE:
+		break;
+	}
+	return -SMCR_E_INTERNAL;
+}
+
+int smcr_connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	struct sock *s = sock_get(fd);
+	if (!s)
+		return sock_sys.connect(fd, addr, len);
+	int rc;
+	pthread_mutex_lock(&s->lock);
+	switch ((enum sock_state)atomic_load(&s->state)) {
+	case SS_NEW: {
+		struct disc_choice dc = { RULE_TCP, DISC_NONE, SMCR_REASON_RULE_TCP };
+		if (addr && (addr->sa_family == AF_INET || addr->sa_family == AF_INET6))
+			dc = disc_client(fd, addr); /* discovery.h: rules + TCP option */
+		enum rule_action a = dc.action;
+		if (a == RULE_TCP) {
+			s->action = RULE_TCP;
+			s->local_reason = dc.reason;
+			s->role = CORE_CLIENT;
+			atomic_store(&s->state, SS_TCP);
+			pthread_mutex_unlock(&s->lock);
+			rc = sock_sys.connect(fd, addr, len);
+			sock_put(s);
+			return rc;
+		}
+		s->action = a;
+		s->disc = (uint8_t)dc.mode;
+		s->disc_pending = dc.mode == DISC_BPF;
+		if (a == RULE_SMC_ONLY && !sock_engine()) {
+			rc = -SMCR_E_SOCK_SMC_ONLY;
+			break;
+		}
+		rc = connect_smc_locked(s, addr, len);
+		break;
+	}
+	case SS_HANDSHAKE:
+		rc = -SMCR_E_SOCK_ALREADY;
+		break;
+	case SS_SMC:
+		rc = -SMCR_E_SOCK_ISCONN;
+		break;
+	case SS_TCP:
+	case SS_LISTEN:
+		pthread_mutex_unlock(&s->lock);
+		rc = sock_sys.connect(fd, addr, len);
+		sock_put(s);
+		return rc;
+	case SS_FAILED:
+	default:
+		rc = s->error ? sock_err_sys(s->error) : -SMCR_E_SOCK_CONNREFUSED;
+		s->error = 0;
+		break;
+	}
+	pthread_mutex_unlock(&s->lock);
+	sock_put(s);
+	return rc < 0 ? sock_fail(rc) : 0;
+}
+
+/* ---- accept ---- */
+
+int smcr_accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
+{
+	struct sock *ls = sock_get(lfd);
+	if (!ls)
+		return sock_sys.accept4(lfd, addr, alen, flags);
+	pthread_mutex_lock(&ls->lock);
+	bool listening = atomic_load(&ls->state) == SS_LISTEN;
+	int domain = ls->domain;
+	struct disc_choice ldc = { ls->action, (enum disc_mode)ls->disc, ls->disc_reason };
+	pthread_mutex_unlock(&ls->lock);
+	sock_put(ls);
+	if (!listening)
+		return sock_sys.accept4(lfd, addr, alen, flags);
+	for (;;) {
+		socklen_t inlen = alen ? *alen : 0;
+		int nfd = sock_sys.accept4(lfd, addr, alen, flags);
+		if (nfd < 0)
+			return -1;
+		struct sockaddr_storage local;
+		socklen_t ll = sizeof(local);
+		if (sock_sys.getsockname(nfd, (struct sockaddr *)&local, &ll) < 0)
+			memset(&local, 0, sizeof(local));
+		const struct rule *which = NULL;
+		enum rule_action a = RULE_TCP;
+		uint32_t why = SMCR_REASON_RULE_TCP;
+		if (ldc.mode == DISC_BPF) {
+			/* discovery.h: the listener was opted in; the option exchange decides */
+			why = disc_result(nfd);
+			a = why ? RULE_TCP : ldc.action;
+			if (why && ldc.action == RULE_SMC_ONLY) {
+				LOG_INFO("sock", "accept: smc-only listener, client without the "
+						 "option (%s): dropped", smcr_reason_name(why));
+				sock_sys.close(nfd);
+				if (alen)
+					*alen = inlen;
+				continue;
+			}
+		} else {
+			a = rules_match(rules_get(), RULE_ROLE_SERVER, rules_prog_name(),
+					(struct sockaddr *)&local, &which);
+			if (a == RULE_TCP && !which && ldc.reason)
+				why = ldc.reason; /* the default: BPF not installed */
+		}
+		struct sock *s;
+		int rc = sock_create(nfd, domain, flags & SOCK_NONBLOCK, flags & SOCK_CLOEXEC, &s);
+		if (rc < 0) {
+			sock_sys.close(nfd);
+			return sock_fail(rc);
+		}
+		pthread_mutex_lock(&s->lock);
+		s->role = CORE_SERVER;
+		s->action = a;
+		s->disc = (uint8_t)ldc.mode;
+		if (a == RULE_TCP) {
+			s->local_reason = why;
+			atomic_store(&s->state, SS_TCP);
+			pthread_mutex_unlock(&s->lock);
+			sock_put(s);
+			return nfd;
+		}
+		/* The listener's O_NONBLOCK decides: a non-blocking accept never waits for a
+		 * handshake. */
+		int lfl = sock_sys.fcntl(lfd, F_GETFL);
+		bool bg = lfl >= 0 && (lfl & O_NONBLOCK);
+		s->background = bg;
+		rc = sock_install_placeholder_locked(s);
+		if (rc == 0) {
+			atomic_store(&s->state, SS_HANDSHAKE);
+			rc = hs_start_locked(s);
+			if (rc < 0)
+				hs_abort_locked(s);
+		}
+		if (rc < 0) {
+			pthread_mutex_unlock(&s->lock);
+			LOG_WARN("sock", "accept: cannot start the handshake (%s)", sock_err_name(rc));
+			sock_unlink(s);
+			sock_sys.close(nfd);
+			sock_put(s);
+			return sock_fail(rc);
+		}
+		if (bg) {
+			pthread_mutex_unlock(&s->lock);
+			sock_put(s);
+			return nfd;
+		}
+		hs_wait_locked(s);
+		int st = atomic_load(&s->state);
+		pthread_mutex_unlock(&s->lock);
+		if (st == SS_SMC || st == SS_TCP) {
+			sock_put(s);
+			return nfd;
+		}
+		/* procedures.md 2.3: a client whose handshake fails is dropped, never handed to
+		 * the program; wait for the next one. */
+		smcr_close(nfd);
+		sock_put(s);
+		if (alen)
+			*alen = inlen;
+	}
+}
+
+int smcr_accept(int lfd, struct sockaddr *addr, socklen_t *alen)
+{
+	return smcr_accept4(lfd, addr, alen, 0);
+}
+
+/* ---- shutdown and close ---- */
+
+int smcr_shutdown(int fd, int how)
+{
+	struct sock *s = sock_get(fd);
+	if (!s)
+		return sock_sys.shutdown(fd, how);
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
+		sock_put(s);
+		return sock_fail(-SMCR_E_SOCK_INVAL);
+	}
+	int rc = 0;
+	pthread_mutex_lock(&s->lock);
+	switch ((enum sock_state)atomic_load(&s->state)) {
+	case SS_NEW:
+	case SS_LISTEN:
+	case SS_TCP:
+		pthread_mutex_unlock(&s->lock);
+		rc = sock_sys.shutdown(fd, how);
+		sock_put(s);
+		return rc;
+	case SS_HANDSHAKE:
+	case SS_FAILED:
+		rc = -SMCR_E_SOCK_NOTCONN;
+		break;
+	case SS_SMC:
+		rc = core_conn_shutdown(s->conn, how, smcr_now_ns());
+		if (rc < 0)
+			break;
+		if (how != SHUT_RD) {
+			/* procedures.md 5.1: the TCP side follows ("sending done" first) */
+			(void)sock_sys.shutdown(s->tcp, SHUT_WR);
+			sig_shut_wr(&s->sig);
+			s->shut_wr = true;
+		}
+		if (how != SHUT_WR)
+			sig_shut_rd(&s->sig);
+		sock_sync_after_call(s);
+		break;
+	}
+	pthread_mutex_unlock(&s->lock);
+	sock_put(s);
+	return rc < 0 ? sock_fail(rc) : 0;
+}
+
+int smcr_close(int fd)
+{
+	struct sock *s = sock_get(fd);
+	if (!s)
+		return sock_sys.close(fd);
+	pthread_mutex_lock(&s->lock);
+	if (s->closing) {
+		pthread_mutex_unlock(&s->lock);
+		sock_put(s);
+		return sock_fail(-SMCR_E_SOCK_BADF);
+	}
+	s->closing = true;
+	/* Out of the table first: once the number is closed the kernel may hand it out
+	 * again, and the new socket must find the slot free. */
+	sock_unlink(s);
+	int st = atomic_load(&s->state);
+	if (st == SS_HANDSHAKE)
+		hs_abort_locked(s);
+	if (st == SS_SMC) {
+		bool abort = s->linger_set && s->linger_secs == 0;
+		core_conn_close(s->conn, abort, smcr_now_ns());
+		struct core_conn_info ci;
+		core_conn_info(s->conn, &ci);
+		hs_unwatch_locked(s);
+		if (s->tcp >= 0) {
+			if (ci.tcp_action == CORE_TCP_RESET) {
+				struct linger lg = { 1, 0 };
+				(void)sock_sys.setsockopt(s->tcp, SOL_SOCKET, SO_LINGER, &lg,
+							  sizeof(lg));
+			} else {
+				/* the active closer shuts its TCP side down right after the C */
+				(void)sock_sys.shutdown(s->tcp, SHUT_RDWR);
+			}
+		}
+	}
+	int rc = 0;
+	if (s->has_sig)
+		sig_forget_prog(&s->sig);
+	if (s->tcp == s->fd)
+		s->tcp = -1; /* TCP mode: the program's fd is the TCP socket */
+	rc = sock_sys.close(fd);
+	int e = errno;
+	pthread_mutex_unlock(&s->lock);
+	sock_put(s); /* the last one (usually) recycles: engine release, hidden fds */
+	errno = e;
+	return rc;
+}

@@ -1,0 +1,449 @@
+/* data.c: send and receive with TCP's semantics (include/smcr/smcr.h): send/recv/read/write/
+ * readv/writev/sendto/recvfrom/sendmsg/recvmsg, flags MSG_PEEK, MSG_DONTWAIT, MSG_WAITALL,
+ * MSG_OOB, MSG_NOSIGNAL, MSG_MORE, SO_RCVTIMEO/SO_SNDTIMEO, EPIPE + SIGPIPE.
+ *
+ * On an SMC-R connection the bytes move through the engine (core_conn_send/recv: RDMA
+ * WRITEs into the peer's RMBE, reads from ours; procedures.md 4), which never blocks; the
+ * blocking semantics are built here (ENGINE.md decision 3): spin on the engine's progress
+ * for at most SOCK_SPIN_NS, then sleep in poll() on the program's own fd, whose readiness
+ * the engine drives (sig.h). Every other fd, and every smcr socket in TCP mode, gets the
+ * libc call. */
+#define _GNU_SOURCE
+#include <smcr/smcr.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+
+#include "sock/errmap.h"
+#include "sock/sock.h"
+#include "sock/sys.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+#define SOCK_IOV_MAX 1024 /* IOV_MAX */
+
+enum route {
+	ROUTE_SYS, /* the libc call on fd */
+	ROUTE_SMC, /* through the engine; *sp holds a reference */
+	ROUTE_ERR, /* *err is the code */
+};
+
+/* Which way a data call goes. A call during a background handshake waits for its end
+ * when blocking (as TCP waits for the connect), else EAGAIN. */
+static enum route route(int fd, bool nowait, struct sock **sp, int *err)
+{
+	struct sock *s = sock_get(fd);
+	*sp = NULL;
+	if (!s)
+		return ROUTE_SYS;
+	int st = atomic_load(&s->state);
+	if (st == SS_HANDSHAKE) {
+		pthread_mutex_lock(&s->lock);
+		if (nowait || s->nonblock) {
+			pthread_mutex_unlock(&s->lock);
+			sock_put(s);
+			*err = -SMCR_E_SOCK_AGAIN;
+			return ROUTE_ERR;
+		}
+		hs_wait_locked(s);
+		pthread_mutex_unlock(&s->lock);
+		st = atomic_load(&s->state);
+	}
+	switch ((enum sock_state)st) {
+	case SS_SMC:
+		*sp = s;
+		return ROUTE_SMC;
+	case SS_FAILED:
+		pthread_mutex_lock(&s->lock);
+		*err = s->error ? sock_err_sys(s->error) : -SMCR_E_SOCK_NOTCONN;
+		s->error = 0;
+		pthread_mutex_unlock(&s->lock);
+		sock_put(s);
+		return ROUTE_ERR;
+	case SS_NEW:
+	case SS_LISTEN:
+	case SS_TCP:
+	case SS_HANDSHAKE:
+		break;
+	}
+	sock_put(s);
+	return ROUTE_SYS;
+}
+
+static uint64_t deadline_of(const struct timeval *tv)
+{
+	if (!tv->tv_sec && !tv->tv_usec)
+		return UINT64_MAX;
+	return smcr_now_ns() + (uint64_t)tv->tv_sec * SMCR_NS_PER_S +
+	       (uint64_t)tv->tv_usec * 1000ull;
+}
+
+/* Ready for the caller: want is CORE_EV_IN or CORE_EV_OUT; for IN with have > 0 (a
+ * MSG_PEEK|MSG_WAITALL that saw have bytes) more than have must be readable. An error,
+ * reset or EOF is "ready" too: the caller's next call reports it. */
+static bool ready(struct sock *s, unsigned want, uint32_t have)
+{
+	unsigned ev = core_conn_events(s->conn);
+	if (ev & (CORE_EV_ERR | CORE_EV_HUP))
+		return true;
+	if (want == CORE_EV_OUT)
+		return ev & CORE_EV_OUT;
+	if (ev & CORE_EV_RDHUP)
+		return true;
+	if (!(ev & CORE_EV_IN))
+		return false;
+	if (!have)
+		return true;
+	struct core_conn_info ci;
+	core_conn_info(s->conn, &ci);
+	return ci.readable > have;
+}
+
+/* Waits until ready(s, want, have). Returns 0 (the caller tries again),
+ * -SMCR_E_SOCK_AGAIN when the deadline passed, -SMCR_E_SOCK_INTR on a signal. */
+static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t have)
+{
+	/* 1. spin briefly on the engine's progress (decision 3: a few microseconds) */
+	uint64_t t0 = smcr_now_ns();
+	do {
+		if (ready(s, want, have))
+			return 0;
+		sock_engine_spin();
+	} while (smcr_now_ns() - t0 < SOCK_SPIN_NS);
+	/* 2. turn the program end's bit off, so the next arrival (a token, or the drain of
+	 * the filler) wakes poll; check again for one that came in between */
+	if (want == CORE_EV_IN)
+		sig_drain_in(&s->sig);
+	else
+		sig_block_out(&s->sig);
+	if (ready(s, want, have))
+		return 0;
+	/* 3. sleep on it */
+	uint64_t now = smcr_now_ns();
+	if (deadline != UINT64_MAX && now >= deadline)
+		return -SMCR_E_SOCK_AGAIN;
+	int ms = -1;
+	if (deadline != UINT64_MAX) {
+		uint64_t d = (deadline - now + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS;
+		ms = d > 1000000 ? 1000000 : (int)d;
+	}
+	struct pollfd p = { .fd = s->fd, .events = want == CORE_EV_IN ? POLLIN : POLLOUT };
+	LOG_DBG("data", "fd %d: sleep for %s (ev 0x%x)", s->fd, want == CORE_EV_IN ? "in" : "out",
+		core_conn_events(s->conn));
+	int n = sock_sys.poll(&p, 1, ms);
+	LOG_DBG("data", "fd %d: woke for %s (ev 0x%x, revents 0x%x)", s->fd,
+		want == CORE_EV_IN ? "in" : "out", core_conn_events(s->conn), p.revents);
+	if (n < 0 && errno == EINTR)
+		return -SMCR_E_SOCK_INTR;
+	if (n == 0 && deadline != UINT64_MAX && smcr_now_ns() >= deadline)
+		return -SMCR_E_SOCK_AGAIN;
+	return 0;
+}
+
+static size_t iov_total(const struct iovec *iov, int n)
+{
+	size_t t = 0;
+	for (int i = 0; i < n; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
+/* Advances a private copy of the iovec by n bytes; returns the new start index. */
+static int iov_advance(struct iovec *iov, int cnt, int idx, size_t n)
+{
+	while (idx < cnt && n) {
+		size_t k = iov[idx].iov_len < n ? iov[idx].iov_len : n;
+		iov[idx].iov_base = (char *)iov[idx].iov_base + k;
+		iov[idx].iov_len -= k;
+		n -= k;
+		if (iov[idx].iov_len == 0)
+			idx++;
+	}
+	while (idx < cnt && iov[idx].iov_len == 0)
+		idx++;
+	return idx;
+}
+
+static void raise_sigpipe(void)
+{
+	/* TCP sends SIGPIPE to the writing thread (send_sig(SIGPIPE, current)). */
+	pthread_kill(pthread_self(), SIGPIPE);
+}
+
+#define SEND_FLAGS_OK (MSG_DONTWAIT | MSG_NOSIGNAL | MSG_OOB | MSG_MORE | MSG_EOR)
+
+static ssize_t smc_send(struct sock *s, const struct iovec *uiov, int cnt, int flags)
+{
+	if (cnt < 0 || cnt > SOCK_IOV_MAX)
+		return sock_fail(-SMCR_E_SOCK_INVAL);
+	if (flags & ~SEND_FLAGS_OK)
+		return sock_fail(-SMCR_E_SOCK_NOTSUP);
+	struct iovec iov[SOCK_IOV_MAX];
+	memcpy(iov, uiov, (size_t)cnt * sizeof(*iov));
+	pthread_mutex_lock(&s->lock);
+	bool nowait = (flags & MSG_DONTWAIT) || s->nonblock;
+	unsigned cflags = ((flags & MSG_MORE) || s->cork) ? CORE_MSG_MORE : 0;
+	uint64_t deadline = deadline_of(&s->sndtimeo);
+	pthread_mutex_unlock(&s->lock);
+	size_t want = iov_total(iov, cnt), done = 0;
+	int idx = iov_advance(iov, cnt, 0, 0);
+	int rc = 0;
+	/* MSG_OOB: the last byte is urgent (procedures.md 4.6). The engine sends an urgent
+	 * write only if it fits whole, so a long one goes as data first, then its last byte. */
+	int oob_idx = -1;
+	struct iovec last;
+	if ((flags & MSG_OOB) && want > 1) {
+		for (int i = cnt - 1; i >= 0; i--) {
+			if (iov[i].iov_len) {
+				oob_idx = i;
+				break;
+			}
+		}
+		last.iov_base = (char *)iov[oob_idx].iov_base + iov[oob_idx].iov_len - 1;
+		last.iov_len = 1;
+		iov[oob_idx].iov_len--;
+		want--;
+	} else if (flags & MSG_OOB) {
+		cflags |= CORE_MSG_OOB;
+	}
+	while (done < want || (want == 0 && done == 0 && oob_idx < 0)) {
+		long n = core_conn_send(s->conn, iov + idx, cnt - idx, cflags);
+		if (n > 0) {
+			done += (size_t)n;
+			idx = iov_advance(iov, cnt, idx, (size_t)n);
+			continue;
+		}
+		if (n == 0)
+			break; /* zero-length send */
+		if (n != -SMCR_E_AGAIN) {
+			rc = (int)n;
+			break;
+		}
+		if (nowait) {
+			rc = -SMCR_E_SOCK_AGAIN;
+			break;
+		}
+		rc = wait_for(s, CORE_EV_OUT, deadline, 0);
+		if (rc < 0)
+			break;
+	}
+	if (oob_idx >= 0 && done == want && rc == 0) {
+		for (;;) {
+			long n = core_conn_send(s->conn, &last, 1, cflags | CORE_MSG_OOB);
+			if (n == 1) {
+				done++;
+				break;
+			}
+			if (n != -SMCR_E_AGAIN) {
+				rc = (int)n;
+				break;
+			}
+			if (nowait) {
+				rc = -SMCR_E_SOCK_AGAIN;
+				break;
+			}
+			rc = wait_for(s, CORE_EV_OUT, deadline, 0);
+			if (rc < 0)
+				break;
+		}
+	}
+	sock_sync_after_call(s);
+	if (done > 0)
+		return (ssize_t)done; /* an error after some bytes shows at the next call */
+	if (rc == -SMCR_E_CORE_PIPE && !(flags & MSG_NOSIGNAL))
+		raise_sigpipe();
+	if (rc < 0) {
+		if (sock_errno_of(rc) == ECONNRESET)
+			sig_clear_error(&s->sig);
+		return sock_fail(rc);
+	}
+	return 0;
+}
+
+#define RECV_FLAGS_OK (MSG_DONTWAIT | MSG_PEEK | MSG_WAITALL | MSG_OOB | MSG_NOSIGNAL | MSG_CMSG_CLOEXEC)
+
+static ssize_t smc_recv(struct sock *s, const struct iovec *uiov, int cnt, int flags)
+{
+	if (cnt < 0 || cnt > SOCK_IOV_MAX)
+		return sock_fail(-SMCR_E_SOCK_INVAL);
+	if (flags & ~RECV_FLAGS_OK)
+		return sock_fail(-SMCR_E_SOCK_NOTSUP);
+	struct iovec iov[SOCK_IOV_MAX];
+	memcpy(iov, uiov, (size_t)cnt * sizeof(*iov));
+	pthread_mutex_lock(&s->lock);
+	bool nowait = (flags & MSG_DONTWAIT) || s->nonblock;
+	uint64_t deadline = deadline_of(&s->rcvtimeo);
+	pthread_mutex_unlock(&s->lock);
+	unsigned cflags = (flags & MSG_PEEK ? CORE_MSG_PEEK : 0) | (flags & MSG_OOB ? CORE_MSG_OOB : 0);
+	size_t want = iov_total(iov, cnt), done = 0;
+	int idx = iov_advance(iov, cnt, 0, 0);
+	int rc = 0;
+	if (flags & MSG_OOB) {
+		/* Urgent data never waits (TCP: EINVAL without an urgent byte, EAGAIN if it
+		 * is announced but not here yet). */
+		long n = core_conn_recv(s->conn, iov + idx, cnt - idx, cflags);
+		sock_sync_after_call(s);
+		return n >= 0 ? (ssize_t)n : sock_fail((int)n);
+	}
+	bool waitall = (flags & MSG_WAITALL) && !nowait;
+	for (;;) {
+		long n = core_conn_recv(s->conn, iov + idx, cnt - idx, cflags);
+		if (n > 0 && (flags & MSG_PEEK)) {
+			/* PEEK|WAITALL: TCP waits until len bytes are there, then peeks */
+			done = (size_t)n;
+			if (!waitall || (size_t)n >= want)
+				break;
+			rc = wait_for(s, CORE_EV_IN, deadline, (uint32_t)n);
+			if (rc < 0)
+				break;
+			continue;
+		}
+		if (n > 0) {
+			done += (size_t)n;
+			idx = iov_advance(iov, cnt, idx, (size_t)n);
+			if (!waitall || done == want)
+				break;
+			continue;
+		}
+		if (n == 0)
+			break; /* end of stream (or a zero-length read) */
+		if (n != -SMCR_E_AGAIN) {
+			rc = (int)n;
+			break;
+		}
+		if (done > 0 && !waitall)
+			break;
+		if (nowait) {
+			rc = -SMCR_E_SOCK_AGAIN;
+			break;
+		}
+		rc = wait_for(s, CORE_EV_IN, deadline, 0);
+		if (rc < 0)
+			break;
+	}
+	sock_sync_after_call(s);
+	if (done > 0)
+		return (ssize_t)done;
+	if (rc < 0) {
+		if (sock_errno_of(rc) == ECONNRESET)
+			sig_clear_error(&s->sig);
+		return sock_fail(rc);
+	}
+	return 0;
+}
+
+/* ---- the public calls ---- */
+
+/* The body shared by every data call: route, then the libc call (sys_expr) or the engine
+ * (smc_expr, with s held). */
+#define DATA_CALL(fd, dontwait, sys_expr, smc_expr, is_send, flags)                     \
+	do {                                                                            \
+		struct sock *s;                                                         \
+		int err_;                                                               \
+		switch (route((fd), (dontwait), &s, &err_)) {                           \
+		case ROUTE_SYS:                                                         \
+			return (sys_expr);                                              \
+		case ROUTE_ERR:                                                         \
+			if ((is_send) && err_ == -SMCR_E_SOCK_PIPE &&                    \
+			    !((flags) & MSG_NOSIGNAL))                                   \
+				raise_sigpipe();                                        \
+			return sock_fail(err_);                                         \
+		case ROUTE_SMC:                                                         \
+			break;                                                          \
+		}                                                                       \
+		ssize_t r_ = (smc_expr);                                                \
+		int e_ = errno;                                                         \
+		sock_put(s);                                                            \
+		errno = e_;                                                             \
+		return r_;                                                              \
+	} while (0)
+
+static ssize_t smc_sendmsg(struct sock *s, const struct msghdr *msg, int flags)
+{
+	if (msg->msg_controllen)
+		return sock_fail(-SMCR_E_SOCK_NOTSUP);
+	if (msg->msg_iovlen > SOCK_IOV_MAX)
+		return sock_fail(-SMCR_E_SOCK_INVAL);
+	return smc_send(s, msg->msg_iov, (int)msg->msg_iovlen, flags);
+}
+
+static ssize_t smc_recvmsg(struct sock *s, struct msghdr *msg, int flags)
+{
+	if (msg->msg_iovlen > SOCK_IOV_MAX)
+		return sock_fail(-SMCR_E_SOCK_INVAL);
+	ssize_t r = smc_recv(s, msg->msg_iov, (int)msg->msg_iovlen, flags);
+	if (r >= 0) {
+		msg->msg_namelen = 0; /* a connected stream: no source address, as TCP */
+		msg->msg_controllen = 0;
+		msg->msg_flags = (flags & MSG_OOB) ? MSG_OOB : 0;
+	}
+	return r;
+}
+
+ssize_t smcr_sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	DATA_CALL(fd, flags & MSG_DONTWAIT, sock_sys.sendmsg(fd, msg, flags),
+		  smc_sendmsg(s, msg, flags), true, flags);
+}
+
+ssize_t smcr_recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	DATA_CALL(fd, flags & MSG_DONTWAIT, sock_sys.recvmsg(fd, msg, flags),
+		  smc_recvmsg(s, msg, flags), false, flags);
+}
+
+ssize_t smcr_send(int fd, const void *buf, size_t len, int flags)
+{
+	struct iovec v = { (void *)(uintptr_t)buf, len };
+	DATA_CALL(fd, flags & MSG_DONTWAIT, sock_sys.send(fd, buf, len, flags),
+		  smc_send(s, &v, 1, flags), true, flags);
+}
+
+ssize_t smcr_recv(int fd, void *buf, size_t len, int flags)
+{
+	struct iovec v = { buf, len };
+	DATA_CALL(fd, flags & MSG_DONTWAIT, sock_sys.recv(fd, buf, len, flags),
+		  smc_recv(s, &v, 1, flags), false, flags);
+}
+
+/* A connected stream ignores the address (as Linux TCP does outside Fast Open). */
+ssize_t smcr_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *dest,
+		    socklen_t destlen)
+{
+	struct iovec v = { (void *)(uintptr_t)buf, len };
+	DATA_CALL(fd, flags & MSG_DONTWAIT, sock_sys.sendto(fd, buf, len, flags, dest, destlen),
+		  smc_send(s, &v, 1, flags), true, flags);
+}
+
+ssize_t smcr_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *src,
+		      socklen_t *srclen)
+{
+	struct iovec v = { buf, len };
+	DATA_CALL(fd, flags & MSG_DONTWAIT, sock_sys.recvfrom(fd, buf, len, flags, src, srclen),
+		  (srclen ? (void)(*srclen = 0) : (void)0, smc_recv(s, &v, 1, flags)), false, flags);
+}
+
+ssize_t smcr_read(int fd, void *buf, size_t len)
+{
+	struct iovec v = { buf, len };
+	DATA_CALL(fd, false, sock_sys.read(fd, buf, len), smc_recv(s, &v, 1, 0), false, 0);
+}
+
+ssize_t smcr_write(int fd, const void *buf, size_t len)
+{
+	struct iovec v = { (void *)(uintptr_t)buf, len };
+	DATA_CALL(fd, false, sock_sys.write(fd, buf, len), smc_send(s, &v, 1, 0), true, 0);
+}
+
+ssize_t smcr_readv(int fd, const struct iovec *iov, int cnt)
+{
+	DATA_CALL(fd, false, sock_sys.readv(fd, iov, cnt), smc_recv(s, iov, cnt, 0), false, 0);
+}
+
+ssize_t smcr_writev(int fd, const struct iovec *iov, int cnt)
+{
+	DATA_CALL(fd, false, sock_sys.writev(fd, iov, cnt), smc_send(s, iov, cnt, 0), true, 0);
+}

@@ -1,0 +1,230 @@
+/* engine.c: the composition root. Registers the device providers, creates the process's
+ * SMC-R engine (one per process = one SMC-R instance, linux-interop.md 5) on first use,
+ * connects it to the progress thread (ENGINE.md decision 3), and routes the engine's
+ * per-connection events to the sockets' readiness.
+ *
+ * Configuration (docs/CONFIG.md): $SMCR_DEVICES names the devices to open, separated by
+ * spaces or ';' (default "shm"); $SMCR_CLC_WAIT_MS, $SMCR_CLC_WAIT_SHORT_MS,
+ * $SMCR_LLC_WAIT_MS, $SMCR_LLC_WAIT_FIRST_MS, $SMCR_LG_FREE_MS, $SMCR_CLOSE_WAIT_MS,
+ * $SMCR_CONNS_PER_LG override the engine's timers and limits (tests);
+ * $SMCR_SERVER_WAIT_MS is the server's wait for a client's first byte. */
+#define _GNU_SOURCE
+#include "sock/sock.h"
+
+#include <pthread.h>
+#include <smcr/smcr.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include "sock/errmap.h"
+#include "util/clock.h"
+#include "util/log.h"
+#ifdef HAVE_SMCR_DEV_SHM
+#include "dev/shm/shm.h"
+#endif
+#ifdef HAVE_SMCR_DEV_EMU
+#include "dev/emu/emu.h"
+#endif
+
+#define SOCK_MAX_DEVICES 8
+
+static pthread_mutex_t eng_lock = PTHREAD_MUTEX_INITIALIZER; /* protects the three below */
+static struct core_engine *eng;
+static bool eng_tried;
+static bool eng_atfork;
+static _Atomic(struct core_engine *) eng_fast; /* eng, for lock-free reads once created */
+static struct prog_watch *eng_watch[16];      /* (eng_lock) the engine fds' watches, kept for
+					       * the engine's life (the process's) */
+
+static uint64_t env_ms(const char *name, uint64_t dflt_ns)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return dflt_ns;
+	char *end;
+	unsigned long long ms = strtoull(v, &end, 10);
+	if (*end) {
+		LOG_WARN("engine", "%s=%s is not a number of milliseconds; ignored", name, v);
+		return dflt_ns;
+	}
+	return (uint64_t)ms * SMCR_NS_PER_MS;
+}
+
+uint64_t sock_server_first_wait_ns(void)
+{
+	return env_ms("SMCR_SERVER_WAIT_MS", 2000 * SMCR_NS_PER_MS);
+}
+
+static void register_providers(void)
+{
+#ifdef HAVE_SMCR_DEV_SHM
+	if (dev_shm_register() < 0)
+		LOG_WARN("engine", "cannot register the shm provider");
+#endif
+#ifdef HAVE_SMCR_DEV_EMU
+	if (dev_emu_register() < 0)
+		LOG_WARN("engine", "cannot register the emu provider");
+#endif
+}
+
+/* The engine's progress on the progress thread: all pending work, then arm the CQs; if
+ * work arrived while arming, go round again (bounded: with steady traffic, return "due
+ * now" and let the loop take one more turn). */
+static uint64_t engine_hook(uint64_t now)
+{
+	struct core_engine *e = atomic_load_explicit(&eng_fast, memory_order_acquire);
+	if (!e)
+		return 0;
+	uint64_t next = UINT64_MAX;
+	for (int i = 0;; i++) {
+		(void)core_engine_progress(e, now, &next);
+		if (core_engine_prepare_sleep(e) == 0)
+			break;
+		now = smcr_now_ns();
+		if (i == 16) {
+			next = now;
+			break;
+		}
+	}
+	return next == UINT64_MAX ? 0 : (next ? next : 1);
+}
+
+/* The completion fds only wake the thread; the hook does the work. */
+static void engine_fd_ready(void *arg, uint32_t events)
+{
+	(void)arg;
+	(void)events;
+}
+
+/* At exit the kernel closes a TCP socket's fd and still sends its FIN; a userspace stack
+ * dies with the process. So, as the kernel would, close every SMC-R connection the program
+ * left open, then give the close protocol (the "connection closed" CDCs, and the peers'
+ * answers) up to $SMCR_EXIT_WAIT_MS (default 2000, the spec's close wait) to finish;
+ * return at once when nothing is left. Only in the process that created the engine. */
+static pid_t eng_pid;
+
+static void engine_exit(void)
+{
+	struct core_engine *e = atomic_load_explicit(&eng_fast, memory_order_acquire);
+	if (!e || getpid() != eng_pid)
+		return;
+	for (int fd = fdtab_next(0); fd >= 0; fd = fdtab_next(fd + 1)) {
+		struct sock *s = sock_get(fd);
+		if (!s)
+			continue;
+		int st = atomic_load(&s->state);
+		sock_put(s);
+		if (st == SS_SMC || st == SS_HANDSHAKE)
+			(void)smcr_close(fd);
+	}
+	uint64_t t0 = smcr_now_ns();
+	uint64_t end = t0 + env_ms("SMCR_EXIT_WAIT_MS", 2000 * SMCR_NS_PER_MS);
+	struct core_engine_stats st;
+	for (;;) {
+		core_engine_stats(e, &st);
+		if (st.conns == 0 || smcr_now_ns() >= end)
+			break;
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	LOG_INFO("engine", "exit: waited %llu ms for %u connection(s) to close",
+		 (unsigned long long)((smcr_now_ns() - t0) / SMCR_NS_PER_MS), st.conns);
+}
+
+static void engine_atfork_child(void)
+{
+	/* The parent's engine (its QPs, memory, thread) is not usable here; a child that
+	 * uses smcr creates its own. The old one is leaked on purpose. */
+	pthread_mutex_init(&eng_lock, NULL);
+	eng = NULL;
+	eng_tried = false;
+	atomic_store(&eng_fast, NULL);
+}
+
+struct core_engine *sock_engine(void)
+{
+	struct core_engine *e = atomic_load_explicit(&eng_fast, memory_order_acquire);
+	if (e)
+		return e;
+	pthread_mutex_lock(&eng_lock);
+	if (!eng_atfork) {
+		pthread_atfork(NULL, NULL, engine_atfork_child);
+		eng_atfork = true;
+	}
+	if (eng_tried) {
+		e = eng;
+		pthread_mutex_unlock(&eng_lock);
+		return e;
+	}
+	eng_tried = true;
+	register_providers();
+
+	char *specs = strdup(getenv("SMCR_DEVICES") ? getenv("SMCR_DEVICES") : "shm");
+	const char *devs[SOCK_MAX_DEVICES];
+	int ndev = 0;
+	char *save = NULL;
+	for (char *t = specs ? strtok_r(specs, " ;\t\n", &save) : NULL;
+	     t && ndev < SOCK_MAX_DEVICES; t = strtok_r(NULL, " ;\t\n", &save))
+		devs[ndev++] = t;
+
+	struct core_engine_params p = {
+		.devices = devs,
+		.ndevices = ndev,
+		.clc_wait_ns = env_ms("SMCR_CLC_WAIT_MS", 0),
+		.clc_wait_short_ns = env_ms("SMCR_CLC_WAIT_SHORT_MS", 0),
+		.llc_wait_ns = env_ms("SMCR_LLC_WAIT_MS", 0),
+		.llc_wait_first_ns = env_ms("SMCR_LLC_WAIT_FIRST_MS", 0),
+		.lg_free_srv_ns = env_ms("SMCR_LG_FREE_MS", 0),
+		.lg_free_clnt_ns = env_ms("SMCR_LG_FREE_MS", 0),
+		.close_wait_ns = env_ms("SMCR_CLOSE_WAIT_MS", 0),
+		.conns_per_lg = getenv("SMCR_CONNS_PER_LG")
+					? (unsigned)strtoul(getenv("SMCR_CONNS_PER_LG"), NULL, 10)
+					: 0,
+	};
+	int rc = ndev ? core_engine_new(&p, &e) : -SMCR_E_INVAL;
+	free(specs);
+	if (rc < 0) {
+		LOG_WARN("engine", "no SMC-R engine (%s): connections use TCP", sock_err_name(rc));
+		e = NULL;
+	} else {
+		int fds[16];
+		int n = core_engine_fds(e, fds, 16);
+		for (int i = 0; i < n && i < 16; i++) {
+			if (progress_watch(fds[i], EPOLLIN, engine_fd_ready, NULL, NULL,
+					   &eng_watch[i]) < 0)
+				LOG_ERR("engine", "cannot watch engine fd %d", fds[i]);
+		}
+		eng = e;
+		eng_pid = getpid();
+		atexit(engine_exit);
+		atomic_store_explicit(&eng_fast, e, memory_order_release);
+		progress_set_hook(engine_hook);
+		LOG_INFO("engine", "SMC-R engine up with %d device(s)", ndev);
+	}
+	pthread_mutex_unlock(&eng_lock);
+	return e;
+}
+
+void sock_engine_spin(void)
+{
+	/* Whoever polls the CQs must leave them armed (core_engine_prepare_sleep): a
+	 * progress call consumes the completion event, and an unarmed CQ would never wake
+	 * the progress thread again. So the same loop as the progress thread's. */
+	(void)engine_hook(smcr_now_ns());
+}
+
+void sock_core_event(void *ctx, struct core_conn *c, unsigned events, unsigned raised)
+{
+	(void)c;
+	struct sock *s = ctx;
+	LOG_DBG("engine", "fd %d: event 0x%x raised 0x%x", s->fd, events, raised);
+	if (raised & CORE_EV_CLC)
+		hs_kick(s);
+	/* Before SMC the program end is the placeholder (nothing to show); the handshake's
+	 * end applies the level mask itself after setting SS_SMC, so nothing is lost. */
+	if (atomic_load(&s->state) == SS_SMC)
+		sock_apply_events(s, events, raised, false);
+}

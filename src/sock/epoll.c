@@ -1,0 +1,94 @@
+/* epoll.c: smcr_epoll_ctl, which records the epoll registrations of smcr fds so a swap of
+ * the file behind an fd (sock.h: placeholder at the start of a handshake, TCP socket back
+ * at a fallback) can move them (ENGINE.md decision 2).
+ *
+ * Why: an epoll registration belongs to the (file, fd number) pair and lives as long as the
+ * file. After dup3() puts another file at the number, the old registration keeps reporting
+ * the old file's readiness under the program's fd and data, and the new file is not
+ * registered at all. So before the swap each recorded registration is deleted (while the
+ * old file is still at the number), and after it added again with the same events and
+ * data: the kernel evaluates readiness on insertion, so an edge-triggered registration
+ * sees the new file's state as a fresh edge. */
+#define _GNU_SOURCE
+#include <smcr/smcr.h>
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "sock/errmap.h"
+#include "sock/sock.h"
+#include "sock/sys.h"
+#include "util/log.h"
+
+/* Caller holds s->lock. */
+static struct sock_epreg *reg_find(struct sock *s, int epfd)
+{
+	for (size_t i = 0; i < s->nregs; i++)
+		if (s->regs[i].epfd == epfd)
+			return &s->regs[i];
+	return NULL;
+}
+
+int smcr_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	struct sock *s = sock_get(fd);
+	if (!s)
+		return sock_sys.epoll_ctl(epfd, op, fd, ev);
+	pthread_mutex_lock(&s->lock);
+	int rc = sock_sys.epoll_ctl(epfd, op, fd, ev);
+	int e = errno;
+	if (rc == 0) {
+		struct sock_epreg *r = reg_find(s, epfd);
+		switch (op) {
+		case EPOLL_CTL_ADD:
+		case EPOLL_CTL_MOD:
+			if (!r) {
+				if (s->nregs == s->capregs) {
+					size_t cap = s->capregs ? s->capregs * 2 : 2;
+					struct sock_epreg *v = realloc(s->regs, cap * sizeof(*v));
+					if (!v) {
+						/* cannot record it: undo, so we never lose track */
+						(void)sock_sys.epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+						rc = -1;
+						e = ENOMEM;
+						break;
+					}
+					s->regs = v;
+					s->capregs = cap;
+				}
+				r = &s->regs[s->nregs++];
+				r->epfd = epfd;
+			}
+			r->ev = *ev;
+			break;
+		case EPOLL_CTL_DEL:
+			if (r)
+				*r = s->regs[--s->nregs];
+			break;
+		default:
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	sock_put(s);
+	errno = e;
+	return rc;
+}
+
+void sock_epoll_move_locked(struct sock *s, bool before)
+{
+	for (size_t i = 0; i < s->nregs;) {
+		struct sock_epreg *r = &s->regs[i];
+		int rc = before ? sock_sys.epoll_ctl(r->epfd, EPOLL_CTL_DEL, s->fd, NULL)
+				: sock_sys.epoll_ctl(r->epfd, EPOLL_CTL_ADD, s->fd, &r->ev);
+		if (rc < 0 && (errno == EBADF || errno == EINVAL)) {
+			/* the program closed that epoll instance: forget it */
+			s->regs[i] = s->regs[--s->nregs];
+			continue;
+		}
+		if (rc < 0)
+			LOG_WARN("sock", "fd %d: epoll %s on %d failed (errno %d)", s->fd,
+				 before ? "del" : "add", r->epfd, errno);
+		i++;
+	}
+}

@@ -1,0 +1,604 @@
+/* hs.c: drives the CLC handshake of a connection over its TCP socket (procedures.md 2.2-2.4;
+ * RFC 7609 3.x): reads whole CLC messages from the TCP stream, hands them to the engine's
+ * state machine (core_conn_clc_step), writes what it answers, and applies the outcome:
+ * SMC-R (the placeholder becomes the live program end), fallback (the TCP socket goes back
+ * to the program's fd) or failure (the program end shows the error).
+ *
+ * Everything here runs on the progress thread under the socket's lock, started by
+ * hs_start_locked and re-entered on: TCP readiness (the watch), the engine's CORE_EV_CLC
+ * (hs_kick), and the deadline (the timer). Blocking connect/accept wait on s->cond.
+ *
+ * Stream discipline: the engine must see CLC bytes only, and after a fallback every byte
+ * that is not CLC must still be in the kernel for the program to read. So the driver never
+ * reads past a message: it peeks at the 8-byte header for the length (clc_peek_header),
+ * then reads exactly that many bytes once all are there. A server peeks at the first bytes
+ * too: anything but a CLC eyecatcher means a plain TCP client (fallback, reason PEERNOSMC,
+ * nothing consumed), and so does silence until the first-byte wait (sock.h) ends.
+ *
+ * Without an engine (no device could be opened) the driver answers for itself: a client
+ * sends a Decline (NOSMCRDEV) as its first CLC message, which procedures.md 2.2 allows; a
+ * server answers a Proposal with that Decline. Both then fall back. */
+#define _GNU_SOURCE
+#include "sock/sock.h"
+
+#include <errno.h>
+#include <ifaddrs.h>
+#include <poll.h>
+#include <smcr/smcr.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "sock/errmap.h"
+#include "sock/sys.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+#define HS_WRITE_WAIT_MS 2000 /* a CLC message fits any TCP send buffer; bound anyway */
+
+static void hs_run_locked(struct sock *s, uint32_t tcp_events);
+
+/* ---- references held by the watch, the timer and queued calls ---- */
+
+static void hs_watch_fn(void *arg, uint32_t events);
+
+static void hs_watch_release(void *arg)
+{
+	sock_put(arg);
+}
+
+static void hs_timer_fn(void *arg, uint32_t unused)
+{
+	(void)unused;
+	struct sock *s = arg;
+	pthread_mutex_lock(&s->lock);
+	/* Re-armed while this call waited for the lock: the new arming keeps the reference. */
+	bool rearmed = progress_timer_armed(&s->timer);
+	if (!rearmed)
+		s->timer_ref = false;
+	hs_run_locked(s, 0);
+	pthread_mutex_unlock(&s->lock);
+	if (!rearmed)
+		sock_put(s);
+}
+
+/* Caller holds the lock. */
+static void hs_timer_arm_locked(struct sock *s, uint64_t deadline)
+{
+	if (!s->timer_ref) {
+		sock_hold(s);
+		s->timer_ref = true;
+	}
+	if (progress_timer_arm(&s->timer, deadline) < 0) {
+		s->timer_ref = false;
+		sock_put(s); /* never the last: the caller holds one */
+	}
+}
+
+static void hs_timer_cancel_locked(struct sock *s)
+{
+	if (s->timer_ref && progress_timer_cancel(&s->timer)) {
+		s->timer_ref = false;
+		sock_put(s);
+	}
+	/* else: not armed, or its call is waiting for our lock and will drop the reference */
+}
+
+static void hs_kick_fn(void *arg, uint32_t unused)
+{
+	(void)unused;
+	struct sock *s = arg;
+	atomic_store(&s->kick_pending, false);
+	pthread_mutex_lock(&s->lock);
+	hs_run_locked(s, 0);
+	pthread_mutex_unlock(&s->lock);
+	sock_put(s);
+}
+
+void hs_kick(struct sock *s)
+{
+	if (atomic_exchange(&s->kick_pending, true))
+		return; /* one queued call runs everything that is due */
+	sock_hold(s);
+	if (progress_call(hs_kick_fn, s) < 0) {
+		atomic_store(&s->kick_pending, false);
+		LOG_ERR("hs", "fd %d: cannot queue a handshake step", s->fd);
+		sock_put(s);
+	}
+}
+
+/* ---- the watch on the TCP socket: handshake input, later FIN/RST of an SMC connection */
+
+static void tcp_event_smc_locked(struct sock *s, uint32_t ev)
+{
+	bool rst = false, fin = false;
+	if (ev & EPOLLERR) {
+		rst = true;
+	} else {
+		char b;
+		ssize_t n = sock_sys.recv(s->tcp, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+		if (n == 0)
+			fin = true;
+		else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+			rst = true;
+		else if (n > 0)
+			SMCR_LOG_RL(SMCR_LOG_WARN, "hs",
+				    "fd %d: peer sent bytes on the TCP connection of an SMC-R "
+				    "connection; ignored",
+				    s->fd);
+	}
+	if (rst || fin)
+		core_conn_tcp_event(s->conn, rst, smcr_now_ns());
+}
+
+static void hs_watch_fn(void *arg, uint32_t events)
+{
+	struct sock *s = arg;
+	pthread_mutex_lock(&s->lock);
+	switch ((enum sock_state)atomic_load(&s->state)) {
+	case SS_HANDSHAKE:
+		hs_run_locked(s, events);
+		break;
+	case SS_SMC:
+		if (s->conn && !s->closing)
+			tcp_event_smc_locked(s, events);
+		break;
+	case SS_NEW:
+	case SS_LISTEN:
+	case SS_TCP:
+	case SS_FAILED:
+		break;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void hs_unwatch_locked(struct sock *s)
+{
+	if (s->watch) {
+		progress_unwatch(s->watch); /* its release drops the watch's reference */
+		s->watch = NULL;
+	}
+}
+
+/* ---- outcomes ---- */
+
+static void hs_finish_locked(struct sock *s)
+{
+	hs_timer_cancel_locked(s);
+	pthread_cond_broadcast(&s->cond);
+}
+
+/* RST the TCP socket and close it (failure, abort). */
+static void tcp_reset_close(int fd)
+{
+	struct linger lg = { 1, 0 };
+	(void)sock_sys.setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	sock_sys.close(fd);
+}
+
+static void hs_fail_locked(struct sock *s, int code)
+{
+	LOG_INFO("hs", "fd %d: connection set-up failed: %s", s->fd, sock_err_name(code));
+	hs_unwatch_locked(s);
+	s->error = sock_code_errno(code);
+	if (s->tcp >= 0 && s->tcp != s->fd) {
+		tcp_reset_close(s->tcp);
+		s->tcp = -1;
+	}
+	atomic_store(&s->state, SS_FAILED);
+	sig_error(&s->sig); /* POLLERR|POLLHUP|POLLOUT|..., as a failed TCP connect */
+	hs_finish_locked(s);
+}
+
+static void hs_smc_locked(struct sock *s)
+{
+	struct core_conn_info ci;
+	core_conn_info(s->conn, &ci);
+	LOG_INFO("hs", "fd %d: SMC-R (link group %u, %s contact)", s->fd, ci.lg_id,
+		 ci.first_contact ? "first" : "reuse");
+	/* The watch stays, now for the idle TCP connection's FIN/RST (RFC 7609: TCP stays up
+	 * for the connection's life). Edge-triggered: one event per change, no spinning on
+	 * a FIN that stays readable. */
+	if (progress_watch_modify(s->watch, EPOLLIN | EPOLLRDHUP | EPOLLET) < 0)
+		LOG_WARN("hs", "fd %d: cannot watch the TCP connection", s->fd);
+	atomic_store(&s->state, SS_SMC);
+	/* After the state store: an engine event from now on applies itself; one from before
+	 * is in the level mask read here. */
+	unsigned ev = core_conn_events(s->conn);
+	if (ev & CORE_EV_OUT)
+		sig_unblock_out(&s->sig);
+	sock_apply_events(s, ev, 0, true);
+	hs_finish_locked(s);
+}
+
+static void hs_fallback_locked(struct sock *s, uint32_t local, uint32_t peer)
+{
+	if (local)
+		s->local_reason = local;
+	if (peer)
+		s->peer_reason = peer;
+	if (s->action == RULE_SMC_ONLY) {
+		LOG_INFO("hs", "fd %d: would fall back (local %s, peer %s) but the rule is smc-only",
+			 s->fd, smcr_reason_name(local), smcr_reason_name(peer));
+		hs_fail_locked(s, -SMCR_E_SOCK_SMC_ONLY);
+		return;
+	}
+	LOG_INFO("hs", "fd %d: TCP fallback (local %s, peer %s)", s->fd, smcr_reason_name(local),
+		 smcr_reason_name(peer));
+	/* Unwatch before the hidden number is closed: an epoll registration lives as long as
+	 * the file, and the file lives on at the program's fd. */
+	hs_unwatch_locked(s);
+	if (sock_restore_tcp_locked(s) < 0) {
+		hs_fail_locked(s, -SMCR_E_SOCK_SYSCALL);
+		return;
+	}
+	atomic_store(&s->state, SS_TCP);
+	hs_finish_locked(s);
+}
+
+/* ---- TCP I/O ---- */
+
+static int hs_write_all(int fd, const uint8_t *p, size_t len)
+{
+	uint64_t end = smcr_now_ns() + HS_WRITE_WAIT_MS * SMCR_NS_PER_MS;
+	while (len) {
+		ssize_t n = sock_sys.send(fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			return sock_err_sys(errno);
+		uint64_t now = smcr_now_ns();
+		if (now >= end)
+			return -SMCR_E_SOCK_TIMEDOUT;
+		struct pollfd pf = { .fd = fd, .events = POLLOUT };
+		(void)sock_sys.poll(&pf, 1, (int)((end - now) / SMCR_NS_PER_MS) + 1);
+	}
+	return 0;
+}
+
+enum hs_input {
+	HS_IN_NONE,    /* nothing new (yet) */
+	HS_IN_MSG,     /* one whole CLC message appended to s->in */
+	HS_IN_EOF,     /* TCP EOF or error */
+	HS_IN_NOT_CLC, /* server: the client's first bytes are not CLC */
+};
+
+static const uint8_t clc_eye[4] = { 0xE2, 0xD4, 0xC3, 0xD9 };
+
+/* Reads at most one whole CLC message (never more bytes than the message has). */
+static enum hs_input hs_read(struct sock *s)
+{
+	uint8_t hdr[CLC_HDR_LEN];
+	ssize_t n = sock_sys.recv(s->tcp, hdr, sizeof(hdr), MSG_PEEK | MSG_DONTWAIT);
+	if (n == 0)
+		return HS_IN_EOF;
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? HS_IN_NONE
+										 : HS_IN_EOF;
+	s->got_bytes = true;
+	if (s->role == CORE_SERVER && s->in_len == 0) {
+		/* "SMCR" or "SMCD" (a Linux client may send an SMC-D Proposal or a Decline) */
+		size_t k = (size_t)n < 4 ? (size_t)n : 4;
+		for (size_t i = 0; i < k; i++) {
+			if (hdr[i] != clc_eye[i] && !(i == 3 && hdr[i] == 0xC4))
+				return HS_IN_NOT_CLC;
+		}
+	}
+	if ((size_t)n < sizeof(hdr))
+		return s->tcp_rdhup ? HS_IN_EOF : HS_IN_NONE;
+	uint16_t msglen = 0;
+	if (clc_peek_header(hdr, sizeof(hdr), NULL, &msglen, NULL) < 0)
+		msglen = CLC_HDR_LEN; /* the engine reports the framing error precisely */
+	if (s->in_len + msglen > sizeof(s->in))
+		msglen = (uint16_t)(sizeof(s->in) - s->in_len);
+	n = sock_sys.recv(s->tcp, s->in + s->in_len, msglen, MSG_PEEK | MSG_DONTWAIT);
+	if (n < (ssize_t)msglen) {
+		/* A part of a message and then EOF: a peek keeps returning the part, so the
+		 * end shows only in the watch's EPOLLRDHUP. */
+		return n == 0 || s->tcp_rdhup ? HS_IN_EOF : HS_IN_NONE;
+	}
+	n = sock_sys.recv(s->tcp, s->in + s->in_len, msglen, MSG_DONTWAIT);
+	if (n != (ssize_t)msglen)
+		return HS_IN_EOF;
+	s->in_len += msglen;
+	return HS_IN_MSG;
+}
+
+/* ---- without an engine ---- */
+
+static void hs_noengine_locked(struct sock *s, enum hs_input in)
+{
+	struct clc_msg m;
+	memset(&m, 0, sizeof(m));
+	m.type = CLC_DECLINE;
+	m.decline.f.version = CLC_VERSION_1;
+	m.decline.diag = SMCR_REASON_NODEV;
+	uint8_t buf[CLC_DECLINE_V2_LEN];
+	size_t len = 0;
+	if (s->role == CORE_CLIENT) {
+		if (clc_encode(&m, buf, sizeof(buf), &len) < 0 ||
+		    hs_write_all(s->tcp, buf, len) < 0) {
+			hs_fail_locked(s, -SMCR_E_SOCK_SYSCALL);
+			return;
+		}
+		hs_fallback_locked(s, SMCR_REASON_NODEV, 0);
+		return;
+	}
+	switch (in) {
+	case HS_IN_NONE:
+		return;
+	case HS_IN_EOF:
+		hs_fail_locked(s, -SMCR_E_SOCK_CONNRESET);
+		return;
+	case HS_IN_NOT_CLC:
+		hs_fallback_locked(s, SMCR_REASON_PEERNOSMC, 0);
+		return;
+	case HS_IN_MSG:
+		break;
+	}
+	struct clc_msg got;
+	int rc = clc_decode(s->in, s->in_len, &got);
+	s->in_len = 0;
+	if (rc == 0 && got.type == CLC_DECLINE) {
+		hs_fallback_locked(s, SMCR_REASON_PEERDECL, got.decline.diag);
+	} else if (rc == 0 && got.type == CLC_PROPOSAL) {
+		if (clc_encode(&m, buf, sizeof(buf), &len) < 0 ||
+		    hs_write_all(s->tcp, buf, len) < 0)
+			hs_fail_locked(s, -SMCR_E_SOCK_SYSCALL);
+		else
+			hs_fallback_locked(s, SMCR_REASON_NODEV, 0);
+	} else {
+		hs_fail_locked(s, rc < 0 ? rc : -SMCR_E_CORE_CLC_UNEXPECTED);
+	}
+}
+
+/* ---- the step loop ---- */
+
+static void hs_run_locked(struct sock *s, uint32_t tcp_events)
+{
+	if (atomic_load(&s->state) != SS_HANDSHAKE || s->closing)
+		return;
+	if (tcp_events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		s->tcp_rdhup = true;
+	uint64_t now = smcr_now_ns();
+	if (s->tcp_connecting) {
+		int err = 0;
+		socklen_t l = sizeof(err);
+		if (sock_sys.getsockopt(s->tcp, SOL_SOCKET, SO_ERROR, &err, &l) == 0 && err) {
+			hs_fail_locked(s, sock_err_sys(err));
+			return;
+		}
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		if (sock_sys.getpeername(s->tcp, (struct sockaddr *)&ss, &sl) < 0) {
+			if (errno == ENOTCONN && !(tcp_events & (EPOLLERR | EPOLLHUP)))
+				return; /* still connecting: EPOLLOUT will come */
+			hs_fail_locked(s, -SMCR_E_SOCK_CONNREFUSED);
+			return;
+		}
+		s->tcp_connecting = false;
+	}
+	if (s->disc_pending) {
+		/* discovery.h: the option exchange decides before any CLC byte */
+		s->disc_pending = false;
+		uint32_t why = disc_result(s->tcp);
+		if (why) {
+			if (s->conn)
+				core_conn_set_fallback(s->conn, why);
+			hs_fallback_locked(s, why, 0);
+			return;
+		}
+	}
+	if (!s->conn) {
+		hs_noengine_locked(s, s->role == CORE_SERVER ? hs_read(s) : HS_IN_NONE);
+		return;
+	}
+	for (int round = 0; round < 16; round++) {
+		enum hs_input in = hs_read(s);
+		bool eof = false;
+		switch (in) {
+		case HS_IN_NOT_CLC:
+			core_conn_set_fallback(s->conn, SMCR_REASON_PEERNOSMC);
+			hs_fallback_locked(s, SMCR_REASON_PEERNOSMC, 0);
+			return;
+		case HS_IN_EOF:
+			eof = true;
+			break;
+		case HS_IN_NONE:
+		case HS_IN_MSG:
+			break;
+		}
+		if (s->role == CORE_SERVER && !s->got_bytes && !eof) {
+			if (now >= s->first_byte_deadline) {
+				/* Nothing read, nothing sent: the stream is untouched, so TCP is a
+				 * clean choice (a plain client waiting for the server to talk). */
+				core_conn_set_fallback(s->conn, SMCR_REASON_PEERNOSMC);
+				hs_fallback_locked(s, SMCR_REASON_PEERNOSMC, 0);
+				return;
+			}
+			hs_timer_arm_locked(s, s->first_byte_deadline);
+			return;
+		}
+		struct core_clc_result r;
+		int rc = core_conn_clc_step(s->conn, s->in, s->in_len, eof, now, &r);
+		if (rc < 0) {
+			hs_fail_locked(s, rc);
+			return;
+		}
+		if (r.consumed > s->in_len)
+			r.consumed = s->in_len;
+		memmove(s->in, s->in + r.consumed, s->in_len - r.consumed);
+		s->in_len -= r.consumed;
+		if (r.out_len) {
+			rc = hs_write_all(s->tcp, r.out, r.out_len);
+			if (rc < 0 && r.status != CORE_CLC_FAILED) {
+				hs_fail_locked(s, rc);
+				return;
+			}
+		}
+		switch (r.status) {
+		case CORE_CLC_SMC:
+			hs_smc_locked(s);
+			return;
+		case CORE_CLC_FALLBACK: {
+			struct core_conn_info ci;
+			core_conn_info(s->conn, &ci);
+			hs_fallback_locked(s, ci.fallback_local, ci.fallback_peer);
+			return;
+		}
+		case CORE_CLC_FAILED:
+			hs_fail_locked(s, r.err ? r.err : -SMCR_E_SOCK_CONNRESET);
+			return;
+		case CORE_CLC_NEED_INPUT:
+		case CORE_CLC_WAIT_LINK:
+			break;
+		}
+		if (eof) {
+			/* The engine saw the EOF and still waits: it will fail at its deadline;
+			 * do not spin on a readable EOF meanwhile. */
+		}
+		if (r.deadline_ns != UINT64_MAX)
+			hs_timer_arm_locked(s, r.deadline_ns);
+		if (in != HS_IN_MSG && !r.out_len)
+			return; /* nothing moved: wait for the next event */
+		now = smcr_now_ns();
+	}
+	/* Many messages in a row (not a valid handshake): come back later, not in a loop. */
+	hs_kick(s);
+}
+
+/* ---- entry points ---- */
+
+int sock_conn_params_locked(struct sock *s, struct core_conn_params *p,
+			    struct core_ip_prefix *pfx, int maxpfx)
+{
+	memset(p, 0, sizeof(*p));
+	p->role = s->role;
+	socklen_t l = sizeof(p->local);
+	if (sock_sys.getsockname(s->tcp, (struct sockaddr *)&p->local, &l) < 0)
+		return sock_err_sys(errno);
+	l = sizeof(p->peer);
+	if (sock_sys.getpeername(s->tcp, (struct sockaddr *)&p->peer, &l) < 0 &&
+	    errno != ENOTCONN)
+		return sock_err_sys(errno);
+	p->rcvbuf = s->rcvbuf;
+	p->sndbuf = s->sndbuf;
+	p->oobinline = s->oobinline;
+	p->cb = sock_core_event;
+	p->cb_ctx = s;
+	/* The prefixes of the interface holding the local address (wire-formats.md 3.3). */
+	struct ifaddrs *ifs = NULL;
+	int n = 0;
+	if (getifaddrs(&ifs) == 0) {
+		const char *ifname = NULL;
+		const struct sockaddr *la = (const struct sockaddr *)&p->local;
+		for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+			if (!i->ifa_addr || i->ifa_addr->sa_family != la->sa_family)
+				continue;
+			const void *a, *b;
+			size_t len;
+			if (la->sa_family == AF_INET) {
+				a = &((const struct sockaddr_in *)(const void *)i->ifa_addr)->sin_addr;
+				b = &((const struct sockaddr_in *)(const void *)la)->sin_addr;
+				len = 4;
+			} else {
+				a = &((const struct sockaddr_in6 *)(const void *)i->ifa_addr)->sin6_addr;
+				b = &((const struct sockaddr_in6 *)(const void *)la)->sin6_addr;
+				len = 16;
+			}
+			if (memcmp(a, b, len) == 0) {
+				ifname = i->ifa_name;
+				break;
+			}
+		}
+		for (struct ifaddrs *i = ifs; ifname && i && n < maxpfx; i = i->ifa_next) {
+			if (!i->ifa_addr || !i->ifa_netmask || strcmp(i->ifa_name, ifname) != 0 ||
+			    i->ifa_addr->sa_family != la->sa_family)
+				continue;
+			struct core_ip_prefix *x = &pfx[n];
+			memset(x, 0, sizeof(*x));
+			x->family = la->sa_family;
+			const uint8_t *m;
+			size_t len;
+			if (x->family == AF_INET) {
+				memcpy(x->addr,
+				       &((const struct sockaddr_in *)(const void *)i->ifa_addr)->sin_addr, 4);
+				m = (const uint8_t *)&((const struct sockaddr_in *)(const void *)
+							       i->ifa_netmask)->sin_addr;
+				len = 4;
+			} else {
+				memcpy(x->addr,
+				       &((const struct sockaddr_in6 *)(const void *)i->ifa_addr)->sin6_addr,
+				       16);
+				m = (const uint8_t *)&((const struct sockaddr_in6 *)(const void *)
+							       i->ifa_netmask)->sin6_addr;
+				len = 16;
+			}
+			unsigned bits = 0;
+			for (size_t k = 0; k < len; k++)
+				bits += (unsigned)__builtin_popcount(m[k]);
+			x->len = (uint8_t)bits;
+			for (size_t k = 0; k < len; k++)
+				x->addr[k] &= m[k];
+			n++;
+		}
+		freeifaddrs(ifs);
+	}
+	p->prefixes = n ? pfx : NULL;
+	p->nprefixes = n;
+	return 0;
+}
+
+int hs_start_locked(struct sock *s)
+{
+	struct core_engine *e = sock_engine();
+	if (e) {
+		struct core_conn_params p;
+		struct core_ip_prefix pfx[CORE_MAX_PREFIXES];
+		int rc = sock_conn_params_locked(s, &p, pfx, CORE_MAX_PREFIXES);
+		if (rc == 0)
+			rc = core_conn_new(e, &p, &s->conn);
+		if (rc < 0) {
+			LOG_WARN("hs", "fd %d: no engine connection (%s); declining", s->fd,
+				 sock_err_name(rc));
+			s->conn = NULL;
+		}
+	}
+	if (s->role == CORE_SERVER)
+		s->first_byte_deadline = smcr_now_ns() + sock_server_first_wait_ns();
+	progress_timer_init(&s->timer, hs_timer_fn, s);
+	sock_hold(s); /* the watch's reference, dropped by hs_watch_release */
+	int rc = progress_watch(s->tcp, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, hs_watch_fn, s,
+				hs_watch_release, &s->watch);
+	if (rc < 0) {
+		sock_put(s);
+		return rc;
+	}
+	hs_kick(s);
+	return 0;
+}
+
+void hs_wait_locked(struct sock *s)
+{
+	while (atomic_load(&s->state) == SS_HANDSHAKE)
+		pthread_cond_wait(&s->cond, &s->lock);
+}
+
+void hs_abort_locked(struct sock *s)
+{
+	if (atomic_load(&s->state) != SS_HANDSHAKE)
+		return;
+	hs_unwatch_locked(s);
+	hs_timer_cancel_locked(s);
+	if (s->tcp >= 0 && s->tcp != s->fd) {
+		tcp_reset_close(s->tcp);
+		s->tcp = -1;
+	}
+	s->error = ECONNABORTED;
+	atomic_store(&s->state, SS_FAILED);
+	sig_error(&s->sig);
+	pthread_cond_broadcast(&s->cond);
+}

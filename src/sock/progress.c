@@ -1,0 +1,424 @@
+/* progress.c: the progress thread (rules in progress.h). */
+#define _GNU_SOURCE
+#include "sock/progress.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "sock/errmap.h"
+#include "sock/sig.h"
+#include "sock/sys.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+struct prog_watch {
+	int fd;
+	prog_fn fn;
+	void *arg;
+	prog_release_fn release;
+	_Atomic bool dead;	      /* set by progress_unwatch; read by the dispatcher */
+	struct prog_watch *next_dead; /* protected by progress_lock */
+};
+
+struct prog_call {
+	prog_fn fn;
+	void *arg;
+	struct prog_call *next;
+};
+
+static pthread_mutex_t progress_lock = PTHREAD_MUTEX_INITIALIZER;
+/* All protected by progress_lock: */
+static bool prog_started, prog_stopping;
+static pthread_t prog_thread;
+static int prog_epfd = -1, prog_evfd = -1;
+static struct prog_timer *prog_timers;	   /* sorted by deadline */
+static struct prog_call *prog_calls, **prog_calls_tail = &prog_calls;
+static struct prog_watch *prog_dead;	   /* unwatched, to release after this turn */
+static bool prog_atfork_done;
+/* Read by any thread: */
+static _Atomic(prog_hook_fn) prog_hook;
+static _Atomic uint64_t prog_turn_count;
+static _Atomic pthread_t prog_self; /* the thread's id while running, for progress_on_thread */
+static _Atomic bool prog_running;
+
+static const int prog_ev_marker; /* data.ptr of the eventfd's registration */
+
+void progress_kick(void)
+{
+	uint64_t one = 1;
+	int fd;
+	pthread_mutex_lock(&progress_lock);
+	fd = prog_evfd;
+	pthread_mutex_unlock(&progress_lock);
+	if (fd >= 0)
+		(void)!write(fd, &one, sizeof(one));
+}
+
+bool progress_on_thread(void)
+{
+	return atomic_load(&prog_running) && pthread_equal(atomic_load(&prog_self), pthread_self());
+}
+
+uint64_t progress_turns(void)
+{
+	return atomic_load_explicit(&prog_turn_count, memory_order_relaxed);
+}
+
+void progress_set_hook(prog_hook_fn fn)
+{
+	atomic_store(&prog_hook, fn);
+	progress_kick();
+}
+
+static void release_dead(void)
+{
+	pthread_mutex_lock(&progress_lock);
+	struct prog_watch *d = prog_dead;
+	prog_dead = NULL;
+	pthread_mutex_unlock(&progress_lock);
+	while (d) {
+		struct prog_watch *n = d->next_dead;
+		if (d->release)
+			d->release(d->arg);
+		free(d);
+		d = n;
+	}
+}
+
+/* Runs the due timers and returns the earliest remaining deadline (0: none). */
+static uint64_t run_timers(uint64_t now)
+{
+	for (;;) {
+		pthread_mutex_lock(&progress_lock);
+		struct prog_timer *t = prog_timers;
+		if (!t || t->deadline > now) {
+			uint64_t next = t ? t->deadline : 0;
+			pthread_mutex_unlock(&progress_lock);
+			return next;
+		}
+		prog_timers = t->next;
+		t->armed = false;
+		t->next = NULL;
+		prog_fn fn = t->fn;
+		void *arg = t->arg;
+		pthread_mutex_unlock(&progress_lock);
+		fn(arg, 0);
+	}
+}
+
+static void run_calls(void)
+{
+	pthread_mutex_lock(&progress_lock);
+	struct prog_call *c = prog_calls;
+	prog_calls = NULL;
+	prog_calls_tail = &prog_calls;
+	pthread_mutex_unlock(&progress_lock);
+	while (c) {
+		struct prog_call *n = c->next;
+		c->fn(c->arg, 0);
+		free(c);
+		c = n;
+	}
+}
+
+static void *progress_main(void *unused)
+{
+	(void)unused;
+	struct epoll_event evs[64];
+	int epfd;
+	atomic_store(&prog_self, pthread_self());
+	pthread_mutex_lock(&progress_lock);
+	epfd = prog_epfd;
+	pthread_mutex_unlock(&progress_lock);
+	for (;;) {
+		atomic_fetch_add_explicit(&prog_turn_count, 1, memory_order_relaxed);
+		release_dead();
+		uint64_t now = smcr_now_ns();
+		uint64_t next = run_timers(now);
+		run_calls();
+		prog_hook_fn hook = atomic_load(&prog_hook);
+		if (hook) {
+			uint64_t h = hook(smcr_now_ns());
+			if (h && (!next || h < next))
+				next = h;
+		}
+		pthread_mutex_lock(&progress_lock);
+		bool stop = prog_stopping;
+		pthread_mutex_unlock(&progress_lock);
+		if (stop)
+			break;
+		int timeout = -1;
+		if (next) {
+			now = smcr_now_ns();
+			uint64_t ms = next > now ? (next - now + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS
+						 : 0;
+			timeout = ms > 60000 ? 60000 : (int)ms;
+		}
+		int n = epoll_wait(epfd, evs, 64, timeout);
+		/* Watches are published under progress_lock (progress_watch adds the epoll
+		 * registration while holding it): taking it once per batch orders our reads of
+		 * each watch after its initialisation (epoll itself is no barrier to TSan). */
+		if (n > 0) {
+			pthread_mutex_lock(&progress_lock);
+			pthread_mutex_unlock(&progress_lock);
+		}
+		for (int i = 0; i < n; i++) {
+			if (evs[i].data.ptr == &prog_ev_marker) {
+				uint64_t v;
+				(void)!read(prog_evfd, &v, sizeof(v));
+				continue;
+			}
+			struct prog_watch *w = evs[i].data.ptr;
+			/* acquire: pairs with progress_unwatch's store; a watch freed only after
+			 * this batch (release_dead at the next turn), so w is valid here. */
+			if (!atomic_load_explicit(&w->dead, memory_order_acquire))
+				w->fn(w->arg, evs[i].events);
+		}
+	}
+	return NULL;
+}
+
+static void progress_atfork_child(void)
+{
+	/* Only this thread exists in the child: no lock is held by anyone else, but the
+	 * mutex may have been copied locked; re-initialise it. */
+	pthread_mutex_init(&progress_lock, NULL);
+	if (prog_epfd >= 0)
+		close(prog_epfd);
+	if (prog_evfd >= 0)
+		close(prog_evfd);
+	prog_epfd = prog_evfd = -1;
+	prog_started = prog_stopping = false;
+	prog_timers = NULL;
+	prog_calls = NULL;
+	prog_calls_tail = &prog_calls;
+	prog_dead = NULL;
+	atomic_store(&prog_running, false);
+}
+
+int progress_start(void)
+{
+	pthread_mutex_lock(&progress_lock);
+	if (prog_started) {
+		pthread_mutex_unlock(&progress_lock);
+		return 0;
+	}
+	if (!prog_atfork_done) {
+		pthread_atfork(NULL, NULL, progress_atfork_child);
+		prog_atfork_done = true;
+	}
+	int rc = 0;
+	prog_epfd = epoll_create1(EPOLL_CLOEXEC);
+	prog_evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (prog_epfd < 0 || prog_evfd < 0) {
+		rc = sock_err_sys(errno);
+		goto fail;
+	}
+	/* Both at hidden numbers, out of the program's way. */
+	int e = sock_fd_hide(prog_epfd);
+	if (e >= 0)
+		prog_epfd = e;
+	e = sock_fd_hide(prog_evfd);
+	if (e >= 0)
+		prog_evfd = e;
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = (void *)&prog_ev_marker };
+	if (epoll_ctl(prog_epfd, EPOLL_CTL_ADD, prog_evfd, &ev) < 0) {
+		rc = sock_err_sys(errno);
+		goto fail;
+	}
+	prog_stopping = false;
+	atomic_store(&prog_running, true);
+	if (pthread_create(&prog_thread, NULL, progress_main, NULL) != 0) {
+		atomic_store(&prog_running, false);
+		rc = -SMCR_E_SOCK_THREAD;
+		goto fail;
+	}
+	prog_started = true;
+	pthread_mutex_unlock(&progress_lock);
+	LOG_DBG("progress", "progress thread started");
+	return 0;
+fail:
+	if (prog_epfd >= 0)
+		close(prog_epfd);
+	if (prog_evfd >= 0)
+		close(prog_evfd);
+	prog_epfd = prog_evfd = -1;
+	pthread_mutex_unlock(&progress_lock);
+	return rc;
+}
+
+void progress_stop(void)
+{
+	pthread_mutex_lock(&progress_lock);
+	if (!prog_started) {
+		pthread_mutex_unlock(&progress_lock);
+		return;
+	}
+	prog_stopping = true;
+	pthread_t t = prog_thread;
+	pthread_mutex_unlock(&progress_lock);
+	progress_kick();
+	pthread_join(t, NULL);
+	atomic_store(&prog_running, false);
+	release_dead();
+	pthread_mutex_lock(&progress_lock);
+	struct prog_call *c = prog_calls;
+	prog_calls = NULL;
+	prog_calls_tail = &prog_calls;
+	for (struct prog_timer *t2 = prog_timers; t2; t2 = t2->next)
+		t2->armed = false;
+	prog_timers = NULL;
+	close(prog_epfd);
+	close(prog_evfd);
+	prog_epfd = prog_evfd = -1;
+	prog_started = false;
+	pthread_mutex_unlock(&progress_lock);
+	while (c) {
+		struct prog_call *n = c->next;
+		free(c);
+		c = n;
+	}
+}
+
+int progress_watch(int fd, uint32_t events, prog_fn fn, void *arg, prog_release_fn release,
+		   struct prog_watch **out)
+{
+	int rc = progress_start();
+	if (rc < 0)
+		return rc;
+	struct prog_watch *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -SMCR_E_NOMEM;
+	w->fd = fd;
+	w->fn = fn;
+	w->arg = arg;
+	w->release = release;
+	atomic_init(&w->dead, false);
+	struct epoll_event ev = { .events = events, .data.ptr = w };
+	pthread_mutex_lock(&progress_lock);
+	if (epoll_ctl(prog_epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+		rc = sock_err_sys(errno);
+	pthread_mutex_unlock(&progress_lock);
+	if (rc < 0) {
+		free(w);
+		return rc;
+	}
+	*out = w;
+	return 0;
+}
+
+int progress_watch_modify(struct prog_watch *w, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = w };
+	int rc = 0;
+	pthread_mutex_lock(&progress_lock);
+	if (epoll_ctl(prog_epfd, EPOLL_CTL_MOD, w->fd, &ev) < 0)
+		rc = sock_err_sys(errno);
+	pthread_mutex_unlock(&progress_lock);
+	return rc;
+}
+
+void progress_unwatch(struct prog_watch *w)
+{
+	atomic_store_explicit(&w->dead, true, memory_order_release);
+	pthread_mutex_lock(&progress_lock);
+	if (prog_epfd >= 0)
+		(void)epoll_ctl(prog_epfd, EPOLL_CTL_DEL, w->fd, NULL);
+	bool running = prog_started;
+	if (running) {
+		w->next_dead = prog_dead;
+		prog_dead = w;
+	}
+	pthread_mutex_unlock(&progress_lock);
+	if (!running) {
+		if (w->release)
+			w->release(w->arg);
+		free(w);
+	} else if (!progress_on_thread()) {
+		progress_kick(); /* release soon, not at the next unrelated wake-up */
+	}
+}
+
+void progress_timer_init(struct prog_timer *t, prog_fn fn, void *arg)
+{
+	memset(t, 0, sizeof(*t));
+	t->fn = fn;
+	t->arg = arg;
+}
+
+/* Caller holds progress_lock. */
+static void timer_unlink_locked(struct prog_timer *t)
+{
+	for (struct prog_timer **p = &prog_timers; *p; p = &(*p)->next) {
+		if (*p == t) {
+			*p = t->next;
+			break;
+		}
+	}
+	t->next = NULL;
+	t->armed = false;
+}
+
+int progress_timer_arm(struct prog_timer *t, uint64_t deadline_ns)
+{
+	int rc = progress_start();
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&progress_lock);
+	if (t->armed)
+		timer_unlink_locked(t);
+	t->deadline = deadline_ns;
+	struct prog_timer **p = &prog_timers;
+	while (*p && (*p)->deadline <= deadline_ns)
+		p = &(*p)->next;
+	t->next = *p;
+	*p = t;
+	t->armed = true;
+	bool first = prog_timers == t;
+	pthread_mutex_unlock(&progress_lock);
+	if (first && !progress_on_thread())
+		progress_kick();
+	return 0;
+}
+
+bool progress_timer_armed(struct prog_timer *t)
+{
+	pthread_mutex_lock(&progress_lock);
+	bool a = t->armed;
+	pthread_mutex_unlock(&progress_lock);
+	return a;
+}
+
+bool progress_timer_cancel(struct prog_timer *t)
+{
+	pthread_mutex_lock(&progress_lock);
+	bool was = t->armed;
+	if (was)
+		timer_unlink_locked(t);
+	pthread_mutex_unlock(&progress_lock);
+	return was;
+}
+
+int progress_call(prog_fn fn, void *arg)
+{
+	int rc = progress_start();
+	if (rc < 0)
+		return rc;
+	struct prog_call *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -SMCR_E_NOMEM;
+	c->fn = fn;
+	c->arg = arg;
+	pthread_mutex_lock(&progress_lock);
+	*prog_calls_tail = c;
+	prog_calls_tail = &c->next;
+	pthread_mutex_unlock(&progress_lock);
+	progress_kick();
+	return 0;
+}

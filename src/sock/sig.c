@@ -1,0 +1,266 @@
+/* sig.c: readiness of an SMC-R connection's fd through an AF_UNIX pair (rules in sig.h). */
+#define _GNU_SOURCE
+#include "sock/sig.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "sock/errmap.h"
+#include "sock/sys.h"
+#include "util/log.h"
+
+#define SIG_IO_FLAGS (MSG_DONTWAIT | MSG_NOSIGNAL)
+
+static pthread_once_t hidden_once = PTHREAD_ONCE_INIT;
+static int hidden_min_v;
+
+static void hidden_init(void)
+{
+	struct rlimit rl;
+	int v = 0;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur >= 64)
+		v = (int)(rl.rlim_cur / 2);
+	else if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur == RLIM_INFINITY)
+		v = 4096;
+	hidden_min_v = v;
+}
+
+int sock_hidden_min(void)
+{
+	pthread_once(&hidden_once, hidden_init);
+	return hidden_min_v;
+}
+
+int sock_fd_hide(int fd)
+{
+	int n = sock_sys.fcntl(fd, F_DUPFD_CLOEXEC, sock_hidden_min());
+	if (n < 0 && (errno == EINVAL || errno == EMFILE))
+		n = sock_sys.fcntl(fd, F_DUPFD_CLOEXEC, 0); /* limit lowered since: any number */
+	if (n < 0)
+		return sock_err_sys(errno);
+	sock_sys.close(fd);
+	return n;
+}
+
+int sig_open(struct sig *s)
+{
+	int sv[2];
+	memset(s, 0, sizeof(*s));
+	s->prog = s->end = -1;
+	if (sock_sys.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return sock_err_sys(errno);
+	int sndbuf = SIG_PROG_SNDBUF;
+	/* Smallest send buffer: POLLOUT goes off after a few KiB of filler. */
+	(void)sock_sys.setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+	int fl = sock_sys.fcntl(sv[1], F_GETFL);
+	if (fl >= 0)
+		(void)sock_sys.fcntl(sv[1], F_SETFL, fl | O_NONBLOCK);
+	int end = sock_fd_hide(sv[1]);
+	if (end < 0) {
+		sock_sys.close(sv[0]);
+		sock_sys.close(sv[1]);
+		return end;
+	}
+	s->prog = sv[0];
+	s->end = end;
+	pthread_mutex_init(&s->lock, NULL);
+	return 0;
+}
+
+int sig_install(struct sig *s, int target, bool cloexec)
+{
+	pthread_mutex_lock(&s->lock);
+	int rc = 0;
+	if (s->prog != target) {
+		if (sock_sys.dup3(s->prog, target, cloexec ? O_CLOEXEC : 0) < 0) {
+			rc = sock_err_sys(errno);
+		} else {
+			sock_sys.close(s->prog);
+			s->prog = target;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+void sig_close(struct sig *s)
+{
+	if (s->end >= 0)
+		sock_sys.close(s->end);
+	s->end = -1;
+	pthread_mutex_destroy(&s->lock);
+}
+
+void sig_forget_prog(struct sig *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->prog = -1;
+	pthread_mutex_unlock(&s->lock);
+}
+
+void sig_clear_error(struct sig *s)
+{
+	int err;
+	socklen_t l = sizeof(err);
+	pthread_mutex_lock(&s->lock);
+	if (s->prog >= 0)
+		(void)sock_sys.getsockopt(s->prog, SOL_SOCKET, SO_ERROR, &err, &l);
+	pthread_mutex_unlock(&s->lock);
+}
+
+void sig_set_nonblock(struct sig *s, bool on)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->prog < 0) {
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	int fl = sock_sys.fcntl(s->prog, F_GETFL);
+	if (fl >= 0)
+		(void)sock_sys.fcntl(s->prog, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
+	pthread_mutex_unlock(&s->lock);
+}
+
+void sig_readable(struct sig *s)
+{
+	char b = 't';
+	pthread_mutex_lock(&s->lock);
+	if (!s->dead && !s->rdhup && !s->rd_shut && s->prog >= 0) {
+		if (s->tokens >= SIG_TOKEN_CAP &&
+		    sock_sys.recv(s->prog, &b, 1, SIG_IO_FLAGS) == 1)
+			s->tokens--;
+		/* Every write wakes prog's waiters, so EPOLLET sees an edge even when tokens
+		 * were already queued. */
+		if (sock_sys.send(s->end, &b, 1, SIG_IO_FLAGS) == 1)
+			s->tokens++;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void sig_readable_if_none(struct sig *s)
+{
+	char b = 't';
+	pthread_mutex_lock(&s->lock);
+	if (!s->dead && !s->rdhup && !s->rd_shut && s->prog >= 0 && s->tokens == 0 &&
+	    sock_sys.send(s->end, &b, 1, SIG_IO_FLAGS) == 1)
+		s->tokens++;
+	pthread_mutex_unlock(&s->lock);
+}
+
+void sig_drain_in(struct sig *s)
+{
+	char buf[SIG_TOKEN_CAP];
+	pthread_mutex_lock(&s->lock);
+	while (s->tokens > 0 && s->prog >= 0) {
+		ssize_t n = sock_sys.recv(s->prog, buf, s->tokens < sizeof(buf) ? s->tokens
+										  : sizeof(buf),
+					  SIG_IO_FLAGS);
+		if (n <= 0)
+			break;
+		s->tokens -= (unsigned)n;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void sig_block_out(struct sig *s)
+{
+	static const char filler[4096];
+	pthread_mutex_lock(&s->lock);
+	if (!s->out_blocked && !s->dead && !s->wr_shut && s->prog >= 0) {
+		for (;;) {
+			ssize_t n = sock_sys.send(s->prog, filler, sizeof(filler), SIG_IO_FLAGS);
+			if (n <= 0)
+				break; /* EAGAIN: full, POLLOUT is off now */
+			s->filled += (unsigned)n;
+		}
+		s->out_blocked = true;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Reads the filler back at end. Caller holds the lock. */
+static void sig_unfill_locked(struct sig *s)
+{
+	char buf[4096];
+	while (s->filled > 0 && s->end >= 0) {
+		ssize_t n = sock_sys.recv(s->end, buf, s->filled < sizeof(buf) ? s->filled
+									  : sizeof(buf),
+					  SIG_IO_FLAGS);
+		if (n <= 0)
+			break;
+		s->filled -= (unsigned)n;
+	}
+}
+
+void sig_unblock_out(struct sig *s)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->out_blocked && !s->dead) {
+		sig_unfill_locked(s);
+		s->out_blocked = false;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void sig_rdhup(struct sig *s)
+{
+	pthread_mutex_lock(&s->lock);
+	if (!s->rdhup && !s->dead) {
+		(void)sock_sys.shutdown(s->end, SHUT_WR);
+		s->rdhup = true;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void sig_shut_wr(struct sig *s)
+{
+	pthread_mutex_lock(&s->lock);
+	if (!s->wr_shut && !s->dead && s->prog >= 0) {
+		/* TCP shows POLLOUT after SHUT_WR (writes fail with EPIPE): undo any fill, then
+		 * leave one byte queued at end so a later sig_error still resets prog. */
+		sig_unfill_locked(s);
+		s->out_blocked = false;
+		char b = 'r';
+		if (sock_sys.send(s->prog, &b, 1, SIG_IO_FLAGS) == 1)
+			s->filled = 0; /* the reserve byte is never read back */
+		(void)sock_sys.shutdown(s->prog, SHUT_WR);
+		s->wr_shut = true;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void sig_shut_rd(struct sig *s)
+{
+	pthread_mutex_lock(&s->lock);
+	if (!s->rd_shut && !s->dead && s->prog >= 0) {
+		(void)sock_sys.shutdown(s->prog, SHUT_RD);
+		s->rd_shut = true;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void sig_error(struct sig *s)
+{
+	pthread_mutex_lock(&s->lock);
+	if (!s->dead) {
+		/* AF_UNIX resets the peer (ECONNRESET, POLLERR) only when the closing end has
+		 * unread bytes: there is filler, the reserve byte, or this one. */
+		char b = 'e';
+		if (!s->wr_shut && s->filled == 0 && s->prog >= 0)
+			(void)sock_sys.send(s->prog, &b, 1, SIG_IO_FLAGS);
+		if (s->end >= 0)
+			sock_sys.close(s->end);
+		s->end = -1;
+		s->filled = 0;
+		s->out_blocked = false;
+		s->dead = true;
+	}
+	pthread_mutex_unlock(&s->lock);
+}

@@ -1,0 +1,97 @@
+/* sig.h: the program-visible fd of an SMC-R connection and how the engine drives its
+ * readiness (ENGINE.md decision 2; docs/parts/sock.md "Readiness").
+ *
+ * An SMC-R connection's fd is the "program end" (prog) of an AF_UNIX SOCK_STREAM socket
+ * pair; the engine holds the other, "signal end" (end), at a hidden high fd number. The
+ * program never reads or writes prog itself (every data call goes through smcr_recv/send,
+ * which move bytes through the RMBEs); the kernel's poll/select/epoll on prog see exactly
+ * the readiness TCP would show, because the engine shapes it with these rules:
+ *
+ *   POLLIN    a token byte is written from end to prog for every arrival of data, EOF or
+ *             error (so each arrival is a new EPOLLET edge); at most SIG_TOKEN_CAP are kept
+ *             queued (the oldest is read back first; the write still makes the edge). The
+ *             receive path drains them when the RMBE is empty again (sig_drain_in).
+ *   POLLOUT   prog's send buffer (SO_SNDBUF minimum) is filled from prog when the peer's
+ *             RMBE is full (sig_block_out): AF_UNIX reports writable only while the bytes
+ *             queued from prog use at most a quarter of its sndbuf. They are read back at
+ *             end when space returns (sig_unblock_out), which wakes POLLOUT waiters.
+ *   POLLRDHUP shutdown(end, SHUT_WR) when the peer sent "sending done" or closed
+ *             (sig_rdhup): prog reads EOF forever, so POLLIN|POLLRDHUP, as a TCP FIN.
+ *   POLLHUP   both directions shut, as TCP: the program's shutdown(SHUT_WR) becomes
+ *             shutdown(prog, SHUT_WR) (sig_shut_wr), and with sig_rdhup prog's shutdown
+ *             mask is complete. A program's SHUT_RD: shutdown(prog, SHUT_RD) (sig_shut_rd).
+ *   POLLERR   a reset (peer abort, peer gone, link lost): end is closed while bytes from prog
+ *             are unread in it (sig_error). AF_UNIX then gives prog ECONNRESET and the full
+ *             shutdown mask: POLLIN|POLLOUT|POLLERR|POLLHUP|POLLRDHUP, the set a TCP socket
+ *             shows after a RST (tests/unit/test_sig.c compares both).
+ *
+ * The fill/drain and token bytes never reach the program; only this file touches them. All
+ * operations use MSG_DONTWAIT|MSG_NOSIGNAL, so prog's O_NONBLOCK flag (which mirrors the
+ * program's setting, sig_set_nonblock) never changes what the engine does.
+ *
+ * Threads: any thread may call any operation; struct sig's lock serializes them. It is an
+ * innermost lock: nothing is called with it held except these few syscalls. */
+#ifndef SMCR_SOCK_SIG_H
+#define SMCR_SOCK_SIG_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "util/err.h"
+
+#define SIG_TOKEN_CAP 64     /* POLLIN tokens kept queued at most */
+#define SIG_PROG_SNDBUF 4096 /* SO_SNDBUF asked for prog (the kernel doubles it) */
+
+struct sig {
+	pthread_mutex_t lock; /* protects every field below and the byte counts in the pair */
+	int prog;	      /* program end; its number changes when installed (sig_install) */
+	int end;	      /* signal end, hidden high fd; -1 after sig_error/sig_close */
+	unsigned tokens;      /* token bytes queued from end towards prog */
+	unsigned filled;      /* bytes queued from prog towards end (POLLOUT off when > 0) */
+	bool out_blocked;     /* sig_block_out done and not undone */
+	bool rdhup;	      /* shutdown(end, SHUT_WR) done */
+	bool wr_shut;	      /* shutdown(prog, SHUT_WR) done */
+	bool rd_shut;	      /* shutdown(prog, SHUT_RD) done */
+	bool dead;	      /* sig_error done: end closed */
+};
+
+/* Creates the pair: prog at any free number (close-on-exec), end at a hidden one. */
+SMCR_MUST_CHECK int sig_open(struct sig *s);
+/* Moves prog onto fd number target (dup3; the file that was there is closed by it), with
+ * close-on-exec as cloexec says. */
+SMCR_MUST_CHECK int sig_install(struct sig *s, int target, bool cloexec);
+/* Closes end (if still open). prog belongs to the program's fd and is closed by its owner.
+ * Frees the lock. */
+void sig_close(struct sig *s);
+
+/* The program's fd number stops being the program end (it is closed, or the TCP socket is
+ * about to be put there): from now on nothing touches prog. */
+void sig_forget_prog(struct sig *s);
+/* Clears prog's pending socket error (after the program was told of it, as TCP clears
+ * sk_err when it reports it). */
+void sig_clear_error(struct sig *s);
+void sig_set_nonblock(struct sig *s, bool on);
+/* One more arrival (data, EOF, error): POLLIN, and a new edge. */
+void sig_readable(struct sig *s);
+/* POLLIN on if no token is queued (no new edge otherwise). */
+void sig_readable_if_none(struct sig *s);
+/* Nothing left to read: POLLIN off (unless EOF/error made it permanent). */
+void sig_drain_in(struct sig *s);
+/* Peer's RMBE full: POLLOUT off. Idempotent. */
+void sig_block_out(struct sig *s);
+/* Space again: POLLOUT on. Idempotent. */
+void sig_unblock_out(struct sig *s);
+void sig_rdhup(struct sig *s);
+void sig_shut_wr(struct sig *s);
+void sig_shut_rd(struct sig *s);
+void sig_error(struct sig *s);
+
+/* Moves fd to a hidden number (F_DUPFD_CLOEXEC at or above sock_hidden_min()) and closes
+ * the old number. Returns the new number or a negative code (errmap.h); on failure fd is
+ * untouched. */
+SMCR_MUST_CHECK int sock_fd_hide(int fd);
+/* Lowest number for hidden fds: half the soft RLIMIT_NOFILE (so program fds keep the low
+ * numbers select(2) can handle), read once. */
+int sock_hidden_min(void);
+
+#endif

@@ -1,0 +1,252 @@
+/* sock.c: smcr socket objects: the type-stable pool, lookup and references, the fd swaps
+ * of ENGINE.md decision 2 and how the engine's readiness reaches the program's fd (rules
+ * and locks in sock.h, readiness mechanism in sig.h). */
+#define _GNU_SOURCE
+#include "sock/sock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sock/errmap.h"
+#include "sock/sys.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+/* ---- the pool: objects are recycled, never freed (fdtab.h "type-stable") ---- */
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER; /* protects pool_free */
+static struct sock *pool_free;
+static _Atomic unsigned sock_alive;
+
+static void sock_recycle(struct fdobj *o);
+
+static struct sock *sock_alloc(void)
+{
+	pthread_mutex_lock(&pool_lock);
+	struct sock *s = pool_free;
+	if (s)
+		pool_free = s->pool_next;
+	pthread_mutex_unlock(&pool_lock);
+	if (!s) {
+		s = calloc(1, sizeof(*s));
+		if (!s)
+			return NULL;
+		s->h.release = sock_recycle;
+		atomic_init(&s->h.ref, 0);
+	}
+	return s;
+}
+
+unsigned sock_count(void)
+{
+	return atomic_load_explicit(&sock_alive, memory_order_relaxed);
+}
+
+/* The last reference is gone: nobody can reach s any more (not in the table, no watch,
+ * timer or queued call). Undo everything it holds, in reverse order of acquisition. */
+static void sock_recycle(struct fdobj *o)
+{
+	struct sock *s = (struct sock *)(void *)o;
+	if (s->conn) {
+		/* Never inside s's own core callback: those hold no reference. */
+		core_conn_release(s->conn, smcr_now_ns());
+		s->conn = NULL;
+	}
+	if (s->has_sig) {
+		sig_close(&s->sig);
+		s->has_sig = false;
+	}
+	if (s->tcp >= 0 && s->tcp != s->fd)
+		sock_sys.close(s->tcp); /* the hidden TCP socket (RST set up by the closer) */
+	free(s->regs);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->cond);
+	atomic_fetch_sub_explicit(&sock_alive, 1, memory_order_relaxed);
+	pthread_mutex_lock(&pool_lock);
+	s->pool_next = pool_free;
+	pool_free = s;
+	pthread_mutex_unlock(&pool_lock);
+}
+
+struct sock *sock_get(int fd)
+{
+	struct fdobj *o = fdtab_get(fd);
+	return o ? (struct sock *)(void *)o : NULL;
+}
+
+void sock_hold(struct sock *s)
+{
+	fdobj_hold(&s->h);
+}
+
+void sock_put(struct sock *s)
+{
+	fdobj_put(&s->h);
+}
+
+int sock_create(int fd, int domain, bool nonblock, bool cloexec, struct sock **out)
+{
+	struct sock *s = sock_alloc();
+	if (!s)
+		return -SMCR_E_NOMEM;
+	/* Everything but the pool's fields is reset; ref is 0 while the object is free. */
+	void (*rel)(struct fdobj *) = s->h.release;
+	struct sock *next = s->pool_next;
+	memset((char *)s + sizeof(s->h), 0, sizeof(*s) - sizeof(s->h));
+	s->pool_next = next;
+	s->h.release = rel;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	s->fd = fd;
+	s->tcp = fd;
+	s->domain = domain;
+	s->nonblock = nonblock;
+	s->cloexec = cloexec;
+	atomic_store(&s->state, SS_NEW);
+	atomic_store(&s->kick_pending, false);
+	atomic_fetch_add_explicit(&sock_alive, 1, memory_order_relaxed);
+	/* One reference for the table, one for the caller; release: published by fdtab_set. */
+	atomic_store_explicit(&s->h.ref, 2, memory_order_release);
+	int rc = fdtab_set(fd, &s->h);
+	if (rc == -SMCR_E_SOCK_FDTAB_BUSY) {
+		/* The program closed an smcr fd without smcr_close (or the interposer missed
+		 * it) and the kernel reused the number: forget the stale object. */
+		struct sock *old = sock_get(fd);
+		if (old) {
+			LOG_WARN("sock", "fd %d reused behind smcr's back; dropping its old state",
+				 fd);
+			pthread_mutex_lock(&old->lock);
+			if (old->has_sig)
+				sig_forget_prog(&old->sig);
+			if (old->tcp == old->fd)
+				old->tcp = -1; /* that number is the new socket's now */
+			old->closing = true;
+			pthread_mutex_unlock(&old->lock);
+			sock_unlink(old);
+			sock_put(old);
+		}
+		rc = fdtab_set(fd, &s->h);
+	}
+	if (rc < 0) {
+		atomic_store(&s->h.ref, 1);
+		s->tcp = -1; /* the caller still owns fd */
+		sock_put(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+void sock_unlink(struct sock *s)
+{
+	if (fdtab_clear(s->fd, &s->h))
+		sock_put(s);
+}
+
+/* ---- fd swaps ---- */
+
+static void set_nonblock_fd(int fd, bool on)
+{
+	int fl = sock_sys.fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		(void)sock_sys.fcntl(fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
+}
+
+int sock_install_placeholder_locked(struct sock *s)
+{
+	/* A second reference to the TCP socket at a hidden number; the program's number
+	 * then receives the placeholder (dup3 closes its reference to the TCP socket only). */
+	int t = sock_sys.fcntl(s->fd, F_DUPFD_CLOEXEC, sock_hidden_min());
+	if (t < 0 && (errno == EINVAL || errno == EMFILE))
+		t = sock_sys.fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
+	if (t < 0)
+		return sock_err_sys(errno);
+	int rc = sig_open(&s->sig);
+	if (rc < 0) {
+		sock_sys.close(t);
+		return rc;
+	}
+	s->has_sig = true;
+	sig_block_out(&s->sig); /* nothing ready until the handshake ends */
+	sig_set_nonblock(&s->sig, s->nonblock);
+	sock_epoll_move_locked(s, true);
+	rc = sig_install(&s->sig, s->fd, s->cloexec);
+	if (rc < 0) {
+		sock_epoll_move_locked(s, false);
+		sock_sys.close(s->sig.prog);
+		sig_close(&s->sig);
+		s->has_sig = false;
+		sock_sys.close(t);
+		return rc;
+	}
+	sock_epoll_move_locked(s, false);
+	s->tcp = t;
+	set_nonblock_fd(t, true); /* the engine side never blocks on it */
+	return 0;
+}
+
+int sock_restore_tcp_locked(struct sock *s)
+{
+	/* A poll() already sleeping on the placeholder would not notice the dup3 (it holds
+	 * the old file): make the placeholder ready first so it returns, then swap. */
+	sig_unblock_out(&s->sig);
+	sock_epoll_move_locked(s, true);
+	sig_forget_prog(&s->sig);
+	int rc = 0;
+	if (sock_sys.dup3(s->tcp, s->fd, s->cloexec ? O_CLOEXEC : 0) < 0) {
+		rc = sock_err_sys(errno);
+		LOG_ERR("sock", "fd %d: cannot put the TCP socket back (errno %d)", s->fd, errno);
+	} else {
+		sock_sys.close(s->tcp);
+		s->tcp = s->fd;
+		set_nonblock_fd(s->fd, s->nonblock);
+	}
+	sock_epoll_move_locked(s, false);
+	sig_close(&s->sig);
+	s->has_sig = false;
+	return rc;
+}
+
+/* ---- readiness: the engine's level mask onto the program end (sig.h) ----
+ *
+ * From the engine's callback (from_program false) bits are only turned ON: a callback's
+ * mask may be older than what the program's own call just saw, and turning a bit off on a
+ * stale mask could lose a wake-up. The program's own calls turn bits off, and re-read the
+ * mask afterwards (sock_sync_after_call), so an event racing with them is never lost. */
+void sock_apply_events(struct sock *s, unsigned ev, unsigned raised, bool from_program)
+{
+	if (ev & CORE_EV_ERR) {
+		sig_error(&s->sig);
+		return;
+	}
+	if (raised & (CORE_EV_IN | CORE_EV_IN_NEW))
+		sig_readable(&s->sig);
+	else if ((ev & CORE_EV_IN) && from_program)
+		sig_readable_if_none(&s->sig);
+	if (ev & CORE_EV_OUT)
+		sig_unblock_out(&s->sig);
+	if (ev & CORE_EV_RDHUP)
+		sig_rdhup(&s->sig);
+}
+
+void sock_sync_after_call(struct sock *s)
+{
+	unsigned ev = core_conn_events(s->conn);
+	if (!(ev & (CORE_EV_IN | CORE_EV_RDHUP | CORE_EV_ERR))) {
+		sig_drain_in(&s->sig);
+		ev = core_conn_events(s->conn);
+	}
+	if (!(ev & (CORE_EV_OUT | CORE_EV_ERR))) {
+		sig_block_out(&s->sig);
+		ev = core_conn_events(s->conn);
+	}
+	sock_apply_events(s, ev, 0, true);
+}
+
+int sock_code_errno(int code)
+{
+	return sock_errno_of(code);
+}

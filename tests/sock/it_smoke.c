@@ -1,0 +1,83 @@
+/* it_smoke.c: the smallest end-to-end check: two processes, one connection over SMC-R,
+ * a few bytes each way, both sides report mode smcr (tests/sock/itlib.h). */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <string.h>
+
+#include "itlib.h"
+
+static int lfd;
+static uint16_t port;
+
+static int server(void *arg)
+{
+	(void)arg;
+	it_child_env(0);
+	int fd = smcr_accept(lfd, NULL, NULL);
+	IT_CHECK(fd >= 0);
+	struct smcr_info in;
+	IT_CHECK(it_info(fd, &in));
+	IT_CHECK(in.mode == SMCR_MODE_SMCR);
+	IT_CHECK(in.role == SMCR_ROLE_SERVER);
+	char buf[6];
+	IT_CHECK(it_read_all(fd, buf, 5));
+	IT_CHECK(memcmp(buf, "hello", 5) == 0);
+	IT_CHECK(it_write_all(fd, "world", 5));
+	IT_CHECK(smcr_recv(fd, buf, 1, 0) == 0); /* EOF after the client's close */
+	IT_CHECK(smcr_close(fd) == 0);
+	return 0;
+}
+
+static int client(void *arg)
+{
+	(void)arg;
+	it_child_env(1);
+	smcr_close(lfd);
+	int fd = it_connect(false, port);
+	IT_CHECK(fd >= 0);
+	struct smcr_info in;
+	IT_CHECK(it_info(fd, &in));
+	if (in.mode != SMCR_MODE_SMCR)
+		fprintf(stderr, "client mode %s local %s peer %s\n", smcr_mode_name(in.mode),
+			smcr_reason_name(in.local_reason), smcr_reason_name(in.peer_reason));
+	IT_CHECK(in.mode == SMCR_MODE_SMCR);
+	IT_CHECK(in.first_contact == 1);
+	IT_CHECK(it_write_all(fd, "hello", 5));
+	char buf[5];
+	IT_CHECK(it_read_all(fd, buf, 5));
+	IT_CHECK(memcmp(buf, "world", 5) == 0);
+	IT_CHECK(smcr_close(fd) == 0);
+	return 0;
+}
+
+static void test_smoke(void **state)
+{
+	(void)state;
+	it_rules("use smc both * *");
+	lfd = it_listen(false, &port);
+	assert_true(lfd >= 0);
+	pid_t s = it_fork(server, NULL);
+	pid_t c = it_fork(client, NULL);
+	smcr_close(lfd);
+	assert_int_equal(it_wait(c, 20000), 0);
+	assert_int_equal(it_wait(s, 20000), 0);
+}
+
+int main(void)
+{
+	char port_s[16];
+	snprintf(port_s, sizeof(port_s), "%d", 20000 + (int)(getpid() % 20000));
+	setenv("IT_EMU_PORT", port_s, 1);
+	if (getenv("IT_FILTER"))
+		cmocka_set_test_filter(getenv("IT_FILTER"));
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_smoke),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,316 @@
+/* itlib.c: helpers for the two-process integration tests (itlib.h). */
+#define _GNU_SOURCE
+#include "itlib.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <poll.h>
+#include <errno.h>
+#include <openssl/evp.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "sock/rules.h"
+#include "sock/sock.h"
+#include "util/log.h"
+
+void it_child_env(int role)
+{
+#ifdef HAVE_SMCR_DEV_SHM
+	if (!getenv("IT_DEVICE") || strcmp(getenv("IT_DEVICE"), "emu") != 0) {
+		setenv("SMCR_DEVICES", "shm", 1);
+	} else
+#endif
+	{
+	/* emu: each process its own loopback address, all on one port per test run */
+	char spec[96];
+	const char *port = getenv("IT_EMU_PORT");
+	snprintf(spec, sizeof(spec), "emu:ip=127.0.0.%d,port=%s", 10 + role, port ? port : "0");
+	setenv("SMCR_DEVICES", spec, 1);
+	}
+	if (!getenv("SMCR_LOG"))
+		setenv("SMCR_LOG", "error", 1);
+	smcr_log_set_level((enum smcr_log_level)smcr_log_parse_level(getenv("SMCR_LOG")));
+}
+
+void it_rules(const char *rules)
+{
+	setenv("SMCR_RULES", rules, 1);
+	setenv("SMCR_CONFIG", "/nonexistent/smcr.conf", 1);
+	rules_reload();
+}
+
+pid_t it_fork(int (*fn)(void *arg), void *arg)
+{
+	fflush(NULL);
+	pid_t p = fork();
+	if (p == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a failed test */
+		/* exit(), not _exit(): the library's exit handler lets closing connections
+		 * finish their close protocol, as the kernel does for TCP after a process ends */
+		exit(fn(arg));
+	}
+	return p;
+}
+
+int it_wait(pid_t pid, int timeout_ms)
+{
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		int st;
+		pid_t r = waitpid(pid, &st, timeout_ms > 0 ? WNOHANG : 0);
+		if (r == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		if (r < 0 && errno != EINTR)
+			return 255;
+		if (timeout_ms > 0) {
+			struct timespec t;
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			long ms = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+			if (ms > timeout_ms) {
+				fprintf(stderr, "it_wait: pid %d timed out after %d ms; killing\n",
+					(int)pid, timeout_ms);
+				kill(pid, SIGKILL);
+				waitpid(pid, &st, 0);
+				return 200;
+			}
+			usleep(2000);
+		}
+	}
+}
+
+int it_listen(bool v6, uint16_t *port)
+{
+	int fd = smcr_socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
+	if (fd < 0)
+		return -1;
+	int one = 1;
+	smcr_setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	struct sockaddr_storage ss;
+	memset(&ss, 0, sizeof(ss));
+	socklen_t sl;
+	if (v6) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+		a->sin6_family = AF_INET6;
+		a->sin6_addr = in6addr_loopback;
+		sl = sizeof(*a);
+	} else {
+		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+		a->sin_family = AF_INET;
+		a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		sl = sizeof(*a);
+	}
+	if (smcr_bind(fd, (struct sockaddr *)&ss, sl) < 0 || smcr_listen(fd, 512) < 0) {
+		smcr_close(fd);
+		return -1;
+	}
+	sl = sizeof(ss);
+	smcr_getsockname(fd, (struct sockaddr *)&ss, &sl);
+	*port = ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+			 : ((struct sockaddr_in *)&ss)->sin_port);
+	return fd;
+}
+
+int it_connect(bool v6, uint16_t port)
+{
+	int fd = smcr_socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
+	if (fd < 0)
+		return -1;
+	struct sockaddr_storage ss;
+	memset(&ss, 0, sizeof(ss));
+	socklen_t sl;
+	if (v6) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+		a->sin6_family = AF_INET6;
+		a->sin6_addr = in6addr_loopback;
+		a->sin6_port = htons(port);
+		sl = sizeof(*a);
+	} else {
+		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+		a->sin_family = AF_INET;
+		a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		a->sin_port = htons(port);
+		sl = sizeof(*a);
+	}
+	if (smcr_connect(fd, (struct sockaddr *)&ss, sl) < 0) {
+		int e = errno;
+		smcr_close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+bool it_write_all(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+	while (n) {
+		ssize_t k = smcr_send(fd, p, n, MSG_NOSIGNAL);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return false;
+		p += k;
+		n -= (size_t)k;
+	}
+	return true;
+}
+
+bool it_read_all(int fd, void *buf, size_t n)
+{
+	char *p = buf;
+	while (n) {
+		ssize_t k = smcr_recv(fd, p, n, 0);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return false;
+		p += k;
+		n -= (size_t)k;
+	}
+	return true;
+}
+
+struct it_sha {
+	EVP_MD_CTX *ctx;
+};
+
+struct it_sha *it_sha_new(void)
+{
+	struct it_sha *s = malloc(sizeof(*s));
+	s->ctx = EVP_MD_CTX_new();
+	EVP_DigestInit_ex(s->ctx, EVP_sha256(), NULL);
+	return s;
+}
+
+void it_sha_update(struct it_sha *s, const void *p, size_t n)
+{
+	EVP_DigestUpdate(s->ctx, p, n);
+}
+
+void it_sha_final(struct it_sha *s, uint8_t out[32])
+{
+	unsigned len = 32;
+	EVP_DigestFinal_ex(s->ctx, out, &len);
+	EVP_MD_CTX_free(s->ctx);
+	free(s);
+}
+
+long long it_read_to_eof(int fd, struct it_sha *sha, size_t chunk)
+{
+	char *buf = malloc(chunk);
+	long long total = 0;
+	for (;;) {
+		ssize_t k = smcr_recv(fd, buf, chunk, 0);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			total = -1;
+			break;
+		}
+		if (k == 0)
+			break;
+		if (sha)
+			it_sha_update(sha, buf, (size_t)k);
+		total += k;
+	}
+	free(buf);
+	return total;
+}
+
+void it_fill_random(void *buf, size_t n, uint64_t *seed)
+{
+	uint8_t *p = buf;
+	uint64_t x = *seed;
+	for (size_t i = 0; i < n; i += 8) {
+		x ^= x >> 12;
+		x ^= x << 25;
+		x ^= x >> 27;
+		uint64_t v = x * 0x2545F4914F6CDD1Dull;
+		size_t k = n - i < 8 ? n - i : 8;
+		memcpy(p + i, &v, k);
+	}
+	*seed = x;
+}
+
+bool it_info(int fd, struct smcr_info *in)
+{
+	socklen_t l = sizeof(*in);
+	memset(in, 0, sizeof(*in));
+	return smcr_getsockopt(fd, SOL_SMCR, SMCR_INFO, in, &l) == 0 && l == sizeof(*in);
+}
+
+void it_list_fds(const char *tag)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		char p[300], t[300];
+		snprintf(p, sizeof(p), "/proc/self/fd/%s", e->d_name);
+		ssize_t n = readlink(p, t, sizeof(t) - 1);
+		if (n > 0) {
+			t[n] = 0;
+			fprintf(stderr, "%s: fd %s -> %s\n", tag, e->d_name, t);
+		}
+	}
+	if (d)
+		closedir(d);
+}
+
+int it_count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+	if (!d)
+		return -1;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n - 3; /* ".", "..", the DIR's own fd */
+}
+
+void *it_shared(size_t n)
+{
+	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+void it_debug_state(int fd, const char *tag)
+{
+	struct sock *s = sock_get(fd);
+	if (!s) {
+		fprintf(stderr, "[%d] %s: fd %d is not an smcr socket\n", (int)getpid(), tag, fd);
+		return;
+	}
+	struct core_conn_info ci;
+	memset(&ci, 0, sizeof(ci));
+	unsigned ev = 0;
+	if (s->conn) {
+		core_conn_info(s->conn, &ci);
+		ev = core_conn_events(s->conn);
+	}
+	struct pollfd p = { .fd = fd, .events = POLLIN | POLLOUT | POLLRDHUP };
+	poll(&p, 1, 0);
+	fprintf(stderr,
+		"[%d] %s: fd %d state %d core %s events 0x%x err %d cdc rx %llu tx %llu; "
+		"sig tokens %u filled %u blocked %d rdhup %d dead %d; poll 0x%x\n",
+		(int)getpid(), tag, fd, atomic_load(&s->state), ci.state ? ci.state : "-", ev,
+		ci.error, (unsigned long long)ci.cdc_received, (unsigned long long)ci.cdc_sent,
+		s->sig.tokens, s->sig.filled, s->sig.out_blocked, s->sig.rdhup, s->sig.dead,
+		p.revents);
+	struct core_engine *e = sock_engine();
+	if (e) {
+		struct core_engine_stats st;
+		core_engine_stats(e, &st);
+		fprintf(stderr, "[%d] %s: engine lgs %u links %u conns %u cdc_dropped %llu "
+			"llc_dropped %llu\n", (int)getpid(), tag, st.lgs, st.links, st.conns,
+			(unsigned long long)st.cdc_rx_dropped, (unsigned long long)st.llc_rx_dropped);
+	}
+	sock_put(s);
+}

@@ -1,0 +1,80 @@
+/* itlib.h: helpers for the socket layer's two-process integration tests (tests/sock/it_*.c).
+ *
+ * Each test forks: the children run the server and the client on the smcr API, each its
+ * own SMC-R instance (one engine per process, linux-interop.md 5). A child never uses
+ * cmocka (a failed assert would longjmp into the copied test runner): it checks with
+ * IT_CHECK, which prints the place and _exit(1)s, and the parent asserts on the exit
+ * status. The device each process opens comes from it_child_env(): the same-host provider
+ * ("shm") when it is built, else the emulated one on a loopback address of its own. */
+#ifndef SMCR_TESTS_SOCK_ITLIB_H
+#define SMCR_TESTS_SOCK_ITLIB_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <smcr/smcr.h>
+
+#define IT_CHECK(cond)                                                                  \
+	do {                                                                            \
+		if (!(cond)) {                                                          \
+			fprintf(stderr, "[child %d] %s:%d: check failed: %s (errno %d)\n",  \
+				(int)getpid(), __FILE__, __LINE__, #cond, errno);        \
+			if (getenv("IT_HANG"))                                          \
+				sleep(60); /* time to attach a debugger */              \
+			_exit(1);                                                       \
+		}                                                                       \
+	} while (0)
+
+/* Per-process device and timers: sets SMCR_DEVICES (and a shared shm directory or a
+ * loopback address per role) before the process's first smcr call. role: 0 server,
+ * 1 client, 2.. more processes. */
+void it_child_env(int role);
+/* The test's SMCR_RULES (both roles), applied now (rules_reload). */
+void it_rules(const char *rules);
+/* Runs fn(arg) in a child; returns its pid. The child _exit()s with fn's return value. */
+pid_t it_fork(int (*fn)(void *arg), void *arg);
+/* Waits for pid; returns its exit status, or 128 + signal. With timeout_ms > 0, kills it
+ * after that long (and returns 200). */
+int it_wait(pid_t pid, int timeout_ms);
+
+/* Listening smcr socket on 127.0.0.1 (or ::1 with v6), port chosen by the kernel. */
+int it_listen(bool v6, uint16_t *port);
+/* Blocking smcr connect to 127.0.0.1:port (or ::1). */
+int it_connect(bool v6, uint16_t port);
+/* A pipe-free rendezvous: the parent creates the listener before forking, so children
+ * need nothing else. */
+
+/* Full write / read of n bytes (blocking smcr calls); false on error or early EOF. */
+bool it_write_all(int fd, const void *buf, size_t n);
+bool it_read_all(int fd, void *buf, size_t n);
+/* Reads until EOF; returns bytes read, -1 on error. Hashes them into sha (may be NULL). */
+struct it_sha;
+long long it_read_to_eof(int fd, struct it_sha *sha, size_t chunk);
+
+/* SHA-256 (OpenSSL libcrypto, tests only). */
+struct it_sha *it_sha_new(void);
+void it_sha_update(struct it_sha *s, const void *p, size_t n);
+void it_sha_final(struct it_sha *s, uint8_t out[32]); /* frees s */
+/* Deterministic pseudo-random bytes (xorshift64*), seed != 0. */
+void it_fill_random(void *buf, size_t n, uint64_t *seed);
+
+/* getsockopt(SOL_SMCR, SMCR_INFO). */
+bool it_info(int fd, struct smcr_info *in);
+/* Number of fds open in this process (/proc/self/fd). */
+int it_count_fds(void);
+/* Lists them on stderr (debugging a growth). */
+void it_list_fds(const char *tag);
+
+/* Prints the socket's engine and readiness state (debugging a failure). */
+void it_debug_state(int fd, const char *tag);
+
+/* Shared memory between parent and children (anonymous MAP_SHARED). */
+void *it_shared(size_t n);
+
+#endif
