@@ -77,8 +77,8 @@ int smcr_listen(int fd, int backlog);
 /* Returns a connection whose CLC handshake is complete (SMC-R or TCP fallback) when the
  * listener is blocking; on a non-blocking listener returns at once, handshake in the
  * background (see above). A client whose handshake fails in a way the spec says to drop
- * (CLC timeout, malformed CLC) is closed and never returned by a blocking accept; a
- * background one shows ECONNRESET. */
+ * (CLC timeout, malformed CLC) is closed and never returned by a blocking accept (one
+ * handshake at a time); a background one shows the failure (POLLERR, SO_ERROR). */
 int smcr_accept(int fd, struct sockaddr *addr, socklen_t *addrlen);
 int smcr_accept4(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags);
 /* Blocking: TCP connect, CLC handshake, link group set-up or reuse, then returns.

@@ -1,5 +1,6 @@
 /* it_smoke.c: the smallest end-to-end check: two processes, one connection over SMC-R,
- * a few bytes each way, both sides report mode smcr (tests/sock/itlib.h). */
+ * a few bytes each way, both sides report mode smcr (tests/sock/itlib.h); over IPv4 and
+ * IPv6 (::1). */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 
 static int lfd;
 static uint16_t port;
+static bool v6;
 
 static int server(void *arg)
 {
@@ -39,7 +41,7 @@ static int client(void *arg)
 	(void)arg;
 	it_child_env(1);
 	smcr_close(lfd);
-	int fd = it_connect(false, port);
+	int fd = it_connect(v6, port);
 	IT_CHECK(fd >= 0);
 	struct smcr_info in;
 	IT_CHECK(it_info(fd, &in));
@@ -56,17 +58,30 @@ static int client(void *arg)
 	return 0;
 }
 
-static void test_smoke(void **state)
+static void run(void)
 {
-	(void)state;
 	it_rules("use smc both * *");
-	lfd = it_listen(false, &port);
+	lfd = it_listen(v6, &port);
 	assert_true(lfd >= 0);
 	pid_t s = it_fork(server, NULL);
 	pid_t c = it_fork(client, NULL);
 	smcr_close(lfd);
 	assert_int_equal(it_wait(c, 20000), 0);
 	assert_int_equal(it_wait(s, 20000), 0);
+}
+
+static void test_smoke(void **state)
+{
+	(void)state;
+	v6 = false;
+	run();
+}
+
+static void test_smoke_ipv6(void **state)
+{
+	(void)state;
+	v6 = true;
+	run();
 }
 
 int main(void)
@@ -78,6 +93,7 @@ int main(void)
 		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_smoke),
+		cmocka_unit_test(test_smoke_ipv6),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

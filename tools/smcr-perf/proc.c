@@ -1,0 +1,73 @@
+/* proc.c: CPU time, RSS and the fd limit of the smcr-perf process (proc.h). */
+#define _GNU_SOURCE
+#include "proc.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+uint64_t perf_cpu_us(void)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru) < 0)
+		return 0;
+	return (uint64_t)ru.ru_utime.tv_sec * 1000000u + (uint64_t)ru.ru_utime.tv_usec +
+	       (uint64_t)ru.ru_stime.tv_sec * 1000000u + (uint64_t)ru.ru_stime.tv_usec;
+}
+
+uint64_t perf_rss_kib(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	unsigned long long size = 0, rss = 0;
+	if (!f)
+		return 0;
+	int n = fscanf(f, "%llu %llu", &size, &rss);
+	fclose(f);
+	if (n != 2)
+		return 0;
+	long page = sysconf(_SC_PAGESIZE);
+	return (uint64_t)rss * (uint64_t)(page > 0 ? page : 4096) / 1024u;
+}
+
+uint64_t perf_tcp_mem_kib(void)
+{
+	FILE *f = fopen("/proc/net/sockstat", "r");
+	char line[256];
+	unsigned long long pages = 0;
+	bool found = false;
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "TCP:", 4) != 0)
+			continue;
+		const char *m = strstr(line, " mem ");
+		found = m && sscanf(m, " mem %llu", &pages) == 1;
+	}
+	fclose(f);
+	long page = sysconf(_SC_PAGESIZE);
+	return found ? (uint64_t)pages * (uint64_t)(page > 0 ? page : 4096) / 1024u : 0;
+}
+
+void perf_raise_nofile(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+uint64_t perf_random64(void)
+{
+	uint64_t v = 0;
+	if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v)) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		v = (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_sec;
+	}
+	return v;
+}
