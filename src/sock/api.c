@@ -243,6 +243,12 @@ int smcr_accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
 	bool listening = atomic_load(&ls->state) == SS_LISTEN;
 	int domain = ls->domain;
 	struct disc_choice ldc = { ls->action, (enum disc_mode)ls->disc, ls->disc_reason };
+	/* What an accepted TCP socket inherits from its listener (sk_clone), the socket
+	 * layer's copies included: RMBE and send buffer sizes, linger, OOB inline, timeouts. */
+	uint32_t rcvbuf = ls->rcvbuf, sndbuf = ls->sndbuf;
+	bool linger_set = ls->linger_set, oobinline = ls->oobinline;
+	int linger_secs = ls->linger_secs;
+	struct timeval rcvtimeo = ls->rcvtimeo, sndtimeo = ls->sndtimeo;
 	pthread_mutex_unlock(&ls->lock);
 	sock_put(ls);
 	if (!listening)
@@ -286,6 +292,13 @@ int smcr_accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
 		pthread_mutex_lock(&s->lock);
 		s->role = CORE_SERVER;
 		s->action = a;
+		s->rcvbuf = rcvbuf;
+		s->sndbuf = sndbuf;
+		s->linger_set = linger_set;
+		s->linger_secs = linger_secs;
+		s->oobinline = oobinline;
+		s->rcvtimeo = rcvtimeo;
+		s->sndtimeo = sndtimeo;
 		s->disc = (uint8_t)ldc.mode;
 		if (a == RULE_TCP) {
 			s->local_reason = why;
