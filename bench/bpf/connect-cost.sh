@@ -2,7 +2,7 @@
 # connect-cost.sh [BUILD_DIR] [COUNT] [ROUNDS]: connection setup cost with the smcr BPF
 # programs (a benchmark, not a test; docs/parts/bpf.md "Measured costs"). Root.
 # Makes its own cgroup (in: covered, out: not), bpffs mount and network namespaces, installs
-# smcr-bpf on the "in" cgroup, runs smcr-bench-connect three ways, removes everything.
+# smcr-bpf on the "in" cgroup, runs smcr-bench-connect five ways (plain sockets x3, smcr API x2), removes everything.
 set -euo pipefail
 build=${1:-build/dev}
 count=${2:-5000}
@@ -38,3 +38,11 @@ read -r med min smc < <(run "$cg/in")
 printf "%-42s %12s %10s %s\n" "programs attached, not opted in" "$med" "$min" "-"
 read -r med min smc < <(run "$cg/in" --optin)
 printf "%-42s %12s %10s %s\n" "both ends opted in (+ 2 result reads)" "$med" "$min" "$smc/$((count * rounds))"
+# The smcr API (no rules, SMCR_CONFIG pointing nowhere): TCP without the option, SMC-R
+# (option exchange + CLC + link group reuse, shm device) with it.
+export SMCR_CONFIG=/nonexistent/smcr.conf SMCR_DEVICES=${SMCR_DEVICES:-shm}
+unset SMCR_RULES
+read -r med min smc < <(run "$cg/out" --api)
+printf "%-42s %12s %10s %s\n" "smcr API, not installed (TCP)" "$med" "$min" "$smc/$((count * rounds))"
+read -r med min smc < <(run "$cg/in" --api)
+printf "%-42s %12s %10s %s\n" "smcr API, installed (SMC-R)" "$med" "$min" "$smc/$((count * rounds))"

@@ -35,7 +35,10 @@
  *
  * Which connections use SMC-R
  *   The rules of docs/CONFIG.md (file $SMCR_CONFIG, default /etc/smcr.conf, and the inline
- *   rules of $SMCR_RULES, first match wins; default: TCP). A client whose rule says smc
+ *   rules of $SMCR_RULES, first match wins; default: SMC-R where the TCP-option discovery is
+ *   installed (`smcr-bpf install`), TCP elsewhere). With the option installed, SMC-R is
+ *   tried only when both SYN and SYN-ACK carried it (else TCP, reason BPF_PEER_NO ...);
+ *   without it, the rules alone decide. A client whose rule says smc
  *   proposes SMC-R (CLC Proposal) on every connect it matches; a server whose rule says smc
  *   expects a CLC Proposal from every client it matches and falls back cleanly to TCP
  *   when the client's first bytes are not CLC. smc-only refuses the fallback.
@@ -167,6 +170,11 @@ enum smcr_role {
 #define SMCR_REASON_PEERDECL 0x05000000u  /* local reason: the peer declined */
 #define SMCR_REASON_RULE_TCP 0x0f010000u  /* the rules (or their default) chose TCP */
 #define SMCR_REASON_NODEV 0x03030002u	  /* no usable RDMA device in this process */
+/* The TCP-option discovery (BPF, procedures.md 2.1) said TCP before any CLC byte:
+ * SMCR_REASON_BPF_BASE | the option result (src/bpf/optin.h order; names "BPF_<RESULT>"). */
+#define SMCR_REASON_BPF_BASE 0x0f020000u
+#define SMCR_REASON_BPF_PEER_NO 0x0f020001u	  /* peer did not offer SMC (no option) */
+#define SMCR_REASON_BPF_NOT_INSTALLED 0x0f020002u /* BPF not installed (smcr-bpf install) */
 
 struct smcr_cursor {
 	uint16_t wrap;	/* wrap count */

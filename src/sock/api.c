@@ -77,6 +77,13 @@ int smcr_listen(int fd, int backlog)
 	pthread_mutex_lock(&s->lock);
 	int st = atomic_load(&s->state);
 	int rc;
+	if (st == SS_NEW) {
+		/* discovery.h: opt the listener in before listen() when the rules allow */
+		struct disc_choice dc = disc_listener(fd);
+		s->action = dc.action;
+		s->disc = (uint8_t)dc.mode;
+		s->disc_reason = dc.reason;
+	}
 	if (st == SS_NEW || st == SS_LISTEN) {
 		rc = sock_sys.listen(fd, backlog);
 		if (rc == 0)
@@ -128,6 +135,16 @@ static int connect_smc_locked(struct sock *s, const struct sockaddr *addr, sockl
 		return sock_err_sys(errno); /* plain TCP error: the socket stays NEW */
 	bool connecting = rc < 0;
 	s->role = CORE_CLIENT;
+	if (!connecting && s->disc_pending && s->action != RULE_SMC_ONLY) {
+		/* discovery.h: TCP is up; without the option exchange no CLC at all */
+		s->disc_pending = false;
+		uint32_t why = disc_result(s->fd);
+		if (why) {
+			s->local_reason = why;
+			atomic_store(&s->state, SS_TCP);
+			return 0;
+		}
+	}
 	rc = sock_install_placeholder_locked(s);
 	if (rc < 0)
 		return rc;
@@ -168,13 +185,13 @@ int smcr_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	pthread_mutex_lock(&s->lock);
 	switch ((enum sock_state)atomic_load(&s->state)) {
 	case SS_NEW: {
-		const struct rules *r = rules_get();
-		enum rule_action a =
-			rules_match(r, RULE_ROLE_CLIENT, rules_prog_name(), addr, NULL);
-		if (a == RULE_TCP || !addr ||
-		    (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)) {
+		struct disc_choice dc = { RULE_TCP, DISC_NONE, SMCR_REASON_RULE_TCP };
+		if (addr && (addr->sa_family == AF_INET || addr->sa_family == AF_INET6))
+			dc = disc_client(fd, addr); /* discovery.h: rules + TCP option */
+		enum rule_action a = dc.action;
+		if (a == RULE_TCP) {
 			s->action = RULE_TCP;
-			s->local_reason = SMCR_REASON_RULE_TCP;
+			s->local_reason = dc.reason;
 			s->role = CORE_CLIENT;
 			atomic_store(&s->state, SS_TCP);
 			pthread_mutex_unlock(&s->lock);
@@ -183,6 +200,8 @@ int smcr_connect(int fd, const struct sockaddr *addr, socklen_t len)
 			return rc;
 		}
 		s->action = a;
+		s->disc = (uint8_t)dc.mode;
+		s->disc_pending = dc.mode == DISC_BPF;
 		if (a == RULE_SMC_ONLY && !sock_engine()) {
 			rc = -SMCR_E_SOCK_SMC_ONLY;
 			break;
@@ -220,8 +239,17 @@ int smcr_accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
 	struct sock *ls = sock_get(lfd);
 	if (!ls)
 		return sock_sys.accept4(lfd, addr, alen, flags);
+	pthread_mutex_lock(&ls->lock);
 	bool listening = atomic_load(&ls->state) == SS_LISTEN;
 	int domain = ls->domain;
+	struct disc_choice ldc = { ls->action, (enum disc_mode)ls->disc, ls->disc_reason };
+	/* What an accepted TCP socket inherits from its listener (sk_clone), the socket
+	 * layer's copies included: RMBE and send buffer sizes, linger, OOB inline, timeouts. */
+	uint32_t rcvbuf = ls->rcvbuf, sndbuf = ls->sndbuf;
+	bool linger_set = ls->linger_set, oobinline = ls->oobinline;
+	int linger_secs = ls->linger_secs;
+	struct timeval rcvtimeo = ls->rcvtimeo, sndtimeo = ls->sndtimeo;
+	pthread_mutex_unlock(&ls->lock);
 	sock_put(ls);
 	if (!listening)
 		return sock_sys.accept4(lfd, addr, alen, flags);
@@ -234,8 +262,27 @@ int smcr_accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
 		socklen_t ll = sizeof(local);
 		if (sock_sys.getsockname(nfd, (struct sockaddr *)&local, &ll) < 0)
 			memset(&local, 0, sizeof(local));
-		enum rule_action a = rules_match(rules_get(), RULE_ROLE_SERVER, rules_prog_name(),
-						 (struct sockaddr *)&local, NULL);
+		const struct rule *which = NULL;
+		enum rule_action a = RULE_TCP;
+		uint32_t why = SMCR_REASON_RULE_TCP;
+		if (ldc.mode == DISC_BPF) {
+			/* discovery.h: the listener was opted in; the option exchange decides */
+			why = disc_result(nfd);
+			a = why ? RULE_TCP : ldc.action;
+			if (why && ldc.action == RULE_SMC_ONLY) {
+				LOG_INFO("sock", "accept: smc-only listener, client without the "
+						 "option (%s): dropped", smcr_reason_name(why));
+				sock_sys.close(nfd);
+				if (alen)
+					*alen = inlen;
+				continue;
+			}
+		} else {
+			a = rules_match(rules_get(), RULE_ROLE_SERVER, rules_prog_name(),
+					(struct sockaddr *)&local, &which);
+			if (a == RULE_TCP && !which && ldc.reason)
+				why = ldc.reason; /* the default: BPF not installed */
+		}
 		struct sock *s;
 		int rc = sock_create(nfd, domain, flags & SOCK_NONBLOCK, flags & SOCK_CLOEXEC, &s);
 		if (rc < 0) {
@@ -245,8 +292,16 @@ int smcr_accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
 		pthread_mutex_lock(&s->lock);
 		s->role = CORE_SERVER;
 		s->action = a;
+		s->rcvbuf = rcvbuf;
+		s->sndbuf = sndbuf;
+		s->linger_set = linger_set;
+		s->linger_secs = linger_secs;
+		s->oobinline = oobinline;
+		s->rcvtimeo = rcvtimeo;
+		s->sndtimeo = sndtimeo;
+		s->disc = (uint8_t)ldc.mode;
 		if (a == RULE_TCP) {
-			s->local_reason = SMCR_REASON_RULE_TCP;
+			s->local_reason = why;
 			atomic_store(&s->state, SS_TCP);
 			pthread_mutex_unlock(&s->lock);
 			sock_put(s);

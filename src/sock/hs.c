@@ -381,6 +381,17 @@ static void hs_run_locked(struct sock *s, uint32_t tcp_events)
 		}
 		s->tcp_connecting = false;
 	}
+	if (s->disc_pending) {
+		/* discovery.h: the option exchange decides before any CLC byte */
+		s->disc_pending = false;
+		uint32_t why = disc_result(s->tcp);
+		if (why) {
+			if (s->conn)
+				core_conn_set_fallback(s->conn, why);
+			hs_fallback_locked(s, why, 0);
+			return;
+		}
+	}
 	if (!s->conn) {
 		hs_noengine_locked(s, s->role == CORE_SERVER ? hs_read(s) : HS_IN_NONE);
 		return;
@@ -510,28 +521,28 @@ int sock_conn_params_locked(struct sock *s, struct core_conn_params *p,
 			struct core_ip_prefix *x = &pfx[n];
 			memset(x, 0, sizeof(*x));
 			x->family = la->sa_family;
-			const uint8_t *m;
-			size_t len;
+			/* address and mask into 16-byte buffers (IPv4 in the first 4), so the
+			 * masking loop has one fixed bound */
+			uint8_t m[16] = { 0 };
 			if (x->family == AF_INET) {
 				memcpy(x->addr,
 				       &((const struct sockaddr_in *)(const void *)i->ifa_addr)->sin_addr, 4);
-				m = (const uint8_t *)&((const struct sockaddr_in *)(const void *)
-							       i->ifa_netmask)->sin_addr;
-				len = 4;
+				memcpy(m, &((const struct sockaddr_in *)(const void *)i->ifa_netmask)->sin_addr,
+				       4);
 			} else {
 				memcpy(x->addr,
 				       &((const struct sockaddr_in6 *)(const void *)i->ifa_addr)->sin6_addr,
 				       16);
-				m = (const uint8_t *)&((const struct sockaddr_in6 *)(const void *)
-							       i->ifa_netmask)->sin6_addr;
-				len = 16;
+				memcpy(m,
+				       &((const struct sockaddr_in6 *)(const void *)i->ifa_netmask)->sin6_addr,
+				       16);
 			}
 			unsigned bits = 0;
-			for (size_t k = 0; k < len; k++)
+			for (size_t k = 0; k < sizeof(m); k++) {
 				bits += (unsigned)__builtin_popcount(m[k]);
-			x->len = (uint8_t)bits;
-			for (size_t k = 0; k < len; k++)
 				x->addr[k] &= m[k];
+			}
+			x->len = (uint8_t)bits;
 			n++;
 		}
 		freeifaddrs(ifs);

@@ -29,7 +29,8 @@ const char *smcr_reason_name(uint32_t reason)
 	switch (reason) {
 	case SMCR_REASON_NONE: return "NONE";
 	case SMCR_REASON_RULE_TCP: return "RULE_TCP";
-	default: return clc_decline_name(reason);
+	default: return disc_reason_name(reason) ? disc_reason_name(reason)
+						 : clc_decline_name(reason);
 	}
 }
 

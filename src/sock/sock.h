@@ -53,6 +53,7 @@
 #include <sys/time.h>
 
 #include "core/core.h"
+#include "sock/discovery.h"
 #include "sock/fdtab.h"
 #include "sock/progress.h"
 #include "sock/rules.h"
@@ -103,6 +104,11 @@ struct sock {
 	uint32_t peer_reason;		  /* (L) */
 	enum core_role role;		  /* set before the handshake starts */
 	enum rule_action action;	  /* (L) rule that chose this connection's mode */
+	uint8_t disc;			  /* (L) enum disc_mode (discovery.h): how SMC-R was chosen
+					   * (a listener's is copied to what it accepts) */
+	bool disc_pending;		  /* (L) DISC_BPF: result not read yet (hs.c reads it
+					   * once TCP is up, before any CLC byte) */
+	uint32_t disc_reason;		  /* (L) listener: reason for its TCP children */
 	bool background;		  /* (L) nobody waits on cond: report via readiness */
 	bool tcp_connecting;		  /* (L) non-blocking TCP connect not yet complete */
 	/* Handshake I/O, used only on the progress thread (under lock): */

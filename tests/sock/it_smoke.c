@@ -27,6 +27,9 @@ static int server(void *arg)
 	IT_CHECK(it_info(fd, &in));
 	IT_CHECK(in.mode == SMCR_MODE_SMCR);
 	IT_CHECK(in.role == SMCR_ROLE_SERVER);
+	/* SO_RCVBUF set on the listener is inherited, as TCP's accepted sockets do: the RMBE
+	 * is the smallest power of two >= 200000 */
+	IT_CHECK(in.rmbe_size == 262144);
 	char buf[6];
 	IT_CHECK(it_read_all(fd, buf, 5));
 	IT_CHECK(memcmp(buf, "hello", 5) == 0);
@@ -50,6 +53,7 @@ static int client(void *arg)
 			smcr_reason_name(in.local_reason), smcr_reason_name(in.peer_reason));
 	IT_CHECK(in.mode == SMCR_MODE_SMCR);
 	IT_CHECK(in.first_contact == 1);
+	IT_CHECK(in.peer_rmbe_size == 262144);
 	IT_CHECK(it_write_all(fd, "hello", 5));
 	char buf[5];
 	IT_CHECK(it_read_all(fd, buf, 5));
@@ -63,6 +67,8 @@ static void run(void)
 	it_rules("use smc both * *");
 	lfd = it_listen(v6, &port);
 	assert_true(lfd >= 0);
+	int rb = 200000;
+	assert_int_equal(smcr_setsockopt(lfd, SOL_SOCKET, SO_RCVBUF, &rb, sizeof(rb)), 0);
 	pid_t s = it_fork(server, NULL);
 	pid_t c = it_fork(client, NULL);
 	smcr_close(lfd);
