@@ -134,7 +134,11 @@ int core_engine_fds(const struct core_engine *e, int *fds, int max);
  * due. Fires event callbacks for connections whose state changed (after dropping its
  * locks). Never blocks: if another thread is inside progress, returns 0 at once.
  * *next_deadline_ns (may be NULL) gets the earliest timer deadline (UINT64_MAX if none).
- * Returns the number of completions and timers handled (0 = nothing was due). */
+ * Returns the number of completions and timers handled (0 = nothing was due).
+ * It never consumes CQ events nor arms the CQs (prepare_sleep does both). A program thread
+ * that calls it in a loop should bracket the loop with core_engine_spin_begin/end (below):
+ * then no completion wakes the progress thread meanwhile, and spin_end leaves the CQs armed
+ * (sock-wishes.md item 3). */
 int core_engine_progress(struct core_engine *e, uint64_t now_ns, uint64_t *next_deadline_ns);
 
 /* Call before sleeping on core_engine_fds(): consumes the CQ events pending on the fds,
