@@ -108,11 +108,18 @@ static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t h
 {
 	/* 1. spin briefly on the engine's progress (decision 3: a few microseconds) */
 	uint64_t t0 = smcr_now_ns();
+	struct core_engine *e = sock_engine();
+	/* While this thread spins, peer messages wake nobody (core_engine_spin_begin disarms
+	 * the CQs); spin_end re-arms and polls once more, so nothing is lost when we sleep. */
+	core_engine_spin_begin(e, t0);
 	do {
-		if (ready(s, want, have))
+		if (ready(s, want, have)) {
+			core_engine_spin_end(e);
 			return 0;
-		sock_engine_spin();
+		}
+		(void)core_engine_progress(e, smcr_now_ns(), NULL);
 	} while (smcr_now_ns() - t0 < SOCK_SPIN_NS);
+	core_engine_spin_end(e);
 	/* 2. turn the program end's bit off, so the next arrival (a token, or the drain of
 	 * the filler) wakes poll; check again for one that came in between */
 	if (want == CORE_EV_IN)

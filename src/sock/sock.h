@@ -163,7 +163,7 @@ struct core_engine *sock_engine(void);
 /* One round of the engine's progress from a program thread (blocking calls spin on it for
  * at most SOCK_SPIN_NS before they sleep; decision 3). Leaves the CQs armed. */
 void sock_engine_spin(void);
-#define SOCK_SPIN_NS 5000ull
+#define SOCK_SPIN_NS 20000ull
 /* Core's event callback for every connection (ctx = struct sock). */
 void sock_core_event(void *ctx, struct core_conn *c, unsigned events, unsigned raised);
 /* Server: how long to wait for the client's first byte before deciding it is a plain TCP

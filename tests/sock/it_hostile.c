@@ -211,15 +211,7 @@ static void test_hostile_cdc(void **state)
 	assert_true(sh->dropped_after >= sh->dropped_before + 2);
 	assert_int_equal(sh->good_served, 1);
 	/* a cursor outside the ring cannot be applied: the connection is reset and nothing
-	 * after it is delivered. KNOWN ENGINE BUG (docs/parts/sock-wishes.md item 1): core
-	 * aborts the connection but still applies the next CDC, so the program reads the
-	 * bytes sent after the bad cursor. Reported, not worked around: the test says so and
-	 * is skipped (not passed) while the bug is there. */
-	if (sh->srv_result[ATK_PROD_BEYOND_RING] == 1 || sh->srv_result[ATK_PROD_TOO_FAR] == 1) {
-		fprintf(stderr, "KNOWN ENGINE BUG: data applied after a bad-cursor abort "
-				"(docs/parts/sock-wishes.md item 1); skipping the strict check\n");
-		skip();
-	}
+	 * sent after it is delivered (core drops every CDC of an aborted connection). */
 	assert_int_equal(sh->srv_result[ATK_PROD_BEYOND_RING], 2);
 	assert_int_equal(sh->srv_result[ATK_PROD_TOO_FAR], 2);
 	/* backwards / bogus consumer: ignored or reset, never wrong bytes (checked in the
