@@ -32,7 +32,14 @@ enum route {
 };
 
 /* Which way a data call goes. A call during a background handshake waits for its end
- * when blocking (as TCP waits for the connect), else EAGAIN. */
+ * when blocking (as TCP waits for the connect), else EAGAIN.
+ *
+ * The state is read again under the lock: the handshake's end (hs.c) swaps the file,
+ * re-adds the program's epoll registrations (a fresh edge-triggered event) and stores the
+ * new state, all under the lock. A program woken by that event can get here between the
+ * re-add and the store; its unlocked read then says HANDSHAKE, and an EAGAIN on that
+ * stale state would consume the only edge it gets (it_examples: a TCP client's bytes sat
+ * in the server's socket forever). */
 static enum route route(int fd, bool nowait, struct sock **sp, int *err)
 {
 	struct sock *s = sock_get(fd);
@@ -42,7 +49,8 @@ static enum route route(int fd, bool nowait, struct sock **sp, int *err)
 	int st = atomic_load(&s->state);
 	if (st == SS_HANDSHAKE) {
 		pthread_mutex_lock(&s->lock);
-		if (nowait || s->nonblock) {
+		st = atomic_load(&s->state);
+		if (st == SS_HANDSHAKE && (nowait || s->nonblock)) {
 			pthread_mutex_unlock(&s->lock);
 			sock_put(s);
 			*err = -SMCR_E_SOCK_AGAIN;
