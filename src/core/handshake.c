@@ -788,7 +788,14 @@ int core_conn_clc_step(struct core_conn *c, const void *in, size_t len, bool tcp
 		r->consumed += msglen;
 	}
 	if (hs_waiting(c->hs)) {
-		if (tcp_eof)
+		/* A server waiting for the CONFIRM LINK response has all the client's CLC
+		 * messages; the client is done once it sent that response and may at once
+		 * shut down (TCP FIN: not the end of the SMC stream, linux-interop.md 8) or
+		 * abort (RST, e.g. close with SO_LINGER 0: its A follows on the link). Its
+		 * FIN or RST can overtake the response, which comes over the link: keep
+		 * waiting for the response (bounded by the LLC wait, and a dead peer takes
+		 * the link down), as TCP's accept still returns a connection reset early. */
+		if (tcp_eof && c->hs != HS_S_WAIT_CL)
 			hs_fail(c, -SMCR_E_CORE_TCP_EOF, now_ns, false);
 		else if (c->hs_deadline && now_ns >= c->hs_deadline)
 			hs_timeout(c, now_ns, false);

@@ -128,6 +128,11 @@ int smcr_getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 
 static int connect_smc_locked(struct sock *s, const struct sockaddr *addr, socklen_t len)
 {
+	/* The engine up before the TCP connect: the server starts its wait for our first
+	 * byte (SMCR_SERVER_WAIT_MS) when it accepts, so the Proposal must follow the connect
+	 * at once, not after a first connect's engine start (devices, thread; slow under load
+	 * or a sanitizer). hs_start_locked copes with no engine (declines). */
+	(void)sock_engine();
 	/* TCP first, on the program's fd as the program would. */
 	bool nb = s->nonblock;
 	int rc = sock_sys.connect(s->fd, addr, len);
