@@ -158,6 +158,13 @@ static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t h
 	return 0;
 }
 
+/* core said "not now" (-SMCR_E_AGAIN): a call that may not block fails with EAGAIN, one that
+ * may blocks until the event or the deadline (the one rule of every data call's loop). */
+static int block_or_again(struct sock *s, bool nowait, unsigned want, uint64_t deadline)
+{
+	return nowait ? -SMCR_E_SOCK_AGAIN : wait_for(s, want, deadline, 0);
+}
+
 static size_t iov_total(const struct iovec *iov, int n)
 {
 	size_t t = 0;
@@ -237,11 +244,7 @@ static ssize_t smc_send(struct sock *s, const struct iovec *uiov, int cnt, int f
 			rc = (int)n;
 			break;
 		}
-		if (nowait) {
-			rc = -SMCR_E_SOCK_AGAIN;
-			break;
-		}
-		rc = wait_for(s, CORE_EV_OUT, deadline, 0);
+		rc = block_or_again(s, nowait, CORE_EV_OUT, deadline);
 		if (rc < 0)
 			break;
 	}
@@ -256,11 +259,7 @@ static ssize_t smc_send(struct sock *s, const struct iovec *uiov, int cnt, int f
 				rc = (int)n;
 				break;
 			}
-			if (nowait) {
-				rc = -SMCR_E_SOCK_AGAIN;
-				break;
-			}
-			rc = wait_for(s, CORE_EV_OUT, deadline, 0);
+			rc = block_or_again(s, nowait, CORE_EV_OUT, deadline);
 			if (rc < 0)
 				break;
 		}
@@ -331,11 +330,7 @@ static ssize_t smc_recv(struct sock *s, const struct iovec *uiov, int cnt, int f
 		}
 		if (done > 0 && !waitall)
 			break;
-		if (nowait) {
-			rc = -SMCR_E_SOCK_AGAIN;
-			break;
-		}
-		rc = wait_for(s, CORE_EV_IN, deadline, 0);
+		rc = block_or_again(s, nowait, CORE_EV_IN, deadline);
 		if (rc < 0)
 			break;
 	}
