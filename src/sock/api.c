@@ -85,9 +85,12 @@ int smcr_listen(int fd, int backlog)
 		s->disc_reason = dc.reason;
 	}
 	if (st == SS_NEW || st == SS_LISTEN) {
-		rc = sock_sys.listen(fd, backlog);
-		if (rc == 0)
+		/* the TCP listener may be hidden behind the accept queue's placeholder (lsn.c) */
+		rc = sock_sys.listen(s->tcp, backlog);
+		if (rc == 0) {
 			atomic_store(&s->state, SS_LISTEN);
+			lsn_listen_locked(s, backlog);
+		}
 	} else if (st == SS_TCP) {
 		rc = sock_sys.listen(fd, backlog);
 	} else {
@@ -150,20 +153,46 @@ static int connect_smc_locked(struct sock *s, const struct sockaddr *addr, sockl
 			return 0;
 		}
 	}
-	rc = sock_install_placeholder_locked(s);
-	if (rc < 0)
-		return rc;
-	s->tcp_connecting = connecting;
-	s->background = nb;
-	atomic_store(&s->state, SS_HANDSHAKE);
-	rc = hs_start_locked(s);
-	if (rc < 0) {
-		hs_abort_locked(s);
-		return rc;
+	if (!nb && !connecting) {
+		/* Blocking: this thread runs the CLC exchange itself on a hidden dup of the TCP
+		 * socket (hs_connect_inline_locked); the program's fd keeps the TCP file until
+		 * SMC-R is up (then the SMC-R end goes over it) or falls back (nothing to undo).
+		 * Nobody can see the connection before connect returns but another thread
+		 * polling the same fd meanwhile, which sees TCP's readiness (docs/parts/
+		 * connect.md). */
+		int t = sock_sys.fcntl(s->fd, F_DUPFD_CLOEXEC, sock_hidden_min());
+		if (t < 0 && (errno == EINVAL || errno == EMFILE))
+			t = sock_sys.fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
+		if (t < 0)
+			return sock_err_sys(errno);
+		socklen_t ll = sizeof(s->laddr);
+		if (sock_sys.getsockname(s->fd, (struct sockaddr *)&s->laddr, &ll) < 0) {
+			sock_sys.close(t);
+			return sock_err_sys(errno);
+		}
+		memset(&s->paddr, 0, sizeof(s->paddr));
+		memcpy(&s->paddr, addr, len < sizeof(s->paddr) ? len : sizeof(s->paddr));
+		s->have_addrs = true;
+		s->tcp = t;
+		s->fd_is_tcp = true;
+		atomic_store(&s->state, SS_HANDSHAKE);
+		hs_connect_inline_locked(s);
+	} else {
+		rc = sock_install_placeholder_locked(s);
+		if (rc < 0)
+			return rc;
+		s->tcp_connecting = connecting;
+		s->background = nb;
+		atomic_store(&s->state, SS_HANDSHAKE);
+		rc = hs_start_locked(s);
+		if (rc < 0) {
+			hs_abort_locked(s);
+			return rc;
+		}
+		if (nb)
+			return -SMCR_E_SOCK_INPROGRESS;
+		hs_wait_locked(s);
 	}
-	if (nb)
-		return -SMCR_E_SOCK_INPROGRESS;
-	hs_wait_locked(s);
 	switch ((enum sock_state)atomic_load(&s->state)) {
 	case SS_SMC:
 	case SS_TCP:
@@ -246,6 +275,13 @@ int smcr_accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
 		return sock_sys.accept4(lfd, addr, alen, flags);
 	pthread_mutex_lock(&ls->lock);
 	bool listening = atomic_load(&ls->state) == SS_LISTEN;
+	if (listening && ls->lq_want) {
+		/* SMC-R possible: concurrent handshakes, the first completed is returned */
+		pthread_mutex_unlock(&ls->lock);
+		int r = lsn_accept(ls, addr, alen, flags);
+		sock_put(ls);
+		return r < 0 ? sock_fail(r) : r;
+	}
 	int domain = ls->domain;
 	struct disc_choice ldc = { ls->action, (enum disc_mode)ls->disc, ls->disc_reason };
 	/* What an accepted TCP socket inherits from its listener (sk_clone), the socket
@@ -372,8 +408,16 @@ int smcr_shutdown(int fd, int how)
 	int rc = 0;
 	pthread_mutex_lock(&s->lock);
 	switch ((enum sock_state)atomic_load(&s->state)) {
-	case SS_NEW:
 	case SS_LISTEN:
+		if (s->lq_on) {
+			/* the listening socket is hidden behind the accept queue (lsn.c) */
+			rc = sock_sys.shutdown(s->tcp, how) < 0 ? sock_err_sys(errno) : 0;
+			if (rc == 0 && how != SHUT_WR)
+				lsn_shutdown_locked(s);
+			break;
+		}
+		/* fall through */
+	case SS_NEW:
 	case SS_TCP:
 		pthread_mutex_unlock(&s->lock);
 		rc = sock_sys.shutdown(fd, how);
@@ -408,17 +452,30 @@ int smcr_close(int fd)
 	struct sock *s = sock_get(fd);
 	if (!s)
 		return sock_sys.close(fd);
+	int rc = sock_close(s);
+	int e = errno;
+	sock_put(s);
+	if (rc == -SMCR_E_SOCK_BADF)
+		return sock_fail(rc);
+	errno = e;
+	return rc;
+}
+
+int sock_close(struct sock *s)
+{
+	int fd = s->fd;
 	pthread_mutex_lock(&s->lock);
 	if (s->closing) {
 		pthread_mutex_unlock(&s->lock);
-		sock_put(s);
-		return sock_fail(-SMCR_E_SOCK_BADF);
+		return -SMCR_E_SOCK_BADF;
 	}
 	s->closing = true;
 	/* Out of the table first: once the number is closed the kernel may hand it out
 	 * again, and the new socket must find the slot free. */
 	sock_unlink(s);
 	int st = atomic_load(&s->state);
+	if (st == SS_LISTEN && s->lq_on)
+		lsn_close_locked(s); /* connections nobody accepted are reset */
 	if (st == SS_HANDSHAKE)
 		hs_abort_locked(s);
 	if (st == SS_SMC) {
@@ -446,7 +503,6 @@ int smcr_close(int fd)
 	rc = sock_sys.close(fd);
 	int e = errno;
 	pthread_mutex_unlock(&s->lock);
-	sock_put(s); /* the last one (usually) recycles: engine release, hidden fds */
 	errno = e;
-	return rc;
+	return rc; /* the caller's put (usually the last) recycles: engine, hidden fds */
 }

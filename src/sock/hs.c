@@ -22,7 +22,6 @@
 #include "sock/sock.h"
 
 #include <errno.h>
-#include <ifaddrs.h>
 #include <poll.h>
 #include <smcr/smcr.h>
 #include <string.h>
@@ -62,9 +61,15 @@ static void hs_timer_fn(void *arg, uint32_t unused)
 		sock_put(s);
 }
 
-/* Caller holds the lock. */
+/* Caller holds the lock. A thread driving the handshake itself (inline_hs) only records
+ * the deadline: it sleeps in poll() until then. */
 static void hs_timer_arm_locked(struct sock *s, uint64_t deadline)
 {
+	if (s->inline_hs) {
+		if (deadline < s->inline_deadline)
+			s->inline_deadline = deadline;
+		return;
+	}
 	if (!s->timer_ref) {
 		sock_hold(s);
 		s->timer_ref = true;
@@ -166,6 +171,8 @@ static void hs_finish_locked(struct sock *s)
 {
 	hs_timer_cancel_locked(s);
 	pthread_cond_broadcast(&s->cond);
+	if (s->lsn)
+		lsn_child_done_locked(s); /* a listener's child: ready, or dropped */
 }
 
 /* RST the TCP socket and close it (failure, abort). */
@@ -181,13 +188,33 @@ static void hs_fail_locked(struct sock *s, int code)
 	LOG_INFO("hs", "fd %d: connection set-up failed: %s", s->fd, sock_err_name(code));
 	hs_unwatch_locked(s);
 	s->error = sock_code_errno(code);
-	if (s->tcp >= 0 && s->tcp != s->fd) {
+	if (s->fd_is_tcp) {
+		/* The TCP file is still at fd: reset it there. A listener's child is then
+		 * closed by the queue (the close sends the RST); a client keeps a disconnected
+		 * TCP socket (connect(AF_UNSPEC) resets the connection) that shows the error. */
+		if (s->tcp >= 0 && s->tcp != s->fd)
+			sock_sys.close(s->tcp);
+		s->tcp = s->fd;
+		s->fd_is_tcp = false;
+		struct linger lg = { 1, 0 };
+		(void)sock_sys.setsockopt(s->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		if (!s->lsn) {
+			struct sockaddr sa = { .sa_family = AF_UNSPEC };
+			(void)sock_sys.connect(s->fd, &sa, sizeof(sa));
+		}
+	} else if (s->tcp >= 0 && s->tcp != s->fd) {
 		tcp_reset_close(s->tcp);
 		s->tcp = -1;
 	}
 	atomic_store(&s->state, SS_FAILED);
-	sig_error(&s->sig); /* POLLERR|POLLHUP|POLLOUT|..., as a failed TCP connect */
+	if (s->has_sig)
+		sig_error(&s->sig); /* POLLERR|POLLHUP|POLLOUT|..., as a failed TCP connect */
 	hs_finish_locked(s);
+}
+
+void hs_fail_start_locked(struct sock *s, int code)
+{
+	hs_fail_locked(s, code);
 }
 
 static void hs_smc_locked(struct sock *s)
@@ -196,11 +223,29 @@ static void hs_smc_locked(struct sock *s)
 	core_conn_info(s->conn, &ci);
 	LOG_INFO("hs", "fd %d: SMC-R (link group %u, %s contact)", s->fd, ci.lg_id,
 		 ci.first_contact ? "first" : "reuse");
+	if (s->fd_is_tcp) {
+		/* no placeholder yet: the SMC-R end goes over the TCP file at fd now */
+		int rc = sock_smc_install_locked(s);
+		if (rc < 0) {
+			hs_fail_locked(s, rc);
+			return;
+		}
+	}
 	/* The watch stays, now for the idle TCP connection's FIN/RST (RFC 7609: TCP stays up
 	 * for the connection's life). Edge-triggered: one event per change, no spinning on
-	 * a FIN that stays readable. */
-	if (progress_watch_modify(s->watch, EPOLLIN | EPOLLRDHUP | EPOLLET) < 0)
-		LOG_WARN("hs", "fd %d: cannot watch the TCP connection", s->fd);
+	 * a FIN that stays readable. A handshake its thread drove has none yet. */
+	uint32_t wev = EPOLLIN | EPOLLRDHUP | EPOLLET;
+	if (s->watch) {
+		if (progress_watch_modify(s->watch, wev) < 0)
+			LOG_WARN("hs", "fd %d: cannot watch the TCP connection", s->fd);
+	} else {
+		sock_hold(s); /* the watch's, dropped by hs_watch_release */
+		if (progress_watch(s->tcp, wev, hs_watch_fn, s, hs_watch_release, &s->watch) < 0) {
+			sock_put(s);
+			s->watch = NULL;
+			LOG_WARN("hs", "fd %d: cannot watch the TCP connection", s->fd);
+		}
+	}
 	atomic_store(&s->state, SS_SMC);
 	/* After the state store: an engine event from now on applies itself; one from before
 	 * is in the level mask read here. */
@@ -228,7 +273,12 @@ static void hs_fallback_locked(struct sock *s, uint32_t local, uint32_t peer)
 	/* Unwatch before the hidden number is closed: an epoll registration lives as long as
 	 * the file, and the file lives on at the program's fd. */
 	hs_unwatch_locked(s);
-	if (sock_restore_tcp_locked(s) < 0) {
+	if (s->fd_is_tcp) {
+		/* the TCP file never left fd: drop the hidden dup */
+		sock_sys.close(s->tcp);
+		s->tcp = s->fd;
+		s->fd_is_tcp = false;
+	} else if (sock_restore_tcp_locked(s) < 0) {
 		hs_fail_locked(s, -SMCR_E_SOCK_SYSCALL);
 		return;
 	}
@@ -271,8 +321,13 @@ static const uint8_t clc_eye[4] = { 0xE2, 0xD4, 0xC3, 0xD9 };
 /* Reads at most one whole CLC message (never more bytes than the message has). */
 static enum hs_input hs_read(struct sock *s)
 {
-	uint8_t hdr[CLC_HDR_LEN];
-	ssize_t n = sock_sys.recv(s->tcp, hdr, sizeof(hdr), MSG_PEEK | MSG_DONTWAIT);
+	/* One peek for the header and as much of the message as is there (never more than
+	 * the buffer's room); then exactly the message is read. */
+	uint8_t *hdr = s->in + s->in_len;
+	size_t room = sizeof(s->in) - s->in_len;
+	if (room < CLC_HDR_LEN)
+		return HS_IN_EOF; /* the engine consumes every whole message: cannot happen */
+	ssize_t n = sock_sys.recv(s->tcp, hdr, room, MSG_PEEK | MSG_DONTWAIT);
 	if (n == 0)
 		return HS_IN_EOF;
 	if (n < 0)
@@ -287,14 +342,13 @@ static enum hs_input hs_read(struct sock *s)
 				return HS_IN_NOT_CLC;
 		}
 	}
-	if ((size_t)n < sizeof(hdr))
+	if ((size_t)n < CLC_HDR_LEN)
 		return s->tcp_rdhup ? HS_IN_EOF : HS_IN_NONE;
 	uint16_t msglen = 0;
-	if (clc_peek_header(hdr, sizeof(hdr), NULL, &msglen, NULL) < 0)
+	if (clc_peek_header(hdr, CLC_HDR_LEN, NULL, &msglen, NULL) < 0 || msglen < CLC_HDR_LEN)
 		msglen = CLC_HDR_LEN; /* the engine reports the framing error precisely */
-	if (s->in_len + msglen > sizeof(s->in))
-		msglen = (uint16_t)(sizeof(s->in) - s->in_len);
-	n = sock_sys.recv(s->tcp, s->in + s->in_len, msglen, MSG_PEEK | MSG_DONTWAIT);
+	if (msglen > room)
+		msglen = (uint16_t)room;
 	if (n < (ssize_t)msglen) {
 		/* A part of a message and then EOF: a peek keeps returning the part, so the
 		 * end shows only in the watch's EPOLLRDHUP. */
@@ -428,6 +482,7 @@ static void hs_run_locked(struct sock *s, uint32_t tcp_events)
 			hs_fail_locked(s, rc);
 			return;
 		}
+		s->hs_status = (int)r.status;
 		if (r.consumed > s->in_len)
 			r.consumed = s->in_len;
 		memmove(s->in, s->in + r.consumed, s->in_len - r.consumed);
@@ -477,82 +532,34 @@ int sock_conn_params_locked(struct sock *s, struct core_conn_params *p,
 {
 	memset(p, 0, sizeof(*p));
 	p->role = s->role;
-	socklen_t l = sizeof(p->local);
-	if (sock_sys.getsockname(s->tcp, (struct sockaddr *)&p->local, &l) < 0)
-		return sock_err_sys(errno);
-	l = sizeof(p->peer);
-	if (sock_sys.getpeername(s->tcp, (struct sockaddr *)&p->peer, &l) < 0 &&
-	    errno != ENOTCONN)
-		return sock_err_sys(errno);
+	if (s->have_addrs) {
+		/* known from accept4 / connect and one getsockname */
+		p->local = s->laddr;
+		p->peer = s->paddr;
+	} else {
+		socklen_t l = sizeof(p->local);
+		if (sock_sys.getsockname(s->tcp, (struct sockaddr *)&p->local, &l) < 0)
+			return sock_err_sys(errno);
+		l = sizeof(p->peer);
+		if (sock_sys.getpeername(s->tcp, (struct sockaddr *)&p->peer, &l) < 0 &&
+		    errno != ENOTCONN)
+			return sock_err_sys(errno);
+	}
 	p->rcvbuf = s->rcvbuf;
 	p->sndbuf = s->sndbuf;
 	p->oobinline = s->oobinline;
 	p->cb = sock_core_event;
 	p->cb_ctx = s;
-	/* The prefixes of the interface holding the local address (wire-formats.md 3.3). */
-	struct ifaddrs *ifs = NULL;
-	int n = 0;
-	if (getifaddrs(&ifs) == 0) {
-		const char *ifname = NULL;
-		const struct sockaddr *la = (const struct sockaddr *)&p->local;
-		for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
-			if (!i->ifa_addr || i->ifa_addr->sa_family != la->sa_family)
-				continue;
-			const void *a, *b;
-			size_t len;
-			if (la->sa_family == AF_INET) {
-				a = &((const struct sockaddr_in *)(const void *)i->ifa_addr)->sin_addr;
-				b = &((const struct sockaddr_in *)(const void *)la)->sin_addr;
-				len = 4;
-			} else {
-				a = &((const struct sockaddr_in6 *)(const void *)i->ifa_addr)->sin6_addr;
-				b = &((const struct sockaddr_in6 *)(const void *)la)->sin6_addr;
-				len = 16;
-			}
-			if (memcmp(a, b, len) == 0) {
-				ifname = i->ifa_name;
-				break;
-			}
-		}
-		for (struct ifaddrs *i = ifs; ifname && i && n < maxpfx; i = i->ifa_next) {
-			if (!i->ifa_addr || !i->ifa_netmask || strcmp(i->ifa_name, ifname) != 0 ||
-			    i->ifa_addr->sa_family != la->sa_family)
-				continue;
-			struct core_ip_prefix *x = &pfx[n];
-			memset(x, 0, sizeof(*x));
-			x->family = la->sa_family;
-			/* address and mask into 16-byte buffers (IPv4 in the first 4), so the
-			 * masking loop has one fixed bound */
-			uint8_t m[16] = { 0 };
-			if (x->family == AF_INET) {
-				memcpy(x->addr,
-				       &((const struct sockaddr_in *)(const void *)i->ifa_addr)->sin_addr, 4);
-				memcpy(m, &((const struct sockaddr_in *)(const void *)i->ifa_netmask)->sin_addr,
-				       4);
-			} else {
-				memcpy(x->addr,
-				       &((const struct sockaddr_in6 *)(const void *)i->ifa_addr)->sin6_addr,
-				       16);
-				memcpy(m,
-				       &((const struct sockaddr_in6 *)(const void *)i->ifa_netmask)->sin6_addr,
-				       16);
-			}
-			unsigned bits = 0;
-			for (size_t k = 0; k < sizeof(m); k++) {
-				bits += (unsigned)__builtin_popcount(m[k]);
-				x->addr[k] &= m[k];
-			}
-			x->len = (uint8_t)bits;
-			n++;
-		}
-		freeifaddrs(ifs);
-	}
+	/* The prefixes of the interface holding the local address (wire-formats.md 3.3),
+	 * from the cache (prefix.c). */
+	int n = sock_prefixes((const struct sockaddr *)&p->local, pfx, maxpfx);
 	p->prefixes = n ? pfx : NULL;
 	p->nprefixes = n;
 	return 0;
 }
 
-int hs_start_locked(struct sock *s)
+/* The engine's connection and the deadlines; nothing watched yet. Caller holds lock. */
+static void hs_prepare_locked(struct sock *s)
 {
 	struct core_engine *e = sock_engine();
 	if (e) {
@@ -570,6 +577,11 @@ int hs_start_locked(struct sock *s)
 	if (s->role == CORE_SERVER)
 		s->first_byte_deadline = smcr_now_ns() + sock_server_first_wait_ns();
 	progress_timer_init(&s->timer, hs_timer_fn, s);
+}
+
+int hs_start_locked(struct sock *s)
+{
+	hs_prepare_locked(s);
 	sock_hold(s); /* the watch's reference, dropped by hs_watch_release */
 	int rc = progress_watch(s->tcp, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, hs_watch_fn, s,
 				hs_watch_release, &s->watch);
@@ -577,8 +589,63 @@ int hs_start_locked(struct sock *s)
 		sock_put(s);
 		return rc;
 	}
-	hs_kick(s);
+	/* The first step here, not on the progress thread: a server's Proposal is usually
+	 * there already, a client's goes out at once. Later steps come from the watch. */
+	hs_run_locked(s, 0);
 	return 0;
+}
+
+void hs_connect_inline_locked(struct sock *s)
+{
+	hs_prepare_locked(s);
+	s->inline_hs = true;
+	uint32_t ev = 0;
+	for (;;) {
+		s->inline_deadline = UINT64_MAX;
+		s->hs_status = 0;
+		hs_run_locked(s, ev);
+		if (atomic_load(&s->state) != SS_HANDSHAKE || s->closing)
+			break;
+		if (s->hs_status == CORE_CLC_WAIT_LINK) {
+			/* The link's messages (CONFIRM LINK, CONFIRM RKEY) come through the engine
+			 * on the progress thread: go to the background and wait. An event raised
+			 * meanwhile was queued (hs_kick) and runs once we release the lock. */
+			uint64_t d = s->inline_deadline;
+			s->inline_hs = false;
+			sock_hold(s);
+			if (progress_watch(s->tcp, EPOLLIN | EPOLLRDHUP | EPOLLET, hs_watch_fn, s,
+					   hs_watch_release, &s->watch) < 0) {
+				sock_put(s);
+				s->watch = NULL;
+				hs_fail_locked(s, -SMCR_E_SOCK_SYSCALL);
+				break;
+			}
+			if (d != UINT64_MAX)
+				hs_timer_arm_locked(s, d);
+			hs_wait_locked(s);
+			break;
+		}
+		/* wait for the peer's next message (or the deadline) without the lock */
+		int ms = -1;
+		if (s->inline_deadline != UINT64_MAX) {
+			uint64_t now = smcr_now_ns();
+			uint64_t d = s->inline_deadline > now ? s->inline_deadline - now : 0;
+			d = (d + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS;
+			ms = d > 60000 ? 60000 : (int)d;
+		}
+		struct pollfd pf = { .fd = s->tcp, .events = POLLIN | POLLRDHUP };
+		pthread_mutex_unlock(&s->lock);
+		int n = sock_sys.poll(&pf, 1, ms);
+		pthread_mutex_lock(&s->lock);
+		ev = 0;
+		if (n > 0) {
+			ev = (pf.revents & POLLIN ? EPOLLIN : 0) |
+			     (pf.revents & POLLRDHUP ? EPOLLRDHUP : 0) |
+			     (pf.revents & POLLHUP ? EPOLLHUP : 0) |
+			     (pf.revents & (POLLERR | POLLNVAL) ? EPOLLERR : 0);
+		}
+	}
+	s->inline_hs = false;
 }
 
 void hs_wait_locked(struct sock *s)
@@ -593,12 +660,23 @@ void hs_abort_locked(struct sock *s)
 		return;
 	hs_unwatch_locked(s);
 	hs_timer_cancel_locked(s);
-	if (s->tcp >= 0 && s->tcp != s->fd) {
+	if (s->fd_is_tcp) {
+		/* the TCP file is at fd too: reset it there (the closer closes fd) */
+		if (s->tcp >= 0 && s->tcp != s->fd)
+			sock_sys.close(s->tcp);
+		struct linger lg = { 1, 0 };
+		(void)sock_sys.setsockopt(s->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		s->tcp = s->fd;
+		s->fd_is_tcp = false;
+	} else if (s->tcp >= 0 && s->tcp != s->fd) {
 		tcp_reset_close(s->tcp);
 		s->tcp = -1;
 	}
 	s->error = ECONNABORTED;
 	atomic_store(&s->state, SS_FAILED);
-	sig_error(&s->sig);
+	if (s->has_sig)
+		sig_error(&s->sig);
 	pthread_cond_broadcast(&s->cond);
+	if (s->lsn)
+		lsn_child_done_locked(s);
 }

@@ -59,9 +59,8 @@ int sig_open(struct sig *s)
 	int sndbuf = SIG_PROG_SNDBUF;
 	/* Smallest send buffer: POLLOUT goes off after a few KiB of filler. */
 	(void)sock_sys.setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
-	int fl = sock_sys.fcntl(sv[1], F_GETFL);
-	if (fl >= 0)
-		(void)sock_sys.fcntl(sv[1], F_SETFL, fl | O_NONBLOCK);
+	/* end's O_NONBLOCK is not needed: every operation on it passes MSG_DONTWAIT (and
+	 * the connect-rate work counts each syscall of a connection, docs/parts/connect.md) */
 	int end = sock_fd_hide(sv[1]);
 	if (end < 0) {
 		sock_sys.close(sv[0]);

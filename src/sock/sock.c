@@ -64,6 +64,8 @@ static void sock_recycle(struct fdobj *o)
 	free(s->regs);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->lq_lock);
+	pthread_cond_destroy(&s->lq_cond);
 	atomic_fetch_sub_explicit(&sock_alive, 1, memory_order_relaxed);
 	pthread_mutex_lock(&pool_lock);
 	s->pool_next = pool_free;
@@ -100,6 +102,9 @@ int sock_create(int fd, int domain, bool nonblock, bool cloexec, struct sock **o
 	s->h.release = rel;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
+	pthread_mutex_init(&s->lq_lock, NULL);
+	pthread_cond_init(&s->lq_cond, NULL);
+	s->lq_fd = -1;
 	s->fd = fd;
 	s->tcp = fd;
 	s->domain = domain;
@@ -184,7 +189,30 @@ int sock_install_placeholder_locked(struct sock *s)
 	}
 	sock_epoll_move_locked(s, false);
 	s->tcp = t;
-	set_nonblock_fd(t, true); /* the engine side never blocks on it */
+	/* No O_NONBLOCK change on t: every handshake and watch I/O uses MSG_DONTWAIT. */
+	return 0;
+}
+
+int sock_smc_install_locked(struct sock *s)
+{
+	int rc = sig_open(&s->sig);
+	if (rc < 0)
+		return rc;
+	s->has_sig = true;
+	if (s->nonblock)
+		sig_set_nonblock(&s->sig, true);
+	sock_epoll_move_locked(s, true);
+	/* dup3 drops fd's reference to the TCP file; the hidden s->tcp keeps it */
+	rc = sig_install(&s->sig, s->fd, s->cloexec);
+	if (rc < 0) {
+		sock_epoll_move_locked(s, false);
+		sock_sys.close(s->sig.prog);
+		sig_close(&s->sig);
+		s->has_sig = false;
+		return rc;
+	}
+	sock_epoll_move_locked(s, false);
+	s->fd_is_tcp = false;
 	return 0;
 }
 

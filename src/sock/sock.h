@@ -121,6 +121,36 @@ struct sock {
 	struct prog_timer timer;	  /* handshake deadline; armed under lock */
 	bool timer_ref;			  /* (L) the armed timer holds a reference */
 	_Atomic bool kick_pending;	  /* a progress_call for the handshake is queued */
+	/* Where the TCP file is while s->tcp is hidden: fd_is_tcp = the program's number still
+	 * holds the TCP file too (no placeholder: a listener's child before accept returns it,
+	 * or a blocking connect whose thread runs the CLC exchange itself); the SMC-R end is
+	 * installed over it (sock_smc_install_locked), a fallback just closes the hidden dup. */
+	bool fd_is_tcp;			  /* (L) */
+	bool inline_hs;			  /* (L) the connecting thread drives the handshake: no
+					   * timer; hs_run records its next deadline below */
+	uint64_t inline_deadline;	  /* (L) */
+	int hs_status;			  /* (L) the last enum core_clc_status seen (0 none) */
+	bool have_addrs;		  /* (L) laddr/paddr known (no getsockname/getpeername) */
+	struct sockaddr_storage laddr, paddr; /* (L) */
+	/* Listener in queue mode (lsn.c; lq_on): its children handshake concurrently, accept
+	 * returns the first that completed. lq_lock protects the lq_* fields of the listener
+	 * and the lq_next links of its children. Lock order: child.lock -> lq_lock -> sig. */
+	bool lq_want;			  /* (L) listen() saw that SMC-R is possible here */
+	bool lq_on;			  /* (L) queue mode active in process lq_pid */
+	int lq_pid;			  /* (L) the process that activated it (fork: redo) */
+	int lq_fd;			  /* (lq_lock) the hidden listening socket (== tcp) */
+	pthread_mutex_t lq_lock;
+	pthread_cond_t lq_cond;		  /* with lq_lock: ready grew, or the listener closed */
+	struct sock *lq_pending;	  /* (lq_lock) children handshaking */
+	struct sock *lq_ready, *lq_ready_tail; /* (lq_lock) completed, in completion order */
+	unsigned lq_npending, lq_nready;  /* (lq_lock) */
+	unsigned lq_max;		  /* (lq_lock) pending + ready bound (listen backlog) */
+	bool lq_closed;			  /* (lq_lock) smcr_close ran: children are dropped */
+	bool lq_shut;			  /* (lq_lock) shutdown() stopped the listener: EINVAL */
+	struct prog_watch *lq_watch;	  /* (L) the hidden listening socket's watch */
+	/* A listener's child: */
+	struct sock *lsn;		  /* (L) its listener (a reference), until accepted */
+	struct sock *lq_next;		  /* (listener's lq_lock) */
 	/* epoll registrations (smcr_epoll_ctl) */
 	struct sock_epreg *regs; /* (L) */
 	size_t nregs, capregs;	 /* (L) */
@@ -138,6 +168,8 @@ void sock_put(struct sock *s);
  * reference plus one for the caller. */
 SMCR_MUST_CHECK int sock_create(int fd, int domain, bool nonblock, bool cloexec,
 				struct sock **out);
+/* smcr_close on the object (api.c): -SMCR_E_SOCK_BADF if it was closed already. */
+int sock_close(struct sock *s);
 /* Removes s from the table (its fd is about to be closed) and drops the table's reference. */
 void sock_unlink(struct sock *s);
 /* Objects alive (tests: no growth). */
@@ -175,6 +207,13 @@ uint64_t sock_server_first_wait_ns(void);
 /* Starts the CLC handshake of s on the progress thread (state HANDSHAKE, placeholder
  * installed, conn created or NULL when there is no engine). Caller holds s->lock. */
 SMCR_MUST_CHECK int hs_start_locked(struct sock *s);
+/* Blocking connect: the calling thread runs the CLC exchange itself (no hand-off to the
+ * progress thread and back); a first contact's wait for the link goes to the progress
+ * thread and the caller waits. s->fd holds the TCP file (fd_is_tcp), s->tcp a hidden dup.
+ * Returns when s left HANDSHAKE. Caller holds s->lock. */
+void hs_connect_inline_locked(struct sock *s);
+/* Fails a handshake that could not start (state HANDSHAKE already). Caller holds lock. */
+void hs_fail_start_locked(struct sock *s, int code);
 /* Waits (blocking connect/accept) until s leaves HANDSHAKE. Caller holds s->lock. */
 void hs_wait_locked(struct sock *s);
 /* Aborts a running handshake (close during it). Caller holds s->lock. */
@@ -184,12 +223,46 @@ void hs_kick(struct sock *s);
 /* Stops watching the TCP socket (close of an SMC connection). Caller holds s->lock. */
 void hs_unwatch_locked(struct sock *s);
 
+/* SMC-R is up on a socket whose number still holds the TCP file (fd_is_tcp): opens the
+ * signal pair and puts its program end at s->fd. Caller holds s->lock. */
+SMCR_MUST_CHECK int sock_smc_install_locked(struct sock *s);
+
+/* ---- listener accept queue (lsn.c) ---- */
+
+/* listen() on s succeeded: records whether accept needs the queue (SMC-R possible here)
+ * and its bound. Caller holds s->lock. */
+void lsn_listen_locked(struct sock *s, int backlog);
+/* Queue mode in this process (first accept or smcr_epoll_ctl on the listener, per
+ * process: fork() shares the listener, not our queue): placeholder at fd, TCP listener
+ * hidden and watched by the progress thread. No-op when already on or not wanted.
+ * Caller holds s->lock. */
+SMCR_MUST_CHECK int lsn_activate_locked(struct sock *s);
+/* accept4 on a listener in queue mode. Returns the fd or a negative code. */
+int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flags);
+/* Close of a listener in queue mode: drops every child not accepted. Caller holds
+ * ls->lock. */
+void lsn_close_locked(struct sock *ls);
+/* shutdown() of a listener in queue mode: the listening socket stops (accept gives
+ * EINVAL, as TCP), the children not accepted are reset. Caller holds ls->lock. */
+void lsn_shutdown_locked(struct sock *ls);
+/* A child's handshake ended (state SMC, TCP or FAILED). Caller holds child->lock. */
+void lsn_child_done_locked(struct sock *child);
+
 /* ---- epoll registrations (epoll.c) ---- */
 
 /* Removes (before=true) or re-adds (false) every recorded registration. Caller holds lock. */
 void sock_epoll_move_locked(struct sock *s, bool before);
 
 /* ---- helpers ---- */
+
+/* The prefixes of the interface holding local (wire-formats.md 3.3), from a cache of the
+ * interface addresses (getifaddrs) refreshed when older than SOCK_PFX_TTL_NS, or on a miss
+ * once it is older than SOCK_PFX_MISS_NS. Returns how many were written (0: none known). */
+int sock_prefixes(const struct sockaddr *local, struct core_ip_prefix *out, int max);
+#define SOCK_PFX_TTL_NS 1000000000ull
+#define SOCK_PFX_MISS_NS 50000000ull
+/* Refreshes of the cache so far (tests). */
+uint64_t sock_prefix_refreshes(void);
 
 /* Fills the core_conn_params of s (addresses, prefixes, sizes, callback). Caller holds lock. */
 SMCR_MUST_CHECK int sock_conn_params_locked(struct sock *s, struct core_conn_params *p,

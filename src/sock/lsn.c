@@ -1,0 +1,589 @@
+/* lsn.c: the accept queue of an smcr listener: CLC handshakes of many clients run at once,
+ * and accept returns the first that completed (procedures.md 2.3; project issue 4;
+ * docs/parts/connect.md "Accept").
+ *
+ * Why: TCP's accept returns established connections in arrival order, whatever each client
+ * does next. A server that ran one CLC handshake at a time behind a blocking accept let one
+ * client that connects and sends nothing (or half a Proposal) hold every later client back
+ * until the server's wait ran out.
+ *
+ * How (queue mode, per process):
+ *   - At the first smcr_accept (or smcr_epoll_ctl) on a listener where SMC-R is possible
+ *     (lsn_listen_locked decided: rules or the BPF option), the listening TCP socket moves
+ *     to a hidden number and the program's fd becomes a placeholder (a signal pair, sig.h,
+ *     with POLLOUT blocked): it shows POLLIN exactly while a completed connection is
+ *     queued (one token per completion: a new EPOLLET edge each time, as a TCP listener).
+ *     Per process, because fork() shares the listening socket but not this queue: a
+ *     process that never accepts (a pre-forking master, a test's parent) never takes
+ *     connections from the kernel's queue.
+ *   - The progress thread watches the hidden listener; it, and a blocking accept before it
+ *     sleeps, take the kernel's established connections (lsn_fill) and start a handshake
+ *     for each: a "child" socket at the number accept4 gave (unknown to the program; the
+ *     TCP file stays there, fd_is_tcp, plus a hidden dup the handshake uses), driven by the
+ *     progress thread like any background handshake (hs.c).
+ *   - A child that ends in SMC-R or TCP moves from pending to ready; one that fails is
+ *     dropped (reset, closed; never handed to the program, procedures.md 2.3): a malformed
+ *     message at once, a silent client after the server's wait (SMCR_SERVER_WAIT_MS: TCP
+ *     fallback, nothing was read), a client silent after its Proposal after the CLC wait.
+ *   - accept pops the oldest ready child and applies accept4's flags to it.
+ *
+ * Bound: connections are taken from the kernel only while pending + ready < the listen()
+ * backlog (at least 1, at most LSN_MAX) and pending < LSN_HS_MAX; the rest wait in the
+ * kernel's queue (itself bounded by the backlog), as TCP's do.
+ *
+ * Ownership: the listener's queue (pending and ready lists) holds one reference to each
+ * child, and a child holds one to its listener (c->lsn) until it leaves the queue. Whoever
+ * unlinks a child from a list (completion-with-failure, accept, listener close) owns that
+ * reference and ends it. Locks: child.lock -> listener.lq_lock -> sig.lock; nothing takes
+ * a child's lock while holding lq_lock, and the listener's own lock is never taken while
+ * a child's is held. */
+#define _GNU_SOURCE
+#include "sock/sock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <smcr/smcr.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sock/errmap.h"
+#include "sock/sys.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+#define LSN_MAX 4096	 /* pending + ready at most (SOMAXCONN) */
+#define LSN_HS_MAX 256	 /* handshakes running at once per listener */
+
+static void lsn_fill(struct sock *ls);
+
+/* ---- decision at listen() ---- */
+
+/* Could any accepted connection of s try SMC-R? Conservative: the BPF option, or any
+ * server rule that is not "tcp" and matches the program and the listener's port (the
+ * address is matched per connection at accept). */
+static bool lsn_smc_possible(struct sock *s)
+{
+	if (s->disc == DISC_BPF || s->action != RULE_TCP)
+		return true;
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof(ss);
+	if (sock_sys.getsockname(s->tcp, (struct sockaddr *)&ss, &l) < 0)
+		return true;
+	uint16_t port = ntohs(ss.ss_family == AF_INET
+				      ? ((struct sockaddr_in *)(void *)&ss)->sin_port
+				      : ((struct sockaddr_in6 *)(void *)&ss)->sin6_port);
+	const struct rules *rs = rules_get();
+	const char *prog = rules_prog_name();
+	for (size_t i = 0; i < rs->n; i++) {
+		const struct rule *x = &rs->v[i];
+		if ((x->roles & RULE_ROLE_SERVER) && x->action != RULE_TCP &&
+		    fnmatch(x->prog, prog, 0) == 0 && port >= x->port_lo && port <= x->port_hi)
+			return true;
+	}
+	return false;
+}
+
+static unsigned lsn_bound(int backlog)
+{
+	if (backlog < 1)
+		return 1;
+	return backlog > LSN_MAX ? LSN_MAX : (unsigned)backlog;
+}
+
+void lsn_listen_locked(struct sock *s, int backlog)
+{
+	pthread_mutex_lock(&s->lq_lock);
+	s->lq_max = lsn_bound(backlog);
+	pthread_mutex_unlock(&s->lq_lock);
+	if (atomic_load(&s->state) != SS_LISTEN || s->lq_want)
+		return;
+	s->lq_want = lsn_smc_possible(s);
+}
+
+/* ---- activation ---- */
+
+static void lsn_watch_fn(void *arg, uint32_t events)
+{
+	(void)events;
+	lsn_fill(arg);
+}
+
+static void lsn_watch_release(void *arg)
+{
+	sock_put(arg);
+}
+
+/* A queued call holding a reference (progress_call). */
+static void lsn_fill_call(void *arg, uint32_t unused)
+{
+	(void)unused;
+	lsn_fill(arg);
+	sock_put(arg);
+}
+
+static void lsn_fill_later(struct sock *ls)
+{
+	sock_hold(ls);
+	if (progress_call(lsn_fill_call, ls) < 0)
+		sock_put(ls);
+}
+
+int lsn_activate_locked(struct sock *s)
+{
+	if (!s->lq_want || (s->lq_on && s->lq_pid == (int)getpid()))
+		return 0;
+	if (s->lq_on) {
+		/* A forked child: the placeholder file is shared with the parent and the
+		 * queue's children are the parent's. Forget them (connections inherited across
+		 * fork are not usable, docs/parts/sock.md) and make our own. */
+		pthread_mutex_lock(&s->lq_lock);
+		s->lq_pending = s->lq_ready = s->lq_ready_tail = NULL;
+		s->lq_npending = s->lq_nready = 0;
+		pthread_mutex_unlock(&s->lq_lock);
+		s->lq_watch = NULL; /* the parent's; progress forgot it at fork */
+		if (s->has_sig) {
+			sig_forget_prog(&s->sig);
+			s->has_sig = false; /* its end is the parent's too: left open */
+		}
+	}
+	int t = s->tcp;
+	if (t == s->fd) {
+		t = sock_sys.fcntl(s->fd, F_DUPFD_CLOEXEC, sock_hidden_min());
+		if (t < 0 && (errno == EINVAL || errno == EMFILE))
+			t = sock_sys.fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
+		if (t < 0)
+			return sock_err_sys(errno);
+		/* the progress thread takes connections from it: never block there */
+		(void)sock_sys.fcntl(t, F_SETFL, O_NONBLOCK);
+	}
+	int rc = sig_open(&s->sig);
+	if (rc < 0)
+		goto fail_t;
+	s->has_sig = true;
+	sig_block_out(&s->sig); /* a listener is never writable */
+	if (s->nonblock)
+		sig_set_nonblock(&s->sig, true);
+	sock_epoll_move_locked(s, true);
+	rc = sig_install(&s->sig, s->fd, s->cloexec);
+	if (rc < 0) {
+		sock_epoll_move_locked(s, false);
+		sock_sys.close(s->sig.prog);
+		sig_close(&s->sig);
+		s->has_sig = false;
+		goto fail_t;
+	}
+	sock_epoll_move_locked(s, false);
+	s->tcp = t;
+	pthread_mutex_lock(&s->lq_lock);
+	s->lq_fd = t;
+	s->lq_closed = false;
+	pthread_mutex_unlock(&s->lq_lock);
+	s->lq_on = true;
+	s->lq_pid = (int)getpid();
+	sock_hold(s); /* the watch's, dropped by lsn_watch_release */
+	rc = progress_watch(t, EPOLLIN | EPOLLET, lsn_watch_fn, s, lsn_watch_release,
+			    &s->lq_watch);
+	if (rc < 0) {
+		sock_put(s);
+		s->lq_watch = NULL;
+		LOG_WARN("sock", "fd %d: cannot watch the listener (%s); accept takes "
+				 "connections itself", s->fd, sock_err_name(rc));
+	}
+	/* connections already in the kernel's queue made no edge for the new watch */
+	lsn_fill_later(s);
+	return 0;
+fail_t:
+	if (t != s->tcp)
+		sock_sys.close(t);
+	return rc;
+}
+
+/* ---- children ---- */
+
+/* What a child inherits from its listener (sk_clone), read under the listener's lock. */
+struct lsn_inherit {
+	int domain;
+	struct disc_choice dc;
+	uint32_t rcvbuf, sndbuf;
+	bool linger_set, oobinline;
+	int linger_secs;
+	struct timeval rcvtimeo, sndtimeo;
+};
+
+static void lsn_inherit_of(struct sock *ls, struct lsn_inherit *in)
+{
+	pthread_mutex_lock(&ls->lock);
+	in->domain = ls->domain;
+	in->dc.action = ls->action;
+	in->dc.mode = (enum disc_mode)ls->disc;
+	in->dc.reason = ls->disc_reason;
+	in->rcvbuf = ls->rcvbuf;
+	in->sndbuf = ls->sndbuf;
+	in->linger_set = ls->linger_set;
+	in->linger_secs = ls->linger_secs;
+	in->oobinline = ls->oobinline;
+	in->rcvtimeo = ls->rcvtimeo;
+	in->sndtimeo = ls->sndtimeo;
+	pthread_mutex_unlock(&ls->lock);
+}
+
+/* Appends c to the ready list. Caller holds ls->lq_lock. */
+static void lsn_ready_locked(struct sock *ls, struct sock *c)
+{
+	c->lq_next = NULL;
+	if (ls->lq_ready_tail)
+		ls->lq_ready_tail->lq_next = c;
+	else
+		ls->lq_ready = c;
+	ls->lq_ready_tail = c;
+	ls->lq_nready++;
+	sig_readable(&ls->sig); /* POLLIN, and a new edge per connection */
+	pthread_cond_broadcast(&ls->lq_cond);
+}
+
+/* Removes c from the pending list. Caller holds ls->lq_lock. */
+static bool lsn_unpend_locked(struct sock *ls, struct sock *c)
+{
+	for (struct sock **pp = &ls->lq_pending; *pp; pp = &(*pp)->lq_next) {
+		if (*pp == c) {
+			*pp = c->lq_next;
+			c->lq_next = NULL;
+			ls->lq_npending--;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Ends a child the program never sees: closes it as smcr_close would (reset for a
+ * failed handshake: hs.c set SO_LINGER 0), then drops the queue's reference and the
+ * child's reference to its listener. No lock held. */
+static void lsn_drop(struct sock *c)
+{
+	pthread_mutex_lock(&c->lock);
+	struct sock *ls = c->lsn;
+	c->lsn = NULL;
+	pthread_mutex_unlock(&c->lock);
+	(void)sock_close(c);
+	sock_put(c);
+	if (ls)
+		sock_put(ls);
+}
+
+static void lsn_drop_call(void *arg, uint32_t unused)
+{
+	(void)unused;
+	lsn_drop(arg);
+}
+
+void lsn_child_done_locked(struct sock *c)
+{
+	struct sock *ls = c->lsn;
+	if (!ls)
+		return;
+	int st = atomic_load(&c->state);
+	if (st == SS_HANDSHAKE)
+		return;
+	pthread_mutex_lock(&ls->lq_lock);
+	if (!lsn_unpend_locked(ls, c)) {
+		pthread_mutex_unlock(&ls->lq_lock);
+		return; /* not ours any more (listener closed, or already done) */
+	}
+	bool refill = ls->lq_npending + ls->lq_nready + 1 >= ls->lq_max ||
+		      ls->lq_npending + 1 >= LSN_HS_MAX;
+	bool keep = (st == SS_SMC || st == SS_TCP) && !ls->lq_closed && !c->closing;
+	if (keep)
+		lsn_ready_locked(ls, c);
+	pthread_mutex_unlock(&ls->lq_lock);
+	if (!keep) {
+		/* Never handed to the program (procedures.md 2.3). The queue's reference may be
+		 * the last and we hold c's lock: end it on the progress thread. */
+		LOG_INFO("sock", "accept: dropped a client whose handshake failed (fd %d)", c->fd);
+		if (progress_call(lsn_drop_call, c) < 0)
+			LOG_ERR("sock", "fd %d: cannot queue the drop; leaked", c->fd);
+	}
+	if (refill)
+		lsn_fill_later(ls); /* a slot is free: the kernel's queue may hold more */
+}
+
+/* A new connection nfd from the kernel's queue. */
+static void lsn_new_child(struct sock *ls, int nfd, const struct sockaddr_storage *peer)
+{
+	struct lsn_inherit in;
+	lsn_inherit_of(ls, &in);
+	struct sockaddr_storage local;
+	socklen_t ll = sizeof(local);
+	if (sock_sys.getsockname(nfd, (struct sockaddr *)&local, &ll) < 0)
+		memset(&local, 0, sizeof(local));
+	const struct rule *which = NULL;
+	enum rule_action a;
+	uint32_t why = SMCR_REASON_RULE_TCP;
+	if (in.dc.mode == DISC_BPF) {
+		/* discovery.h: the listener was opted in; the option exchange decides */
+		why = disc_result(nfd);
+		a = why ? RULE_TCP : in.dc.action;
+		if (why && in.dc.action == RULE_SMC_ONLY) {
+			LOG_INFO("sock", "accept: smc-only listener, client without the option "
+					 "(%s): dropped", smcr_reason_name(why));
+			sock_sys.close(nfd);
+			return;
+		}
+	} else {
+		a = rules_match(rules_get(), RULE_ROLE_SERVER, rules_prog_name(),
+				(struct sockaddr *)&local, &which);
+		if (a == RULE_TCP && !which && in.dc.reason)
+			why = in.dc.reason; /* the default: BPF not installed */
+	}
+	struct sock *c;
+	int rc = sock_create(nfd, in.domain, false, true, &c);
+	if (rc < 0) {
+		LOG_WARN("sock", "accept: %s; connection closed", sock_err_name(rc));
+		sock_sys.close(nfd);
+		return;
+	}
+	/* c's references: the table's, and ours, which becomes the queue's */
+	pthread_mutex_lock(&c->lock);
+	c->role = CORE_SERVER;
+	c->action = a;
+	c->rcvbuf = in.rcvbuf;
+	c->sndbuf = in.sndbuf;
+	c->linger_set = in.linger_set;
+	c->linger_secs = in.linger_secs;
+	c->oobinline = in.oobinline;
+	c->rcvtimeo = in.rcvtimeo;
+	c->sndtimeo = in.sndtimeo;
+	c->disc = (uint8_t)in.dc.mode;
+	c->laddr = local;
+	c->paddr = *peer;
+	c->have_addrs = true;
+	c->background = true;
+	sock_hold(ls);
+	c->lsn = ls;
+	if (a == RULE_TCP) {
+		c->local_reason = why;
+		atomic_store(&c->state, SS_TCP);
+		pthread_mutex_lock(&ls->lq_lock);
+		lsn_ready_locked(ls, c);
+		pthread_mutex_unlock(&ls->lq_lock);
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	/* The handshake reads and writes a hidden dup (the program's number will get the
+	 * SMC-R end over the TCP file, or keep the TCP file on a fallback). */
+	int t = sock_sys.fcntl(nfd, F_DUPFD_CLOEXEC, sock_hidden_min());
+	if (t < 0 && (errno == EINVAL || errno == EMFILE))
+		t = sock_sys.fcntl(nfd, F_DUPFD_CLOEXEC, 0);
+	pthread_mutex_lock(&ls->lq_lock);
+	c->lq_next = ls->lq_pending;
+	ls->lq_pending = c;
+	ls->lq_npending++;
+	pthread_mutex_unlock(&ls->lq_lock);
+	atomic_store(&c->state, SS_HANDSHAKE);
+	if (t < 0) {
+		hs_fail_start_locked(c, sock_err_sys(errno));
+	} else {
+		c->tcp = t;
+		c->fd_is_tcp = true;
+		rc = hs_start_locked(c);
+		if (rc < 0)
+			hs_fail_start_locked(c, rc);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Takes established connections from the kernel's queue while the bound allows. Any
+ * thread, no lock held; concurrent calls are fine (accept4 hands each connection to one). */
+static void lsn_fill(struct sock *ls)
+{
+	for (;;) {
+		pthread_mutex_lock(&ls->lq_lock);
+		bool room = !ls->lq_closed && ls->lq_npending + ls->lq_nready < ls->lq_max &&
+			    ls->lq_npending < LSN_HS_MAX;
+		int lfd = ls->lq_fd;
+		pthread_mutex_unlock(&ls->lq_lock);
+		if (!room)
+			return;
+		struct sockaddr_storage peer;
+		socklen_t pl = sizeof(peer);
+		memset(&peer, 0, sizeof(peer));
+		/* Blocking file (the handshake uses MSG_DONTWAIT; accept's flags are applied
+		 * when the program takes it), close-on-exec until then. */
+		int nfd = sock_sys.accept4(lfd, (struct sockaddr *)&peer, &pl, SOCK_CLOEXEC);
+		if (nfd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				SMCR_LOG_RL(SMCR_LOG_WARN, "sock", "listener %d: accept failed "
+					    "(errno %d); retried at the next connection", ls->fd, errno);
+			return;
+		}
+		lsn_new_child(ls, nfd, &peer);
+	}
+}
+
+/* ---- accept ---- */
+
+/* The program takes c (accept4's flags). Returns its fd, or -1 if c was closed meanwhile
+ * (the exit handler). Drops the queue's reference and c's reference to the listener. */
+static int lsn_deliver(struct sock *c, struct sockaddr *addr, socklen_t *alen, int flags)
+{
+	pthread_mutex_lock(&c->lock);
+	struct sock *ls = c->lsn;
+	c->lsn = NULL;
+	int fd = c->closing ? -1 : c->fd;
+	if (fd >= 0) {
+		c->background = false;
+		bool nb = (flags & SOCK_NONBLOCK) != 0, ce = (flags & SOCK_CLOEXEC) != 0;
+		c->nonblock = nb;
+		if (!ce) {
+			/* taken close-on-exec (children are invisible until now) */
+			(void)sock_sys.fcntl(fd, F_SETFD, 0);
+			c->cloexec = false;
+		}
+		if (nb) {
+			if (c->has_sig)
+				sig_set_nonblock(&c->sig, true);
+			else
+				(void)sock_sys.fcntl(fd, F_SETFL, O_NONBLOCK); /* accept4 gave 0 */
+		}
+		if (addr && alen) {
+			socklen_t full = c->paddr.ss_family == AF_INET6
+						 ? (socklen_t)sizeof(struct sockaddr_in6)
+						 : (socklen_t)sizeof(struct sockaddr_in);
+			memcpy(addr, &c->paddr, *alen < full ? *alen : full);
+			*alen = full;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	sock_put(c);
+	if (ls)
+		sock_put(ls);
+	return fd;
+}
+
+int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flags)
+{
+	pthread_mutex_lock(&ls->lock);
+	int rc = lsn_activate_locked(ls);
+	bool nonblock = ls->nonblock;
+	struct timeval tmo = ls->rcvtimeo;
+	pthread_mutex_unlock(&ls->lock);
+	if (rc < 0)
+		return rc;
+	uint64_t deadline = UINT64_MAX;
+	if (tmo.tv_sec || tmo.tv_usec)
+		deadline = smcr_now_ns() + (uint64_t)tmo.tv_sec * SMCR_NS_PER_S +
+			   (uint64_t)tmo.tv_usec * 1000ull;
+	bool filled = false;
+	for (;;) {
+		pthread_mutex_lock(&ls->lq_lock);
+		struct sock *c = ls->lq_ready;
+		if (c) {
+			ls->lq_ready = c->lq_next;
+			if (!ls->lq_ready)
+				ls->lq_ready_tail = NULL;
+			c->lq_next = NULL;
+			ls->lq_nready--;
+			if (!ls->lq_nready)
+				sig_drain_in(&ls->sig); /* POLLIN off until the next completion */
+			bool was_full = ls->lq_npending + ls->lq_nready + 1 >= ls->lq_max;
+			pthread_mutex_unlock(&ls->lq_lock);
+			if (was_full)
+				lsn_fill_later(ls);
+			int fd = lsn_deliver(c, addr, alen, flags);
+			if (fd >= 0)
+				return fd;
+			continue;
+		}
+		if (ls->lq_closed) {
+			bool shut = ls->lq_shut;
+			pthread_mutex_unlock(&ls->lq_lock);
+			return shut ? -SMCR_E_SOCK_INVAL : -SMCR_E_SOCK_BADF;
+		}
+		if (!filled) {
+			/* Connections the kernel holds: start their handshakes now (some complete
+			 * at once: TCP by rule), without waiting for the progress thread. */
+			pthread_mutex_unlock(&ls->lq_lock);
+			lsn_fill(ls);
+			filled = true;
+			continue;
+		}
+		if (nonblock) {
+			pthread_mutex_unlock(&ls->lq_lock);
+			return -SMCR_E_SOCK_AGAIN;
+		}
+		if (deadline == UINT64_MAX) {
+			pthread_cond_wait(&ls->lq_cond, &ls->lq_lock);
+		} else {
+			uint64_t now = smcr_now_ns();
+			if (now >= deadline) {
+				pthread_mutex_unlock(&ls->lq_lock);
+				return -SMCR_E_SOCK_AGAIN;
+			}
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			uint64_t ns = (uint64_t)ts.tv_nsec + (deadline - now);
+			ts.tv_sec += (time_t)(ns / SMCR_NS_PER_S);
+			ts.tv_nsec = (long)(ns % SMCR_NS_PER_S);
+			(void)pthread_cond_timedwait(&ls->lq_cond, &ls->lq_lock, &ts);
+		}
+		pthread_mutex_unlock(&ls->lq_lock);
+		filled = false;
+	}
+}
+
+/* ---- close ---- */
+
+void lsn_close_locked(struct sock *ls)
+{
+	if (!ls->lq_on)
+		return;
+	if (ls->lq_watch) {
+		progress_unwatch(ls->lq_watch);
+		ls->lq_watch = NULL;
+	}
+	pthread_mutex_lock(&ls->lq_lock);
+	ls->lq_closed = true;
+	struct sock *p = ls->lq_pending, *r = ls->lq_ready;
+	ls->lq_pending = ls->lq_ready = ls->lq_ready_tail = NULL;
+	ls->lq_npending = ls->lq_nready = 0;
+	pthread_cond_broadcast(&ls->lq_cond);
+	pthread_mutex_unlock(&ls->lq_lock);
+	/* As the kernel resets connections nobody accepted. The children's locks come after
+	 * the listener's in no path that takes the listener's while holding a child's. */
+	for (struct sock *lists[2] = { p, r }, **l = lists; l < lists + 2; l++) {
+		for (struct sock *c = *l; c;) {
+			struct sock *n = c->lq_next;
+			c->lq_next = NULL;
+			pthread_mutex_lock(&c->lock);
+			struct sock *cl = c->lsn;
+			c->lsn = NULL;
+			/* SO_LINGER 0: the close aborts (A on SMC-R, RST on TCP) */
+			c->linger_set = true;
+			c->linger_secs = 0;
+			struct linger lg = { 1, 0 };
+			if (atomic_load(&c->state) == SS_TCP && c->tcp >= 0)
+				(void)sock_sys.setsockopt(c->tcp, SOL_SOCKET, SO_LINGER, &lg,
+							  sizeof(lg));
+			pthread_mutex_unlock(&c->lock);
+			(void)sock_close(c);
+			sock_put(c);
+			if (cl)
+				sock_put(cl); /* never the last: the closer holds one */
+			c = n;
+		}
+	}
+}
+
+void lsn_shutdown_locked(struct sock *ls)
+{
+	if (!ls->lq_on)
+		return;
+	pthread_mutex_lock(&ls->lq_lock);
+	ls->lq_shut = true;
+	pthread_mutex_unlock(&ls->lq_lock);
+	lsn_close_locked(ls);
+}
