@@ -1,0 +1,416 @@
+/* it_accept.c: the accept queue (src/sock/lsn.c; issue 4): a listener's CLC handshakes run
+ * concurrently and accept returns the first that completed (docs/parts/connect.md).
+ *
+ *   - a client that connects and stays silent does not delay a second, normal smcr client:
+ *     the second is accepted within 1 s (the silent one holds 2.5 s) and moves data over
+ *     SMC-R; the silent one is then served as plain TCP after the server's wait (nothing
+ *     was read: fallback), with its data; no fd is left behind;
+ *   - a client that sends half a Proposal and stalls does not delay the next either; it is
+ *     dropped after the CLC wait (never accepted: the raw client sees its connection end)
+ *     and leaves no fd;
+ *   - a non-blocking listener in epoll (edge-triggered) with several concurrent clients:
+ *     every wake-up yields at least one connection, accept says EAGAIN exactly when none is
+ *     complete, POLLIN is off then, every connection is SMC-R;
+ *   - accept4's SOCK_NONBLOCK / SOCK_CLOEXEC reach the returned fd (SMC-R and TCP). */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+
+#include "itlib.h"
+#include "wire/clc.h"
+
+static int lfd;
+static uint16_t port;
+
+#define NCLI 6
+
+struct shared {
+	volatile int stage;
+	volatile uint64_t cli_connected_ns; /* the normal client's connect returned */
+	volatile uint64_t srv_accept_ns[4];
+	volatile int srv_mode[4];
+	volatile int srv_n;
+	volatile int fds_mid, fds_after;
+	volatile int wakeups, accepted, eagain_with_pollin, pollin_after_eagain;
+	volatile int modes_ok;
+	volatile int flags_ok[4];
+	volatile int done;
+};
+static struct shared *sh;
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static int raw_connect(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+/* A normal smcr client: connect, 5 bytes each way over SMC-R. */
+static int normal_client(void *arg)
+{
+	(void)arg;
+	it_child_env(1);
+	smcr_close(lfd);
+	int fd = it_connect(false, port);
+	IT_CHECK(fd >= 0);
+	sh->cli_connected_ns = now_ns();
+	struct smcr_info in;
+	IT_CHECK(it_info(fd, &in) && in.mode == SMCR_MODE_SMCR);
+	IT_CHECK(it_write_all(fd, "norm!", 5));
+	char b[5];
+	IT_CHECK(it_read_all(fd, b, 5) && memcmp(b, "norm!", 5) == 0);
+	smcr_close(fd);
+	return 0;
+}
+
+/* Non-blocking accept on a blocking listener: EAGAIN (nothing complete). */
+static bool accept_again(void)
+{
+	IT_CHECK(smcr_fcntl(lfd, F_SETFL, O_NONBLOCK) == 0);
+	int fd = smcr_accept(lfd, NULL, NULL);
+	int e = errno;
+	IT_CHECK(smcr_fcntl(lfd, F_SETFL, 0) == 0);
+	return fd < 0 && e == EAGAIN;
+}
+
+/* fds once the count stopped moving (closes finish on the progress thread). */
+static int settled_fds(void)
+{
+	int last = -1, same = 0;
+	for (int i = 0; i < 200 && same < 3; i++) {
+		int n = it_count_fds();
+		same = n == last ? same + 1 : 0;
+		last = n;
+		usleep(20000);
+	}
+	return last;
+}
+
+/* Blocking accept of n connections: each echoes 5 bytes; records time and mode. The
+ * stalled client (one) holds its fd and the handshake's hidden dup while pending. */
+static int echo_server(void *arg)
+{
+	int n = (int)(intptr_t)arg;
+	it_child_env(0);
+	IT_CHECK(accept_again()); /* the queue is on before the clients come */
+	for (int i = 0; i < n; i++) {
+		int fd = smcr_accept(lfd, NULL, NULL);
+		IT_CHECK(fd >= 0);
+		sh->srv_accept_ns[i] = now_ns();
+		struct smcr_info in;
+		IT_CHECK(it_info(fd, &in));
+		sh->srv_mode[i] = in.mode;
+		char b[5];
+		IT_CHECK(it_read_all(fd, b, 5));
+		IT_CHECK(it_write_all(fd, b, 5));
+		IT_CHECK(smcr_close(fd) == 0);
+		if (i == 0)
+			sh->fds_mid = settled_fds(); /* the stalled client still pending */
+		sh->srv_n = i + 1;
+	}
+	/* whatever the test still expects to be dropped is gone by stage 1 */
+	while (sh->stage < 1)
+		usleep(1000);
+	/* nothing more is ever accepted */
+	IT_CHECK(accept_again());
+	sh->fds_after = settled_fds();
+	return 0;
+}
+
+static void start(const char *wait_ms)
+{
+	memset(sh, 0, sizeof(*sh));
+	setenv("SMCR_SERVER_WAIT_MS", wait_ms, 1);
+	setenv("SMCR_CLC_WAIT_MS", "1500", 1);
+	it_rules("use smc both * *");
+	lfd = it_listen(false, &port);
+	assert_true(lfd >= 0);
+}
+
+static void finish(void)
+{
+	smcr_close(lfd);
+	unsetenv("SMCR_SERVER_WAIT_MS");
+	unsetenv("SMCR_CLC_WAIT_MS");
+}
+
+/* ---- a silent client ---- */
+
+static void test_silent_client_does_not_delay_next(void **state)
+{
+	(void)state;
+	start("2500");
+	pid_t s = it_fork(echo_server, (void *)(intptr_t)2);
+	usleep(100 * 1000); /* the server is in accept */
+	uint64_t t0 = now_ns();
+	int staller = raw_connect();
+	usleep(50 * 1000); /* the server has taken it from the kernel's queue */
+	pid_t c = it_fork(normal_client, NULL);
+	assert_int_equal(it_wait(c, 20000), 0);
+	for (int i = 0; i < 5000 && sh->fds_mid == 0; i++)
+		usleep(1000);
+	/* the normal client was accepted first, promptly, over SMC-R */
+	assert_true(sh->srv_n >= 1);
+	assert_int_equal(sh->srv_mode[0], SMCR_MODE_SMCR);
+	uint64_t lag = sh->srv_accept_ns[0] - t0;
+	fprintf(stderr, "normal client accepted %.1f ms after the silent one connected\n",
+		(double)lag / 1e6);
+	assert_true(lag < 1000000000ull);
+	assert_true(sh->srv_n == 1); /* the silent one is still waiting */
+	/* the silent one: after the server's wait (2.5 s), a plain TCP client */
+	for (int i = 0; i < 10000 && sh->srv_n < 2; i++)
+		usleep(1000);
+	struct pollfd p = { .fd = staller, .events = POLLIN };
+	assert_int_equal(write(staller, "tcp!!", 5), 5);
+	assert_int_equal(poll(&p, 1, 10000), 1);
+	char b[5];
+	assert_int_equal(read(staller, b, 5), 5);
+	assert_memory_equal(b, "tcp!!", 5);
+	uint64_t t_fb = sh->srv_accept_ns[1] - t0;
+	fprintf(stderr, "silent client served as TCP after %.1f ms\n", (double)t_fb / 1e6);
+	assert_true(t_fb >= 2400000000ull);
+	assert_int_equal(sh->srv_mode[1], SMCR_MODE_TCP);
+	close(staller);
+	sh->stage = 1;
+	assert_int_equal(it_wait(s, 20000), 0);
+	/* its fd and the handshake's hidden dup, no more, no less */
+	assert_int_equal(sh->fds_after, sh->fds_mid - 2);
+	finish();
+}
+
+/* ---- half a Proposal, then a stall ---- */
+
+static void test_half_proposal_dropped_next_served(void **state)
+{
+	(void)state;
+	start("2000");
+	pid_t s = it_fork(echo_server, (void *)(intptr_t)1);
+	usleep(100 * 1000);
+	/* a Proposal's first 20 bytes: eyecatcher, header, part of the peer ID */
+	struct clc_msg m;
+	memset(&m, 0, sizeof(m));
+	m.type = CLC_PROPOSAL;
+	clc_proposal_init(&m.proposal);
+	m.proposal.ipv4_subnet = 0x7f000000;
+	m.proposal.ipv4_prefix_len = 8;
+	uint8_t b[CLC_MSG_MAX_LEN];
+	size_t n = 0;
+	assert_int_equal(clc_encode(&m, b, sizeof(b), &n), 0);
+	uint64_t t0 = now_ns();
+	int staller = raw_connect();
+	assert_int_equal(write(staller, b, 20), 20);
+	usleep(50 * 1000);
+	pid_t c = it_fork(normal_client, NULL);
+	assert_int_equal(it_wait(c, 20000), 0);
+	for (int i = 0; i < 5000 && sh->fds_mid == 0; i++)
+		usleep(1000);
+	assert_int_equal(sh->srv_n, 1);
+	assert_int_equal(sh->srv_mode[0], SMCR_MODE_SMCR);
+	uint64_t lag = sh->srv_accept_ns[0] - t0;
+	fprintf(stderr, "normal client accepted %.1f ms after the stalled one connected\n",
+		(double)lag / 1e6);
+	assert_true(lag < 1000000000ull);
+	/* the stalled one is dropped at the CLC wait (1.5 s): its connection ends */
+	struct pollfd p = { .fd = staller, .events = POLLIN };
+	assert_int_equal(poll(&p, 1, 10000), 1);
+	char x[16];
+	assert_true(read(staller, x, sizeof(x)) <= 0);
+	uint64_t t_drop = now_ns() - t0;
+	fprintf(stderr, "stalled client dropped after %.1f ms\n", (double)t_drop / 1e6);
+	assert_true(t_drop >= 1400000000ull);
+	close(staller);
+	sh->stage = 1;
+	assert_int_equal(it_wait(s, 20000), 0);
+	assert_int_equal(sh->srv_n, 1); /* never accepted */
+	assert_int_equal(sh->fds_after, sh->fds_mid - 2);
+	finish();
+}
+
+/* ---- non-blocking accept + epoll, several clients at once ---- */
+
+static int epoll_server(void *arg)
+{
+	(void)arg;
+	it_child_env(0);
+	IT_CHECK(smcr_fcntl(lfd, F_SETFL, O_NONBLOCK) == 0);
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.fd = lfd };
+	IT_CHECK(smcr_epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev) == 0);
+	/* nothing complete yet: EAGAIN and no POLLIN */
+	IT_CHECK(smcr_accept(lfd, NULL, NULL) < 0 && errno == EAGAIN);
+	sh->stage = 1; /* clients may come */
+	int fds[NCLI];
+	int got = 0;
+	uint64_t end = now_ns() + 20000000000ull;
+	sh->modes_ok = 1;
+	while (got < NCLI && now_ns() < end) {
+		struct epoll_event out;
+		int k = epoll_wait(ep, &out, 1, 1000);
+		if (k <= 0)
+			continue;
+		sh->wakeups++;
+		int this_wake = 0;
+		for (;;) {
+			int fd = smcr_accept4(lfd, NULL, NULL, SOCK_NONBLOCK);
+			if (fd < 0) {
+				IT_CHECK(errno == EAGAIN);
+				struct pollfd p = { .fd = lfd, .events = POLLIN };
+				if (poll(&p, 1, 0) == 1)
+					sh->pollin_after_eagain++;
+				break;
+			}
+			struct smcr_info in;
+			IT_CHECK(it_info(fd, &in));
+			if (in.mode != SMCR_MODE_SMCR)
+				sh->modes_ok = 0;
+			fds[got++] = fd;
+			this_wake++;
+		}
+		if (this_wake == 0)
+			sh->eagain_with_pollin++;
+	}
+	sh->accepted = got;
+	for (int i = 0; i < got; i++) {
+		char b[5];
+		IT_CHECK(smcr_fcntl(fds[i], F_SETFL, 0) == 0);
+		IT_CHECK(it_read_all(fds[i], b, 5));
+		IT_CHECK(it_write_all(fds[i], b, 5));
+		smcr_close(fds[i]);
+	}
+	close(ep);
+	return 0;
+}
+
+static int many_client(void *arg)
+{
+	(void)arg;
+	it_child_env(1);
+	smcr_close(lfd);
+	while (sh->stage < 1)
+		usleep(1000);
+	int fd = it_connect(false, port);
+	IT_CHECK(fd >= 0);
+	struct smcr_info in;
+	IT_CHECK(it_info(fd, &in) && in.mode == SMCR_MODE_SMCR);
+	IT_CHECK(it_write_all(fd, "many!", 5));
+	char b[5];
+	IT_CHECK(it_read_all(fd, b, 5) && memcmp(b, "many!", 5) == 0);
+	smcr_close(fd);
+	return 0;
+}
+
+static void test_nonblocking_epoll_many_clients(void **state)
+{
+	(void)state;
+	start("2000");
+	pid_t s = it_fork(epoll_server, NULL);
+	pid_t c[NCLI];
+	for (int i = 0; i < NCLI; i++)
+		c[i] = it_fork(many_client, NULL);
+	for (int i = 0; i < NCLI; i++)
+		assert_int_equal(it_wait(c[i], 30000), 0);
+	assert_int_equal(it_wait(s, 30000), 0);
+	fprintf(stderr, "%d connections in %d wake-ups\n", sh->accepted, sh->wakeups);
+	assert_int_equal(sh->accepted, NCLI);
+	assert_int_equal(sh->modes_ok, 1);
+	assert_int_equal(sh->eagain_with_pollin, 0); /* every wake-up had a connection */
+	assert_int_equal(sh->pollin_after_eagain, 0); /* EAGAIN: POLLIN is off */
+	finish();
+}
+
+/* ---- accept4 flags ---- */
+
+static int flags_server(void *arg)
+{
+	(void)arg;
+	it_child_env(0);
+	static const int fl[4] = { 0, SOCK_NONBLOCK | SOCK_CLOEXEC, 0, SOCK_NONBLOCK | SOCK_CLOEXEC };
+	for (int i = 0; i < 4; i++) {
+		struct sockaddr_in peer;
+		socklen_t pl = sizeof(peer);
+		int fd = smcr_accept4(lfd, (struct sockaddr *)&peer, &pl, fl[i]);
+		IT_CHECK(fd >= 0);
+		IT_CHECK(pl == sizeof(peer) && peer.sin_family == AF_INET &&
+			 peer.sin_addr.s_addr == htonl(INADDR_LOOPBACK));
+		struct smcr_info in;
+		IT_CHECK(it_info(fd, &in));
+		sh->srv_mode[i] = in.mode;
+		/* the kernel's view of the fd the program holds (libc, not smcr_) */
+		int fdfl = fcntl(fd, F_GETFD), stfl = fcntl(fd, F_GETFL);
+		bool ce = (fdfl & FD_CLOEXEC) != 0, nb = (stfl & O_NONBLOCK) != 0;
+		bool want_ce = (fl[i] & SOCK_CLOEXEC) != 0, want_nb = (fl[i] & SOCK_NONBLOCK) != 0;
+		bool smc_nb = (smcr_fcntl(fd, F_GETFL) & O_NONBLOCK) != 0;
+		sh->flags_ok[i] = ce == want_ce && nb == want_nb && smc_nb == want_nb;
+		IT_CHECK(smcr_fcntl(fd, F_SETFL, 0) == 0);
+		char b[5];
+		IT_CHECK(it_read_all(fd, b, 5));
+		IT_CHECK(it_write_all(fd, b, 5));
+		smcr_close(fd);
+	}
+	return 0;
+}
+
+static void test_accept4_flags(void **state)
+{
+	(void)state;
+	start("2000");
+	pid_t s = it_fork(flags_server, NULL);
+	for (int i = 0; i < 2; i++) {
+		pid_t c = it_fork(normal_client, NULL);
+		assert_int_equal(it_wait(c, 20000), 0);
+	}
+	for (int i = 0; i < 2; i++) {
+		/* a plain TCP client that talks first: TCP at once */
+		int fd = raw_connect();
+		assert_int_equal(write(fd, "tcp!!", 5), 5);
+		char b[5];
+		assert_int_equal(read(fd, b, 5), 5);
+		close(fd);
+	}
+	assert_int_equal(it_wait(s, 20000), 0);
+	assert_int_equal(sh->srv_mode[0], SMCR_MODE_SMCR);
+	assert_int_equal(sh->srv_mode[1], SMCR_MODE_SMCR);
+	assert_int_equal(sh->srv_mode[2], SMCR_MODE_TCP);
+	assert_int_equal(sh->srv_mode[3], SMCR_MODE_TCP);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(sh->flags_ok[i], 1);
+	finish();
+}
+
+int main(void)
+{
+	char port_s[16];
+	snprintf(port_s, sizeof(port_s), "%d", 20000 + (int)(getpid() % 20000));
+	setenv("IT_EMU_PORT", port_s, 1);
+	sh = it_shared(sizeof(*sh));
+	if (getenv("IT_FILTER"))
+		cmocka_set_test_filter(getenv("IT_FILTER"));
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_silent_client_does_not_delay_next),
+		cmocka_unit_test(test_half_proposal_dropped_next_served),
+		cmocka_unit_test(test_nonblocking_epoll_many_clients),
+		cmocka_unit_test(test_accept4_flags),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
