@@ -59,6 +59,21 @@
 
 static void lsn_fill(struct sock *ls);
 
+/* The process's fork generation (a child of fork() has a new one): a queue is set up per
+ * process, and getpid() is a system call per accept. */
+static _Atomic int lsn_gen = 1;
+static pthread_once_t lsn_once = PTHREAD_ONCE_INIT;
+
+static void lsn_atfork_child(void)
+{
+	atomic_fetch_add(&lsn_gen, 1);
+}
+
+static void lsn_init(void)
+{
+	pthread_atfork(NULL, NULL, lsn_atfork_child);
+}
+
 /* ---- decision at listen() ---- */
 
 /* Could any accepted connection of s try SMC-R? Conservative: the BPF option, or any
@@ -98,6 +113,7 @@ void lsn_listen_locked(struct sock *s, int backlog)
 	pthread_mutex_lock(&s->lq_lock);
 	s->lq_max = lsn_bound(backlog);
 	pthread_mutex_unlock(&s->lq_lock);
+	pthread_once(&lsn_once, lsn_init);
 	if (atomic_load(&s->state) != SS_LISTEN || s->lq_want)
 		return;
 	s->lq_want = lsn_smc_possible(s);
@@ -133,7 +149,7 @@ static void lsn_fill_later(struct sock *ls)
 
 int lsn_activate_locked(struct sock *s)
 {
-	if (!s->lq_want || (s->lq_on && s->lq_pid == (int)getpid()))
+	if (!s->lq_want || (s->lq_on && s->lq_pid == atomic_load(&lsn_gen)))
 		return 0;
 	if (s->lq_on) {
 		/* A forked child: the placeholder file is shared with the parent and the
@@ -182,7 +198,7 @@ int lsn_activate_locked(struct sock *s)
 	s->lq_closed = false;
 	pthread_mutex_unlock(&s->lq_lock);
 	s->lq_on = true;
-	s->lq_pid = (int)getpid();
+	s->lq_pid = atomic_load(&lsn_gen);
 	sock_hold(s); /* the watch's, dropped by lsn_watch_release */
 	rc = progress_watch(t, EPOLLIN | EPOLLET, lsn_watch_fn, s, lsn_watch_release,
 			    &s->lq_watch);

@@ -41,6 +41,10 @@ static struct prog_timer *prog_timers;	   /* sorted by deadline */
 static struct prog_call *prog_calls, **prog_calls_tail = &prog_calls;
 static struct prog_watch *prog_dead;	   /* unwatched, to release after this turn */
 static bool prog_atfork_done;
+/* When the thread's epoll_wait times out (ns; UINT64_MAX: never), 0 while it is awake
+ * (it reads the timer list again before it sleeps): a timer armed later than this needs
+ * no kick (an eventfd write and a wake-up per handshake otherwise). */
+static uint64_t prog_wake_at;
 /* Read by any thread: */
 static _Atomic(prog_hook_fn) prog_hook;
 static _Atomic uint64_t prog_turn_count;
@@ -150,24 +154,30 @@ static void *progress_main(void *unused)
 		}
 		pthread_mutex_lock(&progress_lock);
 		bool stop = prog_stopping;
-		pthread_mutex_unlock(&progress_lock);
-		if (stop)
-			break;
+		/* timers armed by the calls and the hook just run count too */
+		if (prog_timers && (!next || prog_timers->deadline < next))
+			next = prog_timers->deadline;
 		int timeout = -1;
+		uint64_t wake = UINT64_MAX;
 		if (next) {
 			now = smcr_now_ns();
 			uint64_t ms = next > now ? (next - now + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS
 						 : 0;
 			timeout = ms > 60000 ? 60000 : (int)ms;
+			wake = now + (uint64_t)timeout * SMCR_NS_PER_MS;
 		}
+		prog_wake_at = wake;
+		pthread_mutex_unlock(&progress_lock);
+		if (stop)
+			break;
 		int n = epoll_wait(epfd, evs, 64, timeout);
-		/* Watches are published under progress_lock (progress_watch adds the epoll
-		 * registration while holding it): taking it once per batch orders our reads of
-		 * each watch after its initialisation (epoll itself is no barrier to TSan). */
-		if (n > 0) {
-			pthread_mutex_lock(&progress_lock);
-			pthread_mutex_unlock(&progress_lock);
-		}
+		/* Awake: arms need no kick until the list is read again. Watches are published
+		 * under progress_lock (progress_watch adds the epoll registration while holding
+		 * it): taking it here orders our reads of each watch after its initialisation
+		 * (epoll itself is no barrier to TSan). */
+		pthread_mutex_lock(&progress_lock);
+		prog_wake_at = 0;
+		pthread_mutex_unlock(&progress_lock);
 		for (int i = 0; i < n; i++) {
 			if (evs[i].data.ptr == &prog_ev_marker) {
 				uint64_t v;
@@ -195,6 +205,7 @@ static void progress_atfork_child(void)
 		close(prog_evfd);
 	prog_epfd = prog_evfd = -1;
 	prog_started = prog_stopping = false;
+	prog_wake_at = 0;
 	prog_timers = NULL;
 	prog_calls = NULL;
 	prog_calls_tail = &prog_calls;
@@ -278,6 +289,7 @@ void progress_stop(void)
 	close(prog_evfd);
 	prog_epfd = prog_evfd = -1;
 	prog_started = false;
+	prog_wake_at = 0;
 	pthread_mutex_unlock(&progress_lock);
 	while (c) {
 		struct prog_call *n = c->next;
@@ -380,9 +392,10 @@ int progress_timer_arm(struct prog_timer *t, uint64_t deadline_ns)
 	t->next = *p;
 	*p = t;
 	t->armed = true;
-	bool first = prog_timers == t;
+	/* only when the thread would sleep past it (prog_wake_at: 0 while awake) */
+	bool kick = deadline_ns < prog_wake_at;
 	pthread_mutex_unlock(&progress_lock);
-	if (first && !progress_on_thread())
+	if (kick && !progress_on_thread())
 		progress_kick();
 	return 0;
 }

@@ -137,7 +137,7 @@ struct sock {
 	 * and the lq_next links of its children. Lock order: child.lock -> lq_lock -> sig. */
 	bool lq_want;			  /* (L) listen() saw that SMC-R is possible here */
 	bool lq_on;			  /* (L) queue mode active in process lq_pid */
-	int lq_pid;			  /* (L) the process that activated it (fork: redo) */
+	int lq_pid;			  /* (L) fork generation that activated it (lsn.c) */
 	int lq_fd;			  /* (lq_lock) the hidden listening socket (== tcp) */
 	pthread_mutex_t lq_lock;
 	pthread_cond_t lq_cond;		  /* with lq_lock: ready grew, or the listener closed */

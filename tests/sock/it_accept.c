@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "itlib.h"
+#include "sock/sock.h"
 #include "wire/clc.h"
 
 static int lfd;
@@ -38,7 +39,7 @@ static uint16_t port;
 
 struct shared {
 	volatile int stage;
-	volatile uint64_t cli_connected_ns; /* the normal client's connect returned */
+	volatile uint64_t cli_start_ns;	    /* the normal client's connect began */
 	volatile uint64_t srv_accept_ns[4];
 	volatile int srv_mode[4];
 	volatile int srv_n;
@@ -72,9 +73,10 @@ static int normal_client(void *arg)
 	(void)arg;
 	it_child_env(1);
 	smcr_close(lfd);
+	(void)sock_engine(); /* the process's start-up is not the server's doing */
+	sh->cli_start_ns = now_ns();
 	int fd = it_connect(false, port);
 	IT_CHECK(fd >= 0);
-	sh->cli_connected_ns = now_ns();
 	struct smcr_info in;
 	IT_CHECK(it_info(fd, &in) && in.mode == SMCR_MODE_SMCR);
 	IT_CHECK(it_write_all(fd, "norm!", 5));
@@ -173,9 +175,10 @@ static void test_silent_client_does_not_delay_next(void **state)
 	/* the normal client was accepted first, promptly, over SMC-R */
 	assert_true(sh->srv_n >= 1);
 	assert_int_equal(sh->srv_mode[0], SMCR_MODE_SMCR);
-	uint64_t lag = sh->srv_accept_ns[0] - t0;
-	fprintf(stderr, "normal client accepted %.1f ms after the silent one connected\n",
-		(double)lag / 1e6);
+	uint64_t lag = sh->srv_accept_ns[0] - sh->cli_start_ns;
+	fprintf(stderr, "normal client accepted %.1f ms after its connect began (the silent "
+		"one connected %.1f ms before)\n", (double)lag / 1e6,
+		(double)(sh->cli_start_ns - t0) / 1e6);
 	assert_true(lag < 1000000000ull);
 	assert_true(sh->srv_n == 1); /* the silent one is still waiting */
 	/* the silent one: after the server's wait (2.5 s), a plain TCP client */
@@ -227,9 +230,10 @@ static void test_half_proposal_dropped_next_served(void **state)
 		usleep(1000);
 	assert_int_equal(sh->srv_n, 1);
 	assert_int_equal(sh->srv_mode[0], SMCR_MODE_SMCR);
-	uint64_t lag = sh->srv_accept_ns[0] - t0;
-	fprintf(stderr, "normal client accepted %.1f ms after the stalled one connected\n",
-		(double)lag / 1e6);
+	uint64_t lag = sh->srv_accept_ns[0] - sh->cli_start_ns;
+	fprintf(stderr, "normal client accepted %.1f ms after its connect began (the stalled "
+		"one connected %.1f ms before)\n", (double)lag / 1e6,
+		(double)(sh->cli_start_ns - t0) / 1e6);
 	assert_true(lag < 1000000000ull);
 	/* the stalled one is dropped at the CLC wait (1.5 s): its connection ends */
 	struct pollfd p = { .fd = staller, .events = POLLIN };
