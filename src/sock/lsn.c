@@ -43,10 +43,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <poll.h>
 #include <smcr/smcr.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "sock/errmap.h"
@@ -256,8 +256,7 @@ static void lsn_ready_locked(struct sock *ls, struct sock *c)
 		ls->lq_ready = c;
 	ls->lq_ready_tail = c;
 	ls->lq_nready++;
-	sig_readable(&ls->sig); /* POLLIN, and a new edge per connection */
-	pthread_cond_broadcast(&ls->lq_cond);
+	sig_readable(&ls->sig); /* POLLIN, and a new edge per connection; wakes accept */
 }
 
 /* Removes c from the pending list. Caller holds ls->lq_lock. */
@@ -531,22 +530,21 @@ int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flag
 			pthread_mutex_unlock(&ls->lq_lock);
 			return -SMCR_E_SOCK_AGAIN;
 		}
-		if (deadline == UINT64_MAX) {
-			pthread_cond_wait(&ls->lq_cond, &ls->lq_lock);
-		} else {
-			uint64_t now = smcr_now_ns();
-			if (now >= deadline) {
-				pthread_mutex_unlock(&ls->lq_lock);
-				return -SMCR_E_SOCK_AGAIN;
-			}
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			uint64_t ns = (uint64_t)ts.tv_nsec + (deadline - now);
-			ts.tv_sec += (time_t)(ns / SMCR_NS_PER_S);
-			ts.tv_nsec = (long)(ns % SMCR_NS_PER_S);
-			(void)pthread_cond_timedwait(&ls->lq_cond, &ls->lq_lock, &ts);
-		}
 		pthread_mutex_unlock(&ls->lq_lock);
+		/* Sleep on the placeholder itself: a completion writes its token (no lost
+		 * wake-up: one that came after the check above is already queued), and a
+		 * signal interrupts the sleep as it does TCP's accept (EINTR). */
+		int ms = -1;
+		if (deadline != UINT64_MAX) {
+			uint64_t now = smcr_now_ns();
+			if (now >= deadline)
+				return -SMCR_E_SOCK_AGAIN;
+			uint64_t d = (deadline - now + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS;
+			ms = d > 1000000 ? 1000000 : (int)d;
+		}
+		struct pollfd pf = { .fd = ls->fd, .events = POLLIN };
+		if (sock_sys.poll(&pf, 1, ms) < 0 && errno == EINTR)
+			return -SMCR_E_SOCK_INTR;
 		filled = false;
 	}
 }
@@ -566,7 +564,7 @@ void lsn_close_locked(struct sock *ls)
 	struct sock *p = ls->lq_pending, *r = ls->lq_ready;
 	ls->lq_pending = ls->lq_ready = ls->lq_ready_tail = NULL;
 	ls->lq_npending = ls->lq_nready = 0;
-	pthread_cond_broadcast(&ls->lq_cond);
+	sig_readable(&ls->sig); /* wakes blocked accepts: they see lq_closed */
 	pthread_mutex_unlock(&ls->lq_lock);
 	/* As the kernel resets connections nobody accepted. The children's locks come after
 	 * the listener's in no path that takes the listener's while holding a child's. */

@@ -65,7 +65,6 @@ static void sock_recycle(struct fdobj *o)
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lq_lock);
-	pthread_cond_destroy(&s->lq_cond);
 	atomic_fetch_sub_explicit(&sock_alive, 1, memory_order_relaxed);
 	pthread_mutex_lock(&pool_lock);
 	s->pool_next = pool_free;
@@ -103,7 +102,6 @@ int sock_create(int fd, int domain, bool nonblock, bool cloexec, struct sock **o
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	pthread_mutex_init(&s->lq_lock, NULL);
-	pthread_cond_init(&s->lq_cond, NULL);
 	s->lq_fd = -1;
 	s->fd = fd;
 	s->tcp = fd;

@@ -140,7 +140,6 @@ struct sock {
 	int lq_pid;			  /* (L) fork generation that activated it (lsn.c) */
 	int lq_fd;			  /* (lq_lock) the hidden listening socket (== tcp) */
 	pthread_mutex_t lq_lock;
-	pthread_cond_t lq_cond;		  /* with lq_lock: ready grew, or the listener closed */
 	struct sock *lq_pending;	  /* (lq_lock) children handshaking */
 	struct sock *lq_ready, *lq_ready_tail; /* (lq_lock) completed, in completion order */
 	unsigned lq_npending, lq_nready;  /* (lq_lock) */

@@ -11,7 +11,8 @@
  *   - a non-blocking listener in epoll (edge-triggered) with several concurrent handshakes:
  *     every wake-up yields at least one connection, accept says EAGAIN exactly when none is
  *     complete, POLLIN is off then, every connection is SMC-R;
- *   - accept4's SOCK_NONBLOCK / SOCK_CLOEXEC reach the returned fd (SMC-R and TCP). */
+ *   - accept4's SOCK_NONBLOCK / SOCK_CLOEXEC reach the returned fd (SMC-R and TCP);
+ *   - a signal ends a blocking accept with EINTR, as TCP's. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,7 +26,9 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/epoll.h>
+#include <sys/time.h>
 #include <time.h>
 
 #include "itlib.h"
@@ -426,6 +429,39 @@ static void test_accept4_flags(void **state)
 	finish();
 }
 
+/* ---- a signal ends a blocking accept, as TCP's (EINTR) ---- */
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+static int eintr_server(void *arg)
+{
+	(void)arg;
+	it_child_env(0);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_alarm; /* no SA_RESTART */
+	IT_CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
+	struct itimerval it = { .it_value = { 0, 200000 } };
+	IT_CHECK(setitimer(ITIMER_REAL, &it, NULL) == 0);
+	uint64_t t0 = now_ns();
+	int fd = smcr_accept(lfd, NULL, NULL);
+	IT_CHECK(fd < 0 && errno == EINTR);
+	IT_CHECK(now_ns() - t0 >= 150000000ull);
+	return 0;
+}
+
+static void test_blocking_accept_eintr(void **state)
+{
+	(void)state;
+	start("2000");
+	pid_t s = it_fork(eintr_server, NULL);
+	assert_int_equal(it_wait(s, 10000), 0);
+	finish();
+}
+
 int main(void)
 {
 	char port_s[16];
@@ -439,6 +475,7 @@ int main(void)
 		cmocka_unit_test(test_half_proposal_dropped_next_served),
 		cmocka_unit_test(test_nonblocking_epoll_many_clients),
 		cmocka_unit_test(test_accept4_flags),
+		cmocka_unit_test(test_blocking_accept_eintr),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
