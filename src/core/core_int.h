@@ -239,6 +239,8 @@ struct core_conn {
 	bool clc_sent;			/* our Accept/Confirm (naming our RMB) went out */
 	bool first_contact;
 	bool peer_oos_sent;
+	bool hs_lg_wait;		/* [E] server: Proposal held back (not consumed) while
+					 * this peer's first contact is in progress (handshake.c) */
 	struct core_conn *rkey_next;	/* lgr->rkey_wait_* queue */
 	struct clc_accept peer_clc;	/* the peer's Accept/Confirm */
 	struct wire_peer_id peer_id;

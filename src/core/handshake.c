@@ -369,6 +369,35 @@ static bool prefix_match(const struct core_conn *c, const struct clc_proposal *p
 	return false;
 }
 
+/* ---- one first contact per peer at a time (server) ---------------------------------------- */
+
+/* Re-check period of a Proposal held back behind a first contact (below). */
+#define HS_LG_RECHECK_NS (5ull * 1000000ull)
+
+static bool same_peer(const struct wire_peer_id *a, const struct wire_peer_id *b)
+{
+	return a->instance == b->instance && !memcmp(a->mac.b, b->mac.b, WIRE_MAC_LEN);
+}
+
+/* A server LG with this peer still in first contact (SETUP)? Caller holds eng->lock. */
+static bool lg_setup_with(const struct core_engine *e, const struct wire_peer_id *peer)
+{
+	for (const struct core_lgr *lg = e->lgs; lg; lg = lg->next)
+		if (lg->role == CORE_SERVER && lg->state == CORE_LG_SETUP &&
+		    same_peer(&lg->peer_id, peer))
+			return true;
+	return false;
+}
+
+/* The LG of this peer left SETUP (active or dead): the Proposals held back behind it go
+ * on (sock steps them again on CORE_EV_CLC). Caller holds eng->lock. */
+static void lg_wait_wake(struct core_engine *e, const struct wire_peer_id *peer)
+{
+	for (struct core_conn *x = e->conns; x; x = x->all_next)
+		if (x->hs_lg_wait && same_peer(&x->peer_id, peer))
+			core_ev_raise(x, CORE_EV_CLC);
+}
+
 /* ---- received messages ---------------------------------------------------------------- */
 
 static void on_decline(struct core_conn *c, const struct clc_decline *d, uint64_t now)
@@ -387,6 +416,7 @@ static void on_proposal(struct core_conn *c, const struct clc_proposal *p, uint6
 {
 	struct core_engine *e = c->eng;
 	c->peer_id = p->peer_id;
+	c->hs_lg_wait = false;
 	if (!p->offers_smcr_v1) {
 		hs_fallback(c, 0x03030000u, 0, true, false, now, false);	/* NOT_SMCR_V1 */
 		return;
@@ -403,6 +433,16 @@ static void on_proposal(struct core_conn *c, const struct clc_proposal *p, uint6
 	bool need_rkey = false;
 	int rc;
 	struct core_lgr *lg = lgr_find_server(e, p);
+	if (!lg && lg_setup_with(e, &p->peer_id)) {
+		/* This peer's first contact is in progress (its CONFIRM LINK exchange): a second
+		 * one would make a second LG (the client then holds two). As Linux serializes
+		 * server LG creation, hold this Proposal back (not consumed) until that LG is
+		 * active or dead, then find or create (procedures.md 2.5). Bounded by the CLC
+		 * wait that runs meanwhile. */
+		c->hs_lg_wait = true;
+		core_timer_at(e, now + HS_LG_RECHECK_NS);
+		return;
+	}
 	if (lg) {
 		rc = lgr_attach(lg, c, &need_rkey, now);
 		if (rc) {
@@ -633,6 +673,14 @@ void hs_timers(struct core_engine *e, uint64_t now)
 	bool more = false;
 	for (struct core_conn *c = e->conns; c; c = c->all_next) {
 		uint64_t d = CORE_NEVER;
+		if (c->hs_lg_wait && c->hs == HS_S_WAIT_PROPOSAL) {
+			/* held back behind a first contact: go on once it is no longer SETUP (the
+			 * fast path is lg_wait_wake; this covers an LG that died) */
+			if (!lg_setup_with(e, &c->peer_id))
+				core_ev_raise(c, CORE_EV_CLC);
+			else
+				core_timer_at(e, now + HS_LG_RECHECK_NS);
+		}
 		if (hs_waiting(c->hs) && c->hs_deadline)
 			d = c->hs_deadline;
 		if (c->lg && c->close_deadline < d)
@@ -683,8 +731,10 @@ void hs_link_confirmed(struct core_conn *c, int err, uint64_t now)
 	if (e->p.testlink_ns != UINT64_MAX)
 		core_timer_at(e, now + e->p.testlink_ns);
 	go_smc(c, now, true);
-	if (lg->role == CORE_SERVER)
+	if (lg->role == CORE_SERVER) {
 		llc_start_add_link_offer(lg, now);
+		lg_wait_wake(e, &lg->peer_id);
+	}
 	conn_put(c);	/* lg->fc_conn's reference */
 }
 
@@ -785,6 +835,8 @@ int core_conn_clc_step(struct core_conn *c, const void *in, size_t len, bool tcp
 		if (avail < msglen)
 			break;
 		on_message(c, p + r->consumed, msglen, now_ns);
+		if (c->hs_lg_wait)
+			break; /* the Proposal waits for this peer's first contact (on_proposal) */
 		r->consumed += msglen;
 	}
 	if (hs_waiting(c->hs)) {
