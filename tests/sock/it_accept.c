@@ -101,11 +101,20 @@ static bool accept_again(void)
 
 /* fds once only `socks` socket objects are left (a closed socket's last reference, its
  * watch, is released by the progress thread a moment later; the release closes its
- * hidden fds), and the count stopped moving. */
+ * hidden fds), no link group is left, and the count stopped moving. */
 static int settled_fds(unsigned socks)
 {
 	for (int i = 0; i < 5000 && sock_count() > socks; i++)
 		usleep(1000);
+	/* and the normal client's link group gone (it exits after its close: the server
+	 * sees the peer go and frees the LG, its QP and RMB memfds) */
+	struct core_engine_stats st;
+	for (int i = 0; i < 5000; i++) {
+		core_engine_stats(sock_engine(), &st);
+		if (st.lgs == 0 && st.rmbs == 0)
+			break;
+		usleep(1000);
+	}
 	int last = -1, same = 0;
 	for (int i = 0; i < 200 && same < 3; i++) {
 		int n = it_count_fds();
