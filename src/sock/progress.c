@@ -42,8 +42,10 @@ static struct prog_call *prog_calls, **prog_calls_tail = &prog_calls;
 static struct prog_watch *prog_dead;	   /* unwatched, to release after this turn */
 static bool prog_atfork_done;
 /* When the thread's epoll_wait times out (ns; UINT64_MAX: never), 0 while it is awake
- * (it reads the timer list again before it sleeps): a timer armed later than this needs
- * no kick (an eventfd write and a wake-up per handshake otherwise). */
+ * (it reads the timer list, the call queue and the removed watches again, under
+ * progress_lock, before it sleeps): a timer armed later than this needs no kick, and
+ * nothing queued while it is awake does (an eventfd write and a wake-up per handshake
+ * and per close otherwise; docs/parts/connect.md). */
 static uint64_t prog_wake_at;
 /* Read by any thread: */
 static _Atomic(prog_hook_fn) prog_hook;
@@ -159,6 +161,10 @@ static void *progress_main(void *unused)
 			next = prog_timers->deadline;
 		int timeout = -1;
 		uint64_t wake = UINT64_MAX;
+		if (prog_dead || prog_calls) {
+			/* queued while awake (no kick then: progress_unwatch, progress_call) */
+			next = 1;
+		}
 		if (next) {
 			now = smcr_now_ns();
 			uint64_t ms = next > now ? (next - now + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS
@@ -343,6 +349,8 @@ void progress_unwatch(struct prog_watch *w)
 	if (prog_epfd >= 0)
 		(void)epoll_ctl(prog_epfd, EPOLL_CTL_DEL, w->fd, NULL);
 	bool running = prog_started;
+	/* awake (prog_wake_at 0): it checks prog_dead before it sleeps */
+	bool asleep = prog_wake_at != 0;
 	if (running) {
 		w->next_dead = prog_dead;
 		prog_dead = w;
@@ -352,7 +360,7 @@ void progress_unwatch(struct prog_watch *w)
 		if (w->release)
 			w->release(w->arg);
 		free(w);
-	} else if (!progress_on_thread()) {
+	} else if (asleep && !progress_on_thread()) {
 		progress_kick(); /* release soon, not at the next unrelated wake-up */
 	}
 }
@@ -431,7 +439,10 @@ int progress_call(prog_fn fn, void *arg)
 	pthread_mutex_lock(&progress_lock);
 	*prog_calls_tail = c;
 	prog_calls_tail = &c->next;
+	/* awake (prog_wake_at 0): it checks prog_calls before it sleeps */
+	bool asleep = prog_wake_at != 0;
 	pthread_mutex_unlock(&progress_lock);
-	progress_kick();
+	if (asleep)
+		progress_kick();
 	return 0;
 }
