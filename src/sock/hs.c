@@ -188,6 +188,7 @@ static void hs_fail_locked(struct sock *s, int code)
 	LOG_INFO("hs", "fd %d: connection set-up failed: %s", s->fd, sock_err_name(code));
 	hs_unwatch_locked(s);
 	s->error = sock_code_errno(code);
+	sock_sig_drop_pre_locked(s);
 	if (s->fd_is_tcp) {
 		/* The TCP file is still at fd: reset it there. A listener's child is then
 		 * closed by the queue (the close sends the RST); a client keeps a disconnected
@@ -273,6 +274,7 @@ static void hs_fallback_locked(struct sock *s, uint32_t local, uint32_t peer)
 	/* Unwatch before the hidden number is closed: an epoll registration lives as long as
 	 * the file, and the file lives on at the program's fd. */
 	hs_unwatch_locked(s);
+	sock_sig_drop_pre_locked(s);
 	if (s->fd_is_tcp) {
 		/* the TCP file never left fd: drop the hidden dup */
 		sock_sys.close(s->tcp);
@@ -582,16 +584,23 @@ static void hs_prepare_locked(struct sock *s)
 int hs_start_locked(struct sock *s)
 {
 	hs_prepare_locked(s);
+	/* The first step here, not on the progress thread: a server's Proposal is usually
+	 * there already (its Accept goes out before anything else is set up), a client's
+	 * goes out at once. Later steps come from the watch, added after it: the kernel
+	 * reports what is already there when a registration is added. */
+	hs_run_locked(s, 0);
+	if (atomic_load(&s->state) != SS_HANDSHAKE || s->watch)
+		return 0; /* ended at once (SMC-R made its own FIN/RST watch) */
+	/* EPOLLOUT only while TCP connects: a connected socket is writable at once, an
+	 * event (a wake-up of the progress thread) for nothing. */
+	uint32_t ev = EPOLLIN | EPOLLRDHUP | EPOLLET | (s->tcp_connecting ? EPOLLOUT : 0);
 	sock_hold(s); /* the watch's reference, dropped by hs_watch_release */
-	int rc = progress_watch(s->tcp, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, hs_watch_fn, s,
-				hs_watch_release, &s->watch);
+	int rc = progress_watch(s->tcp, ev, hs_watch_fn, s, hs_watch_release, &s->watch);
 	if (rc < 0) {
 		sock_put(s);
+		s->watch = NULL;
 		return rc;
 	}
-	/* The first step here, not on the progress thread: a server's Proposal is usually
-	 * there already, a client's goes out at once. Later steps come from the watch. */
-	hs_run_locked(s, 0);
 	return 0;
 }
 
@@ -624,6 +633,12 @@ void hs_connect_inline_locked(struct sock *s)
 				hs_timer_arm_locked(s, d);
 			hs_wait_locked(s);
 			break;
+		}
+		/* While the server works on our Proposal: open the signal pair now (it is only
+		 * installed over the TCP file if SMC-R comes; a fallback closes it). */
+		if (!s->has_sig && !s->sig_pre && s->conn) {
+			if (sig_open(&s->sig) == 0)
+				s->sig_pre = true;
 		}
 		/* wait for the peer's next message (or the deadline) without the lock */
 		int ms = -1;
@@ -660,6 +675,7 @@ void hs_abort_locked(struct sock *s)
 		return;
 	hs_unwatch_locked(s);
 	hs_timer_cancel_locked(s);
+	sock_sig_drop_pre_locked(s);
 	if (s->fd_is_tcp) {
 		/* the TCP file is at fd too: reset it there (the closer closes fd) */
 		if (s->tcp >= 0 && s->tcp != s->fd)

@@ -101,6 +101,17 @@ static bool lsn_smc_possible(struct sock *s)
 	return false;
 }
 
+static bool lsn_wildcard(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)(const void *)ss)->sin_addr.s_addr ==
+		       htonl(INADDR_ANY);
+	if (ss->ss_family == AF_INET6)
+		return IN6_IS_ADDR_UNSPECIFIED(
+			&((const struct sockaddr_in6 *)(const void *)ss)->sin6_addr);
+	return true;
+}
+
 static unsigned lsn_bound(int backlog)
 {
 	if (backlog < 1)
@@ -193,6 +204,11 @@ int lsn_activate_locked(struct sock *s)
 	}
 	sock_epoll_move_locked(s, false);
 	s->tcp = t;
+	/* A listener bound to one address: every child's local address is that one (no
+	 * getsockname per connection). A wildcard one: asked per child. */
+	socklen_t ll = sizeof(s->laddr);
+	s->have_addrs = sock_sys.getsockname(t, (struct sockaddr *)&s->laddr, &ll) == 0 &&
+			!lsn_wildcard(&s->laddr);
 	pthread_mutex_lock(&s->lq_lock);
 	s->lq_fd = t;
 	s->lq_closed = false;
@@ -227,10 +243,13 @@ struct lsn_inherit {
 	bool linger_set, oobinline;
 	int linger_secs;
 	struct timeval rcvtimeo, sndtimeo;
+	bool have_local;		/* the listener's own address is every child's */
+	struct sockaddr_storage local;
 };
 
 static void lsn_inherit_of(struct sock *ls, struct lsn_inherit *in)
 {
+	memset(in, 0, sizeof(*in));
 	pthread_mutex_lock(&ls->lock);
 	in->domain = ls->domain;
 	in->dc.action = ls->action;
@@ -243,6 +262,9 @@ static void lsn_inherit_of(struct sock *ls, struct lsn_inherit *in)
 	in->oobinline = ls->oobinline;
 	in->rcvtimeo = ls->rcvtimeo;
 	in->sndtimeo = ls->sndtimeo;
+	in->have_local = ls->have_addrs;
+	if (in->have_local)
+		in->local = ls->laddr;
 	pthread_mutex_unlock(&ls->lock);
 }
 
@@ -329,9 +351,9 @@ static void lsn_new_child(struct sock *ls, int nfd, const struct sockaddr_storag
 {
 	struct lsn_inherit in;
 	lsn_inherit_of(ls, &in);
-	struct sockaddr_storage local;
+	struct sockaddr_storage local = in.local;
 	socklen_t ll = sizeof(local);
-	if (sock_sys.getsockname(nfd, (struct sockaddr *)&local, &ll) < 0)
+	if (!in.have_local && sock_sys.getsockname(nfd, (struct sockaddr *)&local, &ll) < 0)
 		memset(&local, 0, sizeof(local));
 	const struct rule *which = NULL;
 	enum rule_action a;

@@ -59,6 +59,7 @@ static void sock_recycle(struct fdobj *o)
 		sig_close(&s->sig);
 		s->has_sig = false;
 	}
+	sock_sig_drop_pre_locked(s);
 	if (s->tcp >= 0 && s->tcp != s->fd)
 		sock_sys.close(s->tcp); /* the hidden TCP socket (RST set up by the closer) */
 	free(s->regs);
@@ -191,9 +192,22 @@ int sock_install_placeholder_locked(struct sock *s)
 	return 0;
 }
 
+void sock_sig_drop_pre_locked(struct sock *s)
+{
+	if (!s->sig_pre)
+		return;
+	sock_sys.close(s->sig.prog);
+	sig_close(&s->sig);
+	s->sig_pre = false;
+}
+
 int sock_smc_install_locked(struct sock *s)
 {
-	int rc = sig_open(&s->sig);
+	int rc = 0;
+	if (s->sig_pre)
+		s->sig_pre = false; /* opened while the peer answered */
+	else
+		rc = sig_open(&s->sig);
 	if (rc < 0)
 		return rc;
 	s->has_sig = true;

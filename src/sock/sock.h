@@ -126,6 +126,8 @@ struct sock {
 	 * or a blocking connect whose thread runs the CLC exchange itself); the SMC-R end is
 	 * installed over it (sock_smc_install_locked), a fallback just closes the hidden dup. */
 	bool fd_is_tcp;			  /* (L) */
+	bool sig_pre;			  /* (L) sig opened ahead (inline connect, while the server
+					   * answers), prog not installed yet: ours to close */
 	bool inline_hs;			  /* (L) the connecting thread drives the handshake: no
 					   * timer; hs_run records its next deadline below */
 	uint64_t inline_deadline;	  /* (L) */
@@ -225,6 +227,10 @@ void hs_unwatch_locked(struct sock *s);
 /* SMC-R is up on a socket whose number still holds the TCP file (fd_is_tcp): opens the
  * signal pair and puts its program end at s->fd. Caller holds s->lock. */
 SMCR_MUST_CHECK int sock_smc_install_locked(struct sock *s);
+
+/* Closes a signal pair opened ahead (sig_pre) that will not be installed (fallback,
+ * failure, recycle). Caller holds s->lock (or owns s alone). */
+void sock_sig_drop_pre_locked(struct sock *s);
 
 /* ---- listener accept queue (lsn.c) ---- */
 
