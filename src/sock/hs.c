@@ -604,6 +604,40 @@ int hs_start_locked(struct sock *s)
 	return 0;
 }
 
+bool hs_drive_start_locked(struct sock *s)
+{
+	hs_prepare_locked(s);
+	s->inline_hs = true;
+	s->inline_deadline = UINT64_MAX;
+	hs_run_locked(s, 0);
+	return atomic_load(&s->state) == SS_HANDSHAKE;
+}
+
+void hs_drive_step_locked(struct sock *s, uint32_t ev)
+{
+	s->inline_deadline = UINT64_MAX;
+	hs_run_locked(s, ev);
+}
+
+int hs_drive_release_locked(struct sock *s)
+{
+	uint64_t d = s->inline_deadline;
+	s->inline_hs = false;
+	if (atomic_load(&s->state) != SS_HANDSHAKE || s->closing || s->watch)
+		return 0;
+	sock_hold(s); /* the watch's reference, dropped by hs_watch_release */
+	int rc = progress_watch(s->tcp, EPOLLIN | EPOLLRDHUP | EPOLLET, hs_watch_fn, s,
+				hs_watch_release, &s->watch);
+	if (rc < 0) {
+		sock_put(s);
+		s->watch = NULL;
+		return rc;
+	}
+	if (d != UINT64_MAX)
+		hs_timer_arm_locked(s, d);
+	return 0;
+}
+
 void hs_connect_inline_locked(struct sock *s)
 {
 	hs_prepare_locked(s);

@@ -57,7 +57,15 @@
 #define LSN_MAX 4096	 /* pending + ready at most (SOMAXCONN) */
 #define LSN_HS_MAX 256	 /* handshakes running at once per listener */
 
-static void lsn_fill(struct sock *ls);
+/* Children a blocking accept drives itself while it waits (no hand-off to the progress
+ * thread and back for the client's Confirm), each with a reference. */
+#define LSN_DRIVE_MAX 16
+struct lsn_drive {
+	struct sock *c[LSN_DRIVE_MAX];
+	int n;
+};
+
+static void lsn_fill(struct sock *ls, struct lsn_drive *d);
 
 /* The process's fork generation (a child of fork() has a new one): a queue is set up per
  * process, and getpid() is a system call per accept. */
@@ -135,7 +143,7 @@ void lsn_listen_locked(struct sock *s, int backlog)
 static void lsn_watch_fn(void *arg, uint32_t events)
 {
 	(void)events;
-	lsn_fill(arg);
+	lsn_fill(arg, NULL);
 }
 
 static void lsn_watch_release(void *arg)
@@ -147,7 +155,7 @@ static void lsn_watch_release(void *arg)
 static void lsn_fill_call(void *arg, uint32_t unused)
 {
 	(void)unused;
-	lsn_fill(arg);
+	lsn_fill(arg, NULL);
 	sock_put(arg);
 }
 
@@ -346,8 +354,10 @@ void lsn_child_done_locked(struct sock *c)
 		lsn_fill_later(ls); /* a slot is free: the kernel's queue may hold more */
 }
 
-/* A new connection nfd from the kernel's queue. */
-static void lsn_new_child(struct sock *ls, int nfd, const struct sockaddr_storage *peer)
+/* A new connection nfd from the kernel's queue; d: taken by a blocking accept, which
+ * drives the handshake itself while it waits (NULL: the progress thread's watch does). */
+static void lsn_new_child(struct sock *ls, int nfd, const struct sockaddr_storage *peer,
+			  struct lsn_drive *d)
 {
 	struct lsn_inherit in;
 	lsn_inherit_of(ls, &in);
@@ -424,16 +434,23 @@ static void lsn_new_child(struct sock *ls, int nfd, const struct sockaddr_storag
 	} else {
 		c->tcp = t;
 		c->fd_is_tcp = true;
-		rc = hs_start_locked(c);
-		if (rc < 0)
-			hs_fail_start_locked(c, rc);
+		if (d && d->n < LSN_DRIVE_MAX) {
+			if (hs_drive_start_locked(c)) {
+				sock_hold(c);
+				d->c[d->n++] = c;
+			}
+		} else {
+			rc = hs_start_locked(c);
+			if (rc < 0)
+				hs_fail_start_locked(c, rc);
+		}
 	}
 	pthread_mutex_unlock(&c->lock);
 }
 
 /* Takes established connections from the kernel's queue while the bound allows. Any
  * thread, no lock held; concurrent calls are fine (accept4 hands each connection to one). */
-static void lsn_fill(struct sock *ls)
+static void lsn_fill(struct sock *ls, struct lsn_drive *d)
 {
 	for (;;) {
 		pthread_mutex_lock(&ls->lq_lock);
@@ -457,7 +474,7 @@ static void lsn_fill(struct sock *ls)
 					    "(errno %d); retried at the next connection", ls->fd, errno);
 			return;
 		}
-		lsn_new_child(ls, nfd, &peer);
+		lsn_new_child(ls, nfd, &peer, d);
 	}
 }
 
@@ -501,6 +518,73 @@ static int lsn_deliver(struct sock *c, struct sockaddr *addr, socklen_t *alen, i
 	return fd;
 }
 
+/* The accepting thread leaves: the children it drove go to the progress thread. */
+static void lsn_drive_release(struct lsn_drive *d)
+{
+	for (int i = 0; i < d->n; i++) {
+		struct sock *c = d->c[i];
+		pthread_mutex_lock(&c->lock);
+		int rc = hs_drive_release_locked(c);
+		if (rc < 0)
+			hs_fail_start_locked(c, rc);
+		pthread_mutex_unlock(&c->lock);
+		sock_put(c);
+	}
+	d->n = 0;
+}
+
+/* Sleeps until a completion (the placeholder's token), a new connection (the hidden
+ * listener), a driven child's input or deadline, or the caller's deadline; then steps
+ * the driven children. Returns 0, or -SMCR_E_SOCK_INTR on a signal. */
+static int lsn_wait(struct sock *ls, struct lsn_drive *d, uint64_t deadline)
+{
+	struct pollfd pf[2 + LSN_DRIVE_MAX];
+	int k = 0;
+	pf[k++] = (struct pollfd){ .fd = ls->fd, .events = POLLIN };
+	pthread_mutex_lock(&ls->lq_lock);
+	int lfd = ls->lq_fd;
+	pthread_mutex_unlock(&ls->lq_lock);
+	pf[k++] = (struct pollfd){ .fd = lfd, .events = POLLIN };
+	uint64_t dl = deadline;
+	int j = 0;
+	for (int i = 0; i < d->n; i++) {
+		struct sock *c = d->c[i];
+		pthread_mutex_lock(&c->lock);
+		bool live = atomic_load(&c->state) == SS_HANDSHAKE && !c->closing;
+		if (live) {
+			pf[k++] = (struct pollfd){ .fd = c->tcp, .events = POLLIN | POLLRDHUP };
+			if (c->inline_deadline < dl)
+				dl = c->inline_deadline;
+		}
+		pthread_mutex_unlock(&c->lock);
+		if (live)
+			d->c[j++] = c;
+		else
+			sock_put(c); /* done (ready or dropped by the queue) */
+	}
+	d->n = j;
+	int ms = -1;
+	if (dl != UINT64_MAX) {
+		uint64_t now = smcr_now_ns();
+		uint64_t t = dl > now ? (dl - now + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS : 0;
+		ms = t > 1000000 ? 1000000 : (int)t;
+	}
+	if (sock_sys.poll(pf, (nfds_t)k, ms) < 0 && errno == EINTR)
+		return -SMCR_E_SOCK_INTR;
+	uint64_t now = smcr_now_ns();
+	for (int i = 0; i < d->n; i++) {
+		struct sock *c = d->c[i];
+		short re = pf[2 + i].revents;
+		uint32_t ev = (re & POLLIN ? EPOLLIN : 0) | (re & POLLRDHUP ? EPOLLRDHUP : 0) |
+			      (re & POLLHUP ? EPOLLHUP : 0) | (re & (POLLERR | POLLNVAL) ? EPOLLERR : 0);
+		pthread_mutex_lock(&c->lock);
+		if (atomic_load(&c->state) == SS_HANDSHAKE && (ev || now >= c->inline_deadline))
+			hs_drive_step_locked(c, ev); /* may complete: ready, or dropped */
+		pthread_mutex_unlock(&c->lock);
+	}
+	return 0;
+}
+
 int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flags)
 {
 	pthread_mutex_lock(&ls->lock);
@@ -514,6 +598,7 @@ int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flag
 	if (tmo.tv_sec || tmo.tv_usec)
 		deadline = smcr_now_ns() + (uint64_t)tmo.tv_sec * SMCR_NS_PER_S +
 			   (uint64_t)tmo.tv_usec * 1000ull;
+	struct lsn_drive d = { .n = 0 };
 	bool filled = false;
 	for (;;) {
 		pthread_mutex_lock(&ls->lq_lock);
@@ -531,42 +616,40 @@ int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flag
 			if (was_full)
 				lsn_fill_later(ls);
 			int fd = lsn_deliver(c, addr, alen, flags);
-			if (fd >= 0)
+			if (fd >= 0) {
+				lsn_drive_release(&d);
 				return fd;
+			}
 			continue;
 		}
 		if (ls->lq_closed) {
 			bool shut = ls->lq_shut;
 			pthread_mutex_unlock(&ls->lq_lock);
+			lsn_drive_release(&d);
 			return shut ? -SMCR_E_SOCK_INVAL : -SMCR_E_SOCK_BADF;
 		}
+		pthread_mutex_unlock(&ls->lq_lock);
 		if (!filled) {
 			/* Connections the kernel holds: start their handshakes now (some complete
-			 * at once: TCP by rule), without waiting for the progress thread. */
-			pthread_mutex_unlock(&ls->lq_lock);
-			lsn_fill(ls);
+			 * at once: TCP by rule); a blocking accept drives them itself. */
+			lsn_fill(ls, nonblock ? NULL : &d);
 			filled = true;
 			continue;
 		}
-		if (nonblock) {
-			pthread_mutex_unlock(&ls->lq_lock);
+		if (nonblock)
+			return -SMCR_E_SOCK_AGAIN;
+		if (deadline != UINT64_MAX && smcr_now_ns() >= deadline) {
+			lsn_drive_release(&d);
 			return -SMCR_E_SOCK_AGAIN;
 		}
-		pthread_mutex_unlock(&ls->lq_lock);
-		/* Sleep on the placeholder itself: a completion writes its token (no lost
-		 * wake-up: one that came after the check above is already queued), and a
-		 * signal interrupts the sleep as it does TCP's accept (EINTR). */
-		int ms = -1;
-		if (deadline != UINT64_MAX) {
-			uint64_t now = smcr_now_ns();
-			if (now >= deadline)
-				return -SMCR_E_SOCK_AGAIN;
-			uint64_t d = (deadline - now + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS;
-			ms = d > 1000000 ? 1000000 : (int)d;
+		/* Sleep on the placeholder (a completion writes its token: no lost wake-up, one
+		 * that came after the check above is queued), the hidden listener and the
+		 * driven children; a signal interrupts it as TCP's accept (EINTR). */
+		rc = lsn_wait(ls, &d, deadline);
+		if (rc < 0) {
+			lsn_drive_release(&d);
+			return rc;
 		}
-		struct pollfd pf = { .fd = ls->fd, .events = POLLIN };
-		if (sock_sys.poll(&pf, 1, ms) < 0 && errno == EINTR)
-			return -SMCR_E_SOCK_INTR;
 		filled = false;
 	}
 }

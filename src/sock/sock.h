@@ -213,6 +213,14 @@ SMCR_MUST_CHECK int hs_start_locked(struct sock *s);
  * thread and the caller waits. s->fd holds the TCP file (fd_is_tcp), s->tcp a hidden dup.
  * Returns when s left HANDSHAKE. Caller holds s->lock. */
 void hs_connect_inline_locked(struct sock *s);
+/* A listener's child driven by the accepting thread (lsn.c): the first step now, no watch
+ * and no timer (inline_hs: deadlines in inline_deadline); the thread polls s->tcp and
+ * calls hs_drive_step_locked with what poll saw (or 0 at the deadline). Returns true
+ * while it still handshakes. hs_drive_release_locked hands it to the progress thread
+ * (watch, timer) when the accepting thread leaves. Caller holds s->lock. */
+bool hs_drive_start_locked(struct sock *s);
+void hs_drive_step_locked(struct sock *s, uint32_t ev);
+SMCR_MUST_CHECK int hs_drive_release_locked(struct sock *s);
 /* Fails a handshake that could not start (state HANDSHAKE already). Caller holds lock. */
 void hs_fail_start_locked(struct sock *s, int code);
 /* Waits (blocking connect/accept) until s leaves HANDSHAKE. Caller holds s->lock. */
