@@ -452,8 +452,11 @@ static void hs_run_locked(struct sock *s, uint32_t tcp_events)
 		hs_noengine_locked(s, s->role == CORE_SERVER ? hs_read(s) : HS_IN_NONE);
 		return;
 	}
+	/* A client's first step writes the Proposal: nothing can have come before it. */
+	bool may_read = !(s->role == CORE_CLIENT && s->hs_status == 0 && !s->got_bytes &&
+			  !(tcp_events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)));
 	for (int round = 0; round < 16; round++) {
-		enum hs_input in = hs_read(s);
+		enum hs_input in = may_read ? hs_read(s) : HS_IN_NONE;
 		bool eof = false;
 		switch (in) {
 		case HS_IN_NOT_CLC:
@@ -519,8 +522,9 @@ static void hs_run_locked(struct sock *s, uint32_t tcp_events)
 		}
 		if (r.deadline_ns != UINT64_MAX)
 			hs_timer_arm_locked(s, r.deadline_ns);
-		if (in != HS_IN_MSG && !r.out_len)
-			return; /* nothing moved: wait for the next event */
+		if (in != HS_IN_MSG)
+			return; /* nothing read: the peer's answer (if any) comes as an event */
+		may_read = true;
 		now = smcr_now_ns();
 	}
 	/* Many messages in a row (not a valid handshake): come back later, not in a loop. */
@@ -645,7 +649,6 @@ void hs_connect_inline_locked(struct sock *s)
 	uint32_t ev = 0;
 	for (;;) {
 		s->inline_deadline = UINT64_MAX;
-		s->hs_status = 0;
 		hs_run_locked(s, ev);
 		if (atomic_load(&s->state) != SS_HANDSHAKE || s->closing)
 			break;
