@@ -535,7 +535,8 @@ static void lsn_drive_release(struct lsn_drive *d)
 
 /* Sleeps until a completion (the placeholder's token), a new connection (the hidden
  * listener), a driven child's input or deadline, or the caller's deadline; then steps
- * the driven children. Returns 0, or -SMCR_E_SOCK_INTR on a signal. */
+ * the driven children. Returns 1 when the listener has connections to take, 0, or
+ * -SMCR_E_SOCK_INTR on a signal. */
 static int lsn_wait(struct sock *ls, struct lsn_drive *d, uint64_t deadline)
 {
 	struct pollfd pf[2 + LSN_DRIVE_MAX];
@@ -582,7 +583,7 @@ static int lsn_wait(struct sock *ls, struct lsn_drive *d, uint64_t deadline)
 			hs_drive_step_locked(c, ev); /* may complete: ready, or dropped */
 		pthread_mutex_unlock(&c->lock);
 	}
-	return 0;
+	return (pf[1].revents & POLLIN) ? 1 : 0;
 }
 
 int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flags)
@@ -650,7 +651,7 @@ int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flag
 			lsn_drive_release(&d);
 			return rc;
 		}
-		filled = false;
+		filled = rc == 0; /* take from the kernel's queue only when it has some */
 	}
 }
 
