@@ -661,6 +661,17 @@ void lsn_close_locked(struct sock *ls)
 {
 	if (!ls->lq_on)
 		return;
+	if (ls->lq_pid != atomic_load(&lsn_gen)) {
+		/* a forked child closing its copy: the queue, its watch and its connections are
+		 * the parent's (their engine too): touch nothing */
+		pthread_mutex_lock(&ls->lq_lock);
+		ls->lq_closed = true;
+		ls->lq_pending = ls->lq_ready = ls->lq_ready_tail = NULL;
+		ls->lq_npending = ls->lq_nready = 0;
+		pthread_mutex_unlock(&ls->lq_lock);
+		ls->lq_watch = NULL;
+		return;
+	}
 	if (ls->lq_watch) {
 		progress_unwatch(ls->lq_watch);
 		ls->lq_watch = NULL;
