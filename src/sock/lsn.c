@@ -455,7 +455,7 @@ static void lsn_fill(struct sock *ls, struct lsn_drive *d)
 	for (;;) {
 		pthread_mutex_lock(&ls->lq_lock);
 		bool room = !ls->lq_closed && ls->lq_npending + ls->lq_nready < ls->lq_max &&
-			    ls->lq_npending < LSN_HS_MAX;
+			    ls->lq_npending < LSN_HS_MAX && (d || !ls->lq_waiters);
 		int lfd = ls->lq_fd;
 		pthread_mutex_unlock(&ls->lq_lock);
 		if (!room)
@@ -518,6 +518,15 @@ static int lsn_deliver(struct sock *c, struct sockaddr *addr, socklen_t *alen, i
 	return fd;
 }
 
+/* A blocking accept that leaves without taking what the listener holds (the progress
+ * thread left it to it): hand it to the progress thread (a poll, no wake-up otherwise). */
+static void lsn_fill_if_queued(struct sock *ls, int lfd)
+{
+	struct pollfd p = { .fd = lfd, .events = POLLIN };
+	if (sock_sys.poll(&p, 1, 0) == 1 && (p.revents & POLLIN))
+		lsn_fill_later(ls);
+}
+
 /* The accepting thread leaves: the children it drove go to the progress thread. */
 static void lsn_drive_release(struct lsn_drive *d)
 {
@@ -544,6 +553,7 @@ static int lsn_wait(struct sock *ls, struct lsn_drive *d, uint64_t deadline)
 	pf[k++] = (struct pollfd){ .fd = ls->fd, .events = POLLIN };
 	pthread_mutex_lock(&ls->lq_lock);
 	int lfd = ls->lq_fd;
+	ls->lq_waiters++; /* new connections are ours to take (lsn_fill on the progress thread) */
 	pthread_mutex_unlock(&ls->lq_lock);
 	pf[k++] = (struct pollfd){ .fd = lfd, .events = POLLIN };
 	uint64_t dl = deadline;
@@ -570,8 +580,15 @@ static int lsn_wait(struct sock *ls, struct lsn_drive *d, uint64_t deadline)
 		uint64_t t = dl > now ? (dl - now + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS : 0;
 		ms = t > 1000000 ? 1000000 : (int)t;
 	}
-	if (sock_sys.poll(pf, (nfds_t)k, ms) < 0 && errno == EINTR)
+	int n = sock_sys.poll(pf, (nfds_t)k, ms);
+	int perr = errno;
+	pthread_mutex_lock(&ls->lq_lock);
+	ls->lq_waiters--;
+	pthread_mutex_unlock(&ls->lq_lock);
+	if (n < 0 && perr == EINTR) {
+		lsn_fill_if_queued(ls, lfd);
 		return -SMCR_E_SOCK_INTR;
+	}
 	uint64_t now = smcr_now_ns();
 	for (int i = 0; i < d->n; i++) {
 		struct sock *c = d->c[i];
@@ -601,6 +618,9 @@ int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flag
 			   (uint64_t)tmo.tv_usec * 1000ull;
 	struct lsn_drive d = { .n = 0 };
 	bool filled = false;
+	/* the last wait saw connections in the kernel's queue that nobody took yet (the
+	 * progress thread leaves them to a waiting accept): hand them over when leaving */
+	bool lpend = false;
 	for (;;) {
 		pthread_mutex_lock(&ls->lq_lock);
 		struct sock *c = ls->lq_ready;
@@ -619,6 +639,8 @@ int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flag
 			int fd = lsn_deliver(c, addr, alen, flags);
 			if (fd >= 0) {
 				lsn_drive_release(&d);
+				if (lpend)
+					lsn_fill_later(ls);
 				return fd;
 			}
 			continue;
@@ -627,7 +649,7 @@ int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flag
 			bool shut = ls->lq_shut;
 			pthread_mutex_unlock(&ls->lq_lock);
 			lsn_drive_release(&d);
-			return shut ? -SMCR_E_SOCK_INVAL : -SMCR_E_SOCK_BADF;
+			return shut ? -SMCR_E_SOCK_INVAL : -SMCR_E_SOCK_BADF; /* nothing to hand on */
 		}
 		pthread_mutex_unlock(&ls->lq_lock);
 		if (!filled) {
@@ -635,12 +657,15 @@ int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flag
 			 * at once: TCP by rule); a blocking accept drives them itself. */
 			lsn_fill(ls, nonblock ? NULL : &d);
 			filled = true;
+			lpend = false;
 			continue;
 		}
 		if (nonblock)
 			return -SMCR_E_SOCK_AGAIN;
 		if (deadline != UINT64_MAX && smcr_now_ns() >= deadline) {
 			lsn_drive_release(&d);
+			if (lpend)
+				lsn_fill_later(ls);
 			return -SMCR_E_SOCK_AGAIN;
 		}
 		/* Sleep on the placeholder (a completion writes its token: no lost wake-up, one
@@ -651,7 +676,8 @@ int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flag
 			lsn_drive_release(&d);
 			return rc;
 		}
-		filled = rc == 0; /* take from the kernel's queue only when it has some */
+		lpend = rc == 1;
+		filled = !lpend; /* take from the kernel's queue only when it has some */
 	}
 }
 

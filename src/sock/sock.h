@@ -148,6 +148,9 @@ struct sock {
 	unsigned lq_max;		  /* (lq_lock) pending + ready bound (listen backlog) */
 	bool lq_closed;			  /* (lq_lock) smcr_close ran: children are dropped */
 	bool lq_shut;			  /* (lq_lock) shutdown() stopped the listener: EINVAL */
+	unsigned lq_waiters;		  /* (lq_lock) blocking accepts polling the listener
+					   * themselves: the progress thread leaves new
+					   * connections to them */
 	struct prog_watch *lq_watch;	  /* (L) the hidden listening socket's watch */
 	/* A listener's child: */
 	struct sock *lsn;		  /* (L) its listener (a reference), until accepted */
