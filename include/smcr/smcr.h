@@ -201,7 +201,7 @@ struct smcr_info {
 	uint32_t peer_token;	/* the peer's alert token (we put it in ours) */
 	uint32_t rmbe_size;	/* our receive ring (RMBE) in bytes */
 	uint32_t peer_rmbe_size; /* the peer's RMBE, which we write into */
-	uint32_t sndbuf_size;	/* local send staging buffer, 0 if none */
+	uint32_t sndbuf_size;	/* our send ring in bytes (docs/parts/sndbuf.md) */
 	uint32_t rsvd1;
 	struct smcr_cursor rx_prod; /* the peer's producer cursor in our RMBE, as last received */
 	struct smcr_cursor rx_cons; /* our consumer cursor in our RMBE */
@@ -211,6 +211,11 @@ struct smcr_info {
 	uint64_t bytes_received;    /* payload bytes read by the program */
 	uint64_t cdc_sent;
 	uint64_t cdc_received;
+	/* send ring (added by the sndbuf branch) */
+	uint32_t sndbuf_queued;	/* bytes in our send ring, not yet written to the peer */
+	uint8_t corked;		/* bytes are held by TCP_CORK / MSG_MORE */
+	uint8_t close_pending;	/* "sending done"/"closed" waits for the ring to empty */
+	uint8_t rsvd_sb[2];
 };
 
 /* Name of a reason code: a Linux decline name ("NOSMCRDEV") or an smcr one ("RULE_TCP"),

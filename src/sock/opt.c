@@ -99,6 +99,9 @@ static void fill_info(struct sock *s, struct smcr_info *in)
 	in->bytes_received = ci.bytes_received;
 	in->cdc_sent = ci.cdc_sent;
 	in->cdc_received = ci.cdc_received;
+	in->sndbuf_queued = ci.sndbuf_queued;
+	in->corked = ci.corked;
+	in->close_pending = ci.close_pending;
 }
 
 /* ---- options ---- */
@@ -177,9 +180,8 @@ int smcr_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 			bool was = s->cork;
 			s->cork = v != 0;
 			if (was && !s->cork && s->conn && atomic_load(&s->state) == SS_SMC) {
-				/* uncork: push what MSG_MORE held back (a zero-length send) */
-				long n = core_conn_send(s->conn, NULL, 0, 0);
-				(void)n;
+				/* uncork: push what the ring holds (docs/parts/sndbuf.md) */
+				(void)core_conn_flush(s->conn);
 			}
 		}
 	}
@@ -358,8 +360,10 @@ int smcr_ioctl(int fd, unsigned long req, ...)
 		if (st == SS_SMC && s->conn) {
 			struct core_conn_info ci;
 			core_conn_info(s->conn, &ci);
+			/* SIOCOUTQ: TCP's is unacked + unsent; ours is what the peer has not
+			 * consumed + what waits in the send ring (docs/parts/sndbuf.md). */
 			v = req == FIONREAD ? (int)ci.readable
-			    : req == SIOCOUTQ ? (int)ci.unacked
+			    : req == SIOCOUTQ ? (int)(ci.unacked + ci.sndbuf_queued)
 					      : ci.at_mark;
 		}
 		memcpy(arg, &v, sizeof(v));
