@@ -403,7 +403,7 @@ int smcr_shutdown(int fd, int how)
 	return rc < 0 ? sock_fail(rc) : 0;
 }
 
-/* SO_LINGER with a positive time on a blocking socket (docs/parts/sndbuf.md "Linger"):
+/* SO_LINGER with a positive time (docs/parts/sndbuf.md "Linger"):
  * wait until every byte of the send ring is written into the peer's RMBE and the C went
  * out after it (TCP: until the data is sent and acknowledged), at most linger seconds.
  * At the timeout close returns anyway and the engine goes on in the background, as Linux
@@ -453,8 +453,9 @@ int smcr_close(int fd)
 		struct core_conn_info ci;
 		core_conn_info(s->conn, &ci);
 		hs_unwatch_locked(s);
-		if (!abort && s->linger_set && s->linger_secs > 0 && !s->nonblock &&
-		    ci.tcp_action != CORE_TCP_RESET) {
+		/* O_NONBLOCK does not matter: Linux TCP's close lingers either way (measured:
+		 * docs/parts/sndbuf.md "Linger"). */
+		if (!abort && s->linger_set && s->linger_secs > 0 && ci.tcp_action != CORE_TCP_RESET) {
 			/* s->closing keeps other calls away; the progress thread may need the
 			 * lock meanwhile */
 			pthread_mutex_unlock(&s->lock);
