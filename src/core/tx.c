@@ -515,6 +515,11 @@ static long send_locked(struct core_conn *c, const struct iovec *iov, int iovcnt
 	size_t accepted = 0;
 	uint32_t space = conn_writable_locked(c);
 	bool ring_empty = c->sb_tail == c->sb_head;
+	/* Bytes already pushed and waiting for room are not held back by a later MSG_MORE
+	 * (TCP corks partial segments, not data waiting for the window): the new bytes just go
+	 * behind them. */
+	if (hold && !ring_empty && !c->sb_hold)
+		hold = false;
 	/* The direct path (no staging in the ring): nothing queued, nothing to hold (a corked
 	 * send at least as big as the push threshold would be pushed at once anyway). */
 	bool direct = ring_empty && space > 0 && (!hold || total >= cork_threshold(c)) &&

@@ -290,6 +290,24 @@ static void test_cork_ceiling(void **state)
 	assert_memory_equal(b + sizeof(msg), msg, sizeof(msg));
 }
 
+/* MSG_MORE behind bytes that wait only for room: they are not held back (nor the new ones:
+ * they go with them), so no time passes and everything arrives. */
+static void test_more_behind_pushed_bytes(void **state)
+{
+	struct fix *f = *state;
+	uint64_t total = 0;
+	while (total < 65536 + 5000) {
+		long n = send_stream(f->pp.cli, total, 65536 + 5000 - (size_t)total, 0);
+		assert_true(n > 0);
+		total += (uint64_t)n;
+	}
+	assert_int_equal(info(f->pp.cli).sndbuf_queued, 5000);
+	assert_int_equal(send_stream(f->pp.cli, total, 100, CORE_MSG_MORE), 100);
+	total += 100;
+	assert_false(info(f->pp.cli).corked);
+	assert_int_equal(read_stream(f, f->pp.srv, 0, total), total);	/* same fake time */
+}
+
 /* ---- close ordering ---- */
 
 static void test_shutdown_after_queued(void **state)
@@ -420,6 +438,7 @@ int main(void)
 		T(test_zero_send_and_flush_push),
 		T(test_cork_threshold),
 		T(test_cork_ceiling),
+		T(test_more_behind_pushed_bytes),
 		T(test_shutdown_after_queued),
 		T(test_close_after_queued),
 		T(test_abort_drops_ring),
