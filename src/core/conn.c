@@ -165,7 +165,7 @@ unsigned conn_events_locked(struct core_conn *c)
 	if (conn_readable_locked(c) || rd_done || dead)
 		ev |= CORE_EV_IN;
 	/* TCP's POLLOUT follows its send buffer: ours is the send ring (sndbuf.md). */
-	if (wr_done || dead || tx_sndbuf_free_locked(c) > 0)
+	if (wr_done || dead || tx_sndbuf_writable_locked(c))
 		ev |= CORE_EV_OUT;
 	if (c->urg == URG_PENDING || c->urg == URG_VALID)
 		ev |= CORE_EV_PRI;

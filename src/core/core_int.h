@@ -447,6 +447,9 @@ void hs_fail(struct core_conn *c, int err, uint64_t now, bool async);
 int tx_cdc_locked(struct core_conn *c, bool urg);	/* a CDC with current cursors/flags */
 uint32_t tx_sndbuf_size(uint32_t sndbuf);	/* the ring size rule (docs/parts/sndbuf.md) */
 uint32_t tx_sndbuf_free_locked(struct core_conn *c);	/* bytes a send can accept now */
+/* CORE_EV_OUT: free >= queued / 2, i.e. the ring at most 2/3 full (TCP's
+ * sk_stream_is_writeable: wspace >= wmem_queued / 2). */
+bool tx_sndbuf_writable_locked(struct core_conn *c);
 /* Writes queued ring bytes into the peer's RMBE (held bytes only if push); sends the
  * pending D/C once the ring is empty. Returns TX_FLUSH_* bits. */
 #define TX_FLUSH_CLOSE 1u	/* a close flag (D/C) went out: run close_maybe_finish */

@@ -107,7 +107,7 @@ void tx_wake_waiters(struct core_lgr *lg)
 		/* Ring bytes that found no slot (docs/parts/sndbuf.md "Flush triggers"). */
 		if (c->sb_tail < c->sb_head || c->cl_pend)
 			bits = tx_flush_locked(c, false);
-		if (c->tx_wait && tx_sndbuf_free_locked(c) > 0) {
+		if (c->tx_wait && tx_sndbuf_writable_locked(c)) {
 			c->tx_wait = false;
 			wake = true;
 		}
@@ -271,6 +271,11 @@ uint32_t tx_sndbuf_free_locked(struct core_conn *c)
 	return c->sb_size - sb_queued(c);
 }
 
+bool tx_sndbuf_writable_locked(struct core_conn *c)
+{
+	return 2ull * tx_sndbuf_free_locked(c) >= sb_queued(c);
+}
+
 /* Held bytes are pushed once they reach this: half of the smaller of the ring and the
  * peer's RMBE (Linux SMC corks while less than half of its send buffer is prepared). */
 static uint32_t cork_threshold(const struct core_conn *c)
@@ -424,7 +429,7 @@ unsigned tx_flush_locked(struct core_conn *c, bool push)
 		c->cork_deadline = CORE_NEVER;
 		sb_update_deadline(c);
 	}
-	bool was_full = tx_sndbuf_free_locked(c) == 0;
+	bool was_writable = tx_sndbuf_writable_locked(c);
 	if (c->cl & CL_RCVD_C)
 		c->sb_tail = c->sb_head;	/* the peer closed: it reads nothing more (4.5) */
 	while (c->sb_tail < c->sb_head && !c->sb_hold && can_cdc(c)) {
@@ -472,7 +477,7 @@ unsigned tx_flush_locked(struct core_conn *c, bool push)
 		(void)tx_cdc_locked(c, false);	/* no slot: sent when one frees (upd_pending) */
 		out |= TX_FLUSH_CLOSE;
 	}
-	if ((was_full || c->tx_wait) && tx_sndbuf_free_locked(c) > 0) {
+	if ((!was_writable || c->tx_wait) && tx_sndbuf_writable_locked(c)) {
 		c->tx_wait = false;
 		out |= TX_FLUSH_OUT;
 	}

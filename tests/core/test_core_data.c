@@ -237,12 +237,13 @@ static void test_window(void **state)
 	assert_false(core_conn_events(f->pp.cli) & CORE_EV_OUT);
 	core_conn_info(f->pp.cli, &ci);
 	assert_int_equal(ci.sndbuf_queued, CORE_SNDBUF_DEFAULT);
-	/* Read up to 10000 (> 6553): the update is due; the ring fills the freed space. */
+	/* Read up to 10000 (> 6553): the update is due; the ring fills the freed space. The
+	 * ring is still more than 2/3 full: no POLLOUT yet (TCP's rule, sndbuf.md). */
 	r.iov_base = rb + 1000;
 	r.iov_len = 9000;
 	assert_int_equal(core_conn_recv(f->pp.srv, &r, 1, 0), 9000);
 	cp_progress(&f->pp, 2);
-	assert_true(core_conn_events(f->pp.cli) & CORE_EV_OUT);
+	assert_false(core_conn_events(f->pp.cli) & CORE_EV_OUT);
 	core_conn_info(f->pp.cli, &ci);
 	assert_int_equal(ci.writable, 0);
 	assert_int_equal(ci.unacked, 65536);

@@ -168,6 +168,36 @@ static void test_fill_and_drain(void **state)
 	assert_int_equal(read_stream(f, f->pp.srv, got, total + 1000), total + 1000);
 }
 
+/* CORE_EV_OUT (POLLOUT) follows the ring as TCP's follows its send buffer: on while the
+ * ring is at most 2/3 full (free >= queued / 2), raised when it gets there again. */
+static void test_out_threshold(void **state)
+{
+	struct fix *f = *state;
+	uint64_t total = fill(f);
+	assert_false(core_conn_events(f->pp.cli) & CORE_EV_OUT);
+	static uint8_t b[65536];
+	uint64_t got = 0;
+	/* read in 8000-byte steps: each one makes a window update due (> 10 %), the ring moves
+	 * 8000 more into the peer; OUT comes when queued <= 43690 (64 KiB * 2/3) */
+	bool seen = false;
+	while (got < total && !seen) {
+		struct iovec r = { b, 8000 };
+		long m = core_conn_recv(f->pp.srv, &r, 1, 0);
+		assert_true(m > 0);
+		assert_int_equal(cp_stream_check(b, got, (size_t)m, 41), -1);
+		got += (uint64_t)m;
+		cp_progress(&f->pp, 2);
+		struct core_conn_info ci = info(f->pp.cli);
+		bool out = core_conn_events(f->pp.cli) & CORE_EV_OUT;
+		assert_int_equal(out, 2ull * (65536 - ci.sndbuf_queued) >= ci.sndbuf_queued);
+		seen = out;
+	}
+	assert_true(seen);
+	assert_true(info(f->pp.cli).sndbuf_queued <= 43690);
+	assert_true(info(f->pp.cli).sndbuf_queued > 43690 - 8000 - 6554);
+	assert_int_equal(read_stream(f, f->pp.srv, got, total), total);
+}
+
 /* Sends interleaved with partial reads: a send made while the ring holds bytes goes
  * behind them even when the peer has room at that moment. */
 static void test_no_overtaking(void **state)
@@ -434,6 +464,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_size_rule, setup_staged, teardown),
 		T(test_fill_and_drain),
 		T(test_no_overtaking),
+		T(test_out_threshold),
 		T(test_more_holds_until_plain_send),
 		T(test_zero_send_and_flush_push),
 		T(test_cork_threshold),
