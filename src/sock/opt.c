@@ -143,8 +143,18 @@ int smcr_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 			break;
 		case SO_SNDBUF:
 		case SO_SNDBUFFORCE:
-			if (opt_int(val, len, &v) == 0 && v >= 0)
+			if (opt_int(val, len, &v) == 0 && v >= 0) {
+				/* The ring is sized from the value TCP kept: clamped to
+				 * net.core.wmem_max unless FORCE, then doubled; half of what it
+				 * reads back is what Linux SMC sizes its send buffer from
+				 * (docs/parts/sndbuf.md "The ring"). */
+				int kept = 0;
+				socklen_t kl = sizeof(kept);
+				if (sock_sys.getsockopt(s->tcp, SOL_SOCKET, SO_SNDBUF, &kept, &kl) == 0 &&
+				    kept > 0)
+					v = kept / 2;
 				s->sndbuf = (uint32_t)v;
+			}
 			break;
 		case SO_LINGER:
 			if (val && len >= (socklen_t)sizeof(struct linger)) {

@@ -430,7 +430,24 @@ static bool cork_round_client(int fd, int stage, int kind)
 static int cork_client(void *a)
 {
 	(void)a;
-	int fd = connect_smc(0);
+	/* SO_SNDBUF 8 MiB: TCP keeps at most net.core.wmem_max and reads back double; the
+	 * ring is sized from what TCP kept (as Linux SMC's send buffer), capped at 1 MiB */
+	int fd = connect_smc(8 << 20);
+	FILE *fm = fopen("/proc/sys/net/core/wmem_max", "r");
+	long wmax = 0;
+	IT_CHECK(fm && fscanf(fm, "%ld", &wmax) == 1);
+	fclose(fm);
+	long kept = wmax < (8 << 20) ? wmax : (8 << 20);
+	int v = 0;
+	socklen_t l = sizeof(v);
+	IT_CHECK(smcr_getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &l) == 0);
+	IT_CHECK(v == 2 * kept);
+	uint32_t ring = 16384;
+	while (ring < (uint32_t)kept && ring < (1u << 20))
+		ring <<= 1;
+	struct smcr_info in;
+	IT_CHECK(it_info(fd, &in));
+	IT_CHECK(in.sndbuf_size == ring);
 	int done[3] = { 0, 0, 0 };
 	int stage = 10;
 	for (int attempt = 0; attempt < 5 && !(done[0] && done[1] && done[2]); attempt++) {
