@@ -122,9 +122,8 @@ void core_conn_close(struct core_conn *c, bool abort, uint64_t now_ns)
 			c->cl_pend |= CL_SENT_C;
 			c->tcp_action = CORE_TCP_SHUTDOWN;
 			(void)tx_flush_locked(c, true);
-			if (c->cl_pend && c->reset_err) {
+			if (c->cl_pend && c->reset_err)
 				c->cl_pend = 0;	/* the flush failed the connection */
-			}
 		}
 		c->shut_rd = true;
 	} else if (c->mode == CORE_MODE_SMC && c->tcp_action == CORE_TCP_KEEP) {

@@ -131,11 +131,10 @@ static void run(int (*srv)(void *), int (*cli)(void *), int timeout_ms)
 static uint8_t *data;	/* the same random bytes in every process (filled before fork) */
 
 /* Reads to EOF and checks the bytes against data[] (from offset start, wrapping). */
-static long long read_check_eof(int fd, size_t chunk, int pause_every, long long start)
+static long long read_check_eof(int fd, size_t chunk, long long start)
 {
 	static uint8_t buf[1 << 18];
 	long long got = 0;
-	int reads = 0;
 	for (;;) {
 		ssize_t n = smcr_recv(fd, buf, chunk, 0);
 		IT_CHECK(n >= 0);
@@ -144,8 +143,6 @@ static long long read_check_eof(int fd, size_t chunk, int pause_every, long long
 		for (ssize_t i = 0; i < n; i++)
 			IT_CHECK(buf[i] == data[(start + got + i) % DATA_LEN]);
 		got += n;
-		if (pause_every && ++reads % pause_every == 0)
-			usleep(300);
 	}
 }
 
@@ -162,7 +159,7 @@ static int fill_server(void *a)
 	IT_CHECK(memcmp(buf, data, sizeof(buf)) == 0);
 	sh->sstage = 3;
 	wait_for(&sh->cstage, 4);	/* the client refilled and shut down */
-	long long rest = read_check_eof(fd, 65536, 0, (long long)sizeof(buf));
+	long long rest = read_check_eof(fd, 65536, (long long)sizeof(buf));
 	sh->got = (long long)sizeof(buf) + rest;
 	IT_CHECK(smcr_close(fd) == 0);
 	return 0;
@@ -481,7 +478,7 @@ static int linger_server(void *a)
 	wait_for(&sh->cstage, 1);
 	if (linger_mode == 0) {
 		usleep(300000);	/* the client's close must wait for this */
-		sh->got = read_check_eof(fd, 65536, 0, 0);
+		sh->got = read_check_eof(fd, 65536, 0);
 	} else {
 		wait_for(&sh->cstage, 2);	/* never read before the client is done */
 	}
