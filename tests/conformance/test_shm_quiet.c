@@ -7,7 +7,9 @@
  *    once per device opened anywhere on the host);
  *  - dead devices' files are still cleaned up by the next open;
  *  - a peer process that exits (cleanly or killed) is seen as one peer connection down, the
- *    QP goes to ERR, and afterwards the device thread sleeps (no wake-ups, no CPU).
+ *    QP goes to ERR, and afterwards the device thread sleeps (no wake-ups, no CPU);
+ *  - out of fds, a pending connection does not make the device thread spin on its readable
+ *    listener, and is accepted once fds are available again.
  *
  * Child processes are this executable re-run with a role argument (no fork of a process
  * whose device thread runs). The parent's log (SMCR_LOG=debug) goes to a file it counts. */
@@ -24,6 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -344,6 +349,83 @@ static void test_peer_killed_then_quiet(void **state)
 	peer_exit("kill");
 }
 
+static int highest_fd(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	assert_non_null(d);
+	struct dirent *e;
+	int hi = 0;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.' && atoi(e->d_name) > hi)
+			hi = atoi(e->d_name);
+	closedir(d);
+	return hi;
+}
+
+static void test_accept_out_of_fds_does_not_spin(void **state)
+{
+	(void)state;
+	struct dev_device *d;
+	assert_int_equal(dev_open("shm", &d), 0);
+	struct dev_gid_entry ge;
+	assert_int_equal(dev_query_gid(d, 1, 0, &ge), 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int n = snprintf(sa.sun_path, sizeof sa.sun_path, "%s/", g_dir);
+	for (int i = 0; i < DEV_GID_LEN; i++)
+		n += snprintf(sa.sun_path + n, sizeof sa.sun_path - (size_t)n, "%02x", ge.gid.raw[i]);
+	snprintf(sa.sun_path + n, sizeof sa.sun_path - (size_t)n, ".sock");
+	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	assert_true(s >= 0);
+
+	/* Use up every fd this process may have (a low soft limit keeps it quick). */
+	struct rlimit old, lim;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	lim = old;
+	lim.rlim_cur = (rlim_t)highest_fd() + 32;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &lim), 0);
+	int cap = (int)lim.rlim_cur, nfill = 0;
+	int *fill = calloc((size_t)cap, sizeof *fill);
+	assert_non_null(fill);
+	errno = 0;
+	while (nfill < cap) {
+		int f = dup(s);
+		if (f < 0)
+			break;
+		fill[nfill++] = f;
+	}
+	assert_int_equal(errno, EMFILE);
+
+	/* A peer connects: the device's listener is readable, its accept fails with EMFILE. */
+	assert_int_equal(connect(s, (struct sockaddr *)&sa, sizeof sa), 0);
+	usleep(20 * 1000);
+	/* CPU of the process while this thread sleeps: the device thread's (no fd is left
+	 * to read /proc with) */
+	struct timespec c0, c1;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+	usleep(300 * 1000);
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+	long cpu_us = (c1.tv_sec - c0.tv_sec) * 1000000L + (c1.tv_nsec - c0.tv_nsec) / 1000;
+
+	/* fds back: the connection is accepted; closing it is then one peer down */
+	for (int i = 0; i < nfill; i++)
+		close(fill[i]);
+	free(fill);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+	usleep(300 * 1000);	/* > the accept pause */
+	close(s);
+	int downs = 0;
+	for (int i = 0; i < 200 && !downs; i++) {
+		usleep(10 * 1000);
+		downs = count_log("peer connection down");
+	}
+	dev_close(d);
+	stop_log();
+	/* paused: 10 ms ticks (~30 in 300 ms, a few us each), no spin */
+	if (cpu_us > 30000)
+		fail_msg("out of fds, the device thread used %ld us CPU in 300 ms", cpu_us);
+	assert_int_equal(downs, 1);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct conf_provider shm = { "shm", dev_shm_register, NULL };
@@ -363,6 +445,8 @@ int main(int argc, char **argv)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_peer_exit_then_quiet, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_peer_killed_then_quiet, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_accept_out_of_fds_does_not_spin, setup,
+						teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

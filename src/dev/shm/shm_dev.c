@@ -775,12 +775,34 @@ static void peer_read_locked(struct shm_dev *sd, struct shm_peer *p)
 	shm_dev_kick(sd);	/* budget used up: come back soon (fairness) */
 }
 
+/* Out of fds for a while the listener stays readable: take it out of the wait set (events 0)
+ * and put it back at the next tick after SHM_ACCEPT_PAUSE_MS, instead of waking at once on
+ * it again and again (a spin of the device thread on a 2-core machine). */
+#define SHM_ACCEPT_PAUSE_MS 100
+static void listen_pause(struct shm_dev *sd, int pause)
+{
+	struct epoll_event ev = { .events = pause ? 0 : EPOLLIN, .data.ptr = &sd->listen_fd };
+	if (epoll_ctl(sd->epfd, EPOLL_CTL_MOD, sd->listen_fd, &ev) < 0)
+		return;
+	sd->listen_paused_until_ns = pause ? smcr_now_ns() + SHM_ACCEPT_PAUSE_MS * SMCR_NS_PER_MS
+					   : 0;
+}
+
 static void accept_all_locked(struct shm_dev *sd)
 {
 	for (;;) {
 		int fd = accept4(sd->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				SMCR_LOG_RL(SMCR_LOG_WARN, "shm", "%s: accept: %s", sd->dev.name,
+					    strerror(errno));
+				listen_pause(sd, 1);
+			}
 			return;
+		}
 		sock_tune(fd);
 		if (!peer_new(sd, fd, 0))
 			close(fd);
@@ -826,7 +848,9 @@ static void *shm_thread(void *arg)
 				peer_down_locked(sd, p);
 		}
 		uint64_t now = smcr_now_ns();
-		need_tick = sd->n_parked > 0;
+		if (sd->listen_paused_until_ns && now >= sd->listen_paused_until_ns)
+			listen_pause(sd, 0);
+		need_tick = sd->n_parked > 0 || sd->listen_paused_until_ns != 0;
 		for (struct shm_parked **pp = &sd->parked; *pp;) {
 			struct shm_parked *pk = *pp;
 			struct shm_qp *q = shm_qp_find_locked(sd, pk->req.dst_qpn);

@@ -111,6 +111,9 @@ struct shm_dev {
 	 * live device without connecting to it (clean_stale in shm_dev.c). */
 	char lock_path[108];
 	int lock_fd;
+	/* Device thread only: out of fds, the listener left epoll (it stays readable, a
+	 * level-triggered wait would spin) until this time; 0 when listening. */
+	uint64_t listen_paused_until_ns;
 	int epfd;
 	int kick_fd;		/* eventfd: wakes the device thread (commands, peers' kicks) */
 	int async_efd;		/* dev.async_fd */
