@@ -110,11 +110,15 @@ ssize_t smcr_recvmsg(int fd, struct msghdr *msg, int flags);
 
 /* ---- ending ------------------------------------------------------------------------- */
 
-/* SHUT_WR sends "sending done" after the data already written; the peer reads EOF. */
+/* SHUT_WR sends "sending done" after the data already written (including what still waits
+ * in the send buffer); the peer reads every byte, then EOF. */
 int smcr_shutdown(int fd, int how);
 /* Sends "connection closed" (or "abnormal close" if unread data is left or SO_LINGER is
- * {1, 0}) and releases the fd at once; the rest of the close (flushing, the TCP
- * connection) completes in the background, or within the linger time if SO_LINGER is on. */
+ * {1, 0}, which also drops the send buffer) after every byte of the send buffer, and
+ * releases the fd at once; the rest of the close (flushing, the TCP connection) completes
+ * in the background. With SO_LINGER {1, n > 0} it first waits, at most n seconds, until the
+ * send buffer is written and "connection closed" sent (also on a non-blocking socket, as
+ * Linux TCP); at the timeout it returns 0 and the engine goes on in the background. */
 int smcr_close(int fd);
 
 /* ---- names, options, control -------------------------------------------------------- */
@@ -122,15 +126,18 @@ int smcr_close(int fd);
 int smcr_getsockname(int fd, struct sockaddr *addr, socklen_t *addrlen);
 int smcr_getpeername(int fd, struct sockaddr *addr, socklen_t *addrlen);
 /* Options go to the TCP socket where they belong (TCP_NODELAY, TCP_CORK, keepalive, ...),
- * so getsockopt reads them back as set. SO_SNDBUF sizes the send buffer and SO_RCVBUF the
- * RMBE (power of two, 16 KiB..512 KiB, RFC 7609 4.1) of connections made afterwards.
+ * so getsockopt reads them back as set (SO_SNDBUF/SO_RCVBUF: doubled, as TCP). SO_SNDBUF
+ * sizes the send buffer (power of two >= the value, 16 KiB..1 MiB, default 64 KiB) and
+ * SO_RCVBUF the RMBE (power of two, 16 KiB..512 KiB, RFC 7609 4.1) of connections made
+ * afterwards. TCP_CORK and MSG_MORE hold small writes (at most 200 ms, as TCP).
  * SO_LINGER, SO_OOBINLINE, SO_RCVTIMEO, SO_SNDTIMEO, SO_ERROR have TCP's meaning.
  * Level SOL_SMCR: see below. */
 int smcr_setsockopt(int fd, int level, int name, const void *val, socklen_t len);
 int smcr_getsockopt(int fd, int level, int name, void *val, socklen_t *len);
 /* F_GETFL/F_SETFL (O_NONBLOCK), F_GETFD/F_SETFD; F_DUPFD* on an SMC-R fd: EOPNOTSUPP. */
 int smcr_fcntl(int fd, int cmd, ...);
-/* FIONREAD, SIOCINQ, SIOCOUTQ, SIOCATMARK, FIONBIO. */
+/* FIONREAD, SIOCINQ, SIOCOUTQ (bytes the peer has not consumed + bytes in the send
+ * buffer), SIOCATMARK, FIONBIO. */
 int smcr_ioctl(int fd, unsigned long request, ...);
 /* epoll_ctl(2), recording registrations of smcr fds (see the top of this file). */
 int smcr_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event);
@@ -201,7 +208,7 @@ struct smcr_info {
 	uint32_t peer_token;	/* the peer's alert token (we put it in ours) */
 	uint32_t rmbe_size;	/* our receive ring (RMBE) in bytes */
 	uint32_t peer_rmbe_size; /* the peer's RMBE, which we write into */
-	uint32_t sndbuf_size;	/* local send staging buffer, 0 if none */
+	uint32_t sndbuf_size;	/* our send ring in bytes (docs/parts/sndbuf.md) */
 	uint32_t rsvd1;
 	struct smcr_cursor rx_prod; /* the peer's producer cursor in our RMBE, as last received */
 	struct smcr_cursor rx_cons; /* our consumer cursor in our RMBE */
@@ -211,6 +218,11 @@ struct smcr_info {
 	uint64_t bytes_received;    /* payload bytes read by the program */
 	uint64_t cdc_sent;
 	uint64_t cdc_received;
+	/* send ring (added by the sndbuf branch) */
+	uint32_t sndbuf_queued;	/* bytes in our send ring, not yet written to the peer */
+	uint8_t corked;		/* bytes are held by TCP_CORK / MSG_MORE */
+	uint8_t close_pending;	/* "sending done"/"closed" waits for the ring to empty */
+	uint8_t rsvd_sb[2];
 };
 
 /* Name of a reason code: a Linux decline name ("NOSMCRDEV") or an smcr one ("RULE_TCP"),

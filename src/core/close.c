@@ -9,6 +9,7 @@
 
 void close_abort_locked(struct core_conn *c, int err, bool send_a)
 {
+	tx_discard_locked(c);	/* an abort drops what the send ring holds (5.4) */
 	if (send_a && !(c->cl & CL_SENT_A)) {
 		c->cl |= CL_SENT_A;
 		(void)tx_cdc_locked(c, false);
@@ -39,6 +40,16 @@ void close_maybe_finish_elocked(struct core_conn *c, uint64_t now)
 	pthread_mutex_lock(&c->lock);
 	bool fin = close_finished_locked(c);
 	bool wait = !fin && c->app_closed && (c->cl & (CL_SENT_C | CL_SENT_A));
+	if (c->app_closed && c->cl_pend && c->giveup_deadline == CORE_NEVER) {
+		/* Closed with queued bytes: the engine writes them in the background; a peer
+		 * that never makes room gets an A after close_wait_ns (docs/parts/sndbuf.md). */
+		c->giveup_deadline = now + e->p.close_wait_ns;
+		uint64_t d = atomic_load_explicit(&c->tx_deadline, memory_order_relaxed);
+		if (c->giveup_deadline < d)
+			atomic_store_explicit(&c->tx_deadline, c->giveup_deadline,
+					      memory_order_relaxed);
+		core_timer_at(e, c->giveup_deadline);
+	}
 	pthread_mutex_unlock(&c->lock);
 	if (fin) {
 		/* Both sides closed: the peer writes no more, the RMB can serve another conn. */
@@ -64,7 +75,6 @@ void close_maybe_finish(struct core_conn *c, uint64_t now)
 
 int core_conn_shutdown(struct core_conn *c, int how, uint64_t now_ns)
 {
-	(void)now_ns;
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
 		return -SMCR_E_INVAL;
 	pthread_mutex_lock(&c->lock);
@@ -74,13 +84,17 @@ int core_conn_shutdown(struct core_conn *c, int how, uint64_t now_ns)
 	}
 	if (how == SHUT_RD || how == SHUT_RDWR)
 		c->shut_rd = true;
+	unsigned bits = 0;
 	if ((how == SHUT_WR || how == SHUT_RDWR) &&
-	    !(c->cl & (CL_SENT_D | CL_SENT_C | CL_SENT_A)) && !c->reset_err) {
-		/* 5.1: D after all pending data (ours is all written already), at most once. */
-		c->cl |= CL_SENT_D;
-		(void)tx_cdc_locked(c, false);	/* no slot: sent when one frees (upd_pending) */
+	    !(c->cl & (CL_SENT_D | CL_SENT_C | CL_SENT_A)) && !c->cl_pend && !c->reset_err) {
+		/* 5.1: D after all pending data, at most once: held bytes are pushed and the D
+		 * goes with the flush that empties the send ring (at once if it is empty). */
+		c->cl_pend = CL_SENT_D;
+		bits = tx_flush_locked(c, true);
 	}
 	pthread_mutex_unlock(&c->lock);
+	if (bits & TX_FLUSH_CLOSE)
+		close_maybe_finish(c, now_ns);
 	return 0;
 }
 
@@ -96,13 +110,21 @@ void core_conn_close(struct core_conn *c, bool abort, uint64_t now_ns)
 		/* 5.1: A if unread data is left (Linux smc_close_final), on SO_LINGER 0, or in
 		 * PROCESSABORT (the peer aborted: our A goes now); C otherwise. */
 		if (abort || conn_readable_locked(c) > 0 || (c->cl & CL_RCVD_A) || c->reset_err) {
+			tx_discard_locked(c);	/* the ring's bytes are dropped (5.4) */
 			c->cl |= CL_SENT_A;
 			c->tcp_action = CORE_TCP_RESET;
+			(void)tx_cdc_locked(c, false);
 		} else {
-			c->cl |= CL_SENT_C;
+			/* C after every queued byte (5.1): with the ring empty at once, else
+			 * when the flush that empties it runs (rx, slot completions, timers).
+			 * The TCP side is shut now anyway: the FIN may come before the C
+			 * (linux-interop.md 8), and a peer takes neither as end of data. */
+			c->cl_pend |= CL_SENT_C;
 			c->tcp_action = CORE_TCP_SHUTDOWN;
+			(void)tx_flush_locked(c, true);
+			if (c->cl_pend && c->reset_err)
+				c->cl_pend = 0;	/* the flush failed the connection */
 		}
-		(void)tx_cdc_locked(c, false);
 		c->shut_rd = true;
 	} else if (c->mode == CORE_MODE_SMC && c->tcp_action == CORE_TCP_KEEP) {
 		c->tcp_action = CORE_TCP_SHUTDOWN;

@@ -20,6 +20,7 @@ void conn_put(struct core_conn *c)
 	struct core_engine *e = c->eng;
 	if (c->rmem)
 		dev_mem_put(c->rmem);
+	free(c->sb);	/* the send ring (tx.c) */
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->cb_lock);
 	free(c);
@@ -70,6 +71,10 @@ int core_conn_new(struct core_engine *e, const struct core_conn_params *p,
 		memcpy(c->prefixes, p->prefixes, sizeof(c->prefixes[0]) * (size_t)c->nprefixes);
 	c->want_rmbe = p->rcvbuf;	/* 0: sized below, by the connection count */
 	c->want_sndbuf = p->sndbuf ? p->sndbuf : CORE_SNDBUF_DEFAULT;
+	c->sb_size = tx_sndbuf_size(p->sndbuf);
+	c->cork_deadline = CORE_NEVER;
+	c->giveup_deadline = CORE_NEVER;
+	atomic_init(&c->tx_deadline, CORE_NEVER);
 	c->oobinline = p->oobinline;
 	c->hs = p->role == CORE_CLIENT ? HS_C_START : HS_S_WAIT_PROPOSAL;
 	c->hs_deadline = 0;	/* set by the first core_conn_clc_step */
@@ -155,11 +160,12 @@ unsigned conn_events_locked(struct core_conn *c)
 		return 0;
 	unsigned ev = 0;
 	bool dead = c->reset_err != 0;
-	bool wr_done = c->cl & (CL_SENT_D | CL_SENT_C | CL_SENT_A);
+	bool wr_done = (c->cl & (CL_SENT_D | CL_SENT_C | CL_SENT_A)) || c->cl_pend;
 	bool rd_done = (c->cl & (CL_RCVD_D | CL_RCVD_C)) || c->shut_rd;
 	if (conn_readable_locked(c) || rd_done || dead)
 		ev |= CORE_EV_IN;
-	if (wr_done || dead || conn_writable_locked(c) > 0)
+	/* TCP's POLLOUT follows its send buffer: ours is the send ring (sndbuf.md). */
+	if (wr_done || dead || tx_sndbuf_writable_locked(c))
 		ev |= CORE_EV_OUT;
 	if (c->urg == URG_PENDING || c->urg == URG_VALID)
 		ev |= CORE_EV_PRI;
@@ -252,7 +258,7 @@ void core_conn_info(struct core_conn *c, struct core_conn_info *in)
 	in->token_peer = c->peer_token;
 	in->rmbe_size = c->rmbe_size;
 	in->peer_rmbe_size = c->peer_size;
-	in->sndbuf_size = c->want_sndbuf;
+	in->sndbuf_size = c->sb_size;
 	if (c->peer_size) {
 		in->tx_prod = abs_to_curs(c->tx_prod, c->peer_size);
 		in->tx_peer_cons = abs_to_curs(c->tx_peer_cons, c->peer_size);
@@ -272,6 +278,9 @@ void core_conn_info(struct core_conn *c, struct core_conn_info *in)
 	in->bytes_received = c->bytes_received;
 	in->cdc_sent = c->cdc_sent;
 	in->cdc_received = c->cdc_received;
+	in->sndbuf_queued = (uint32_t)(c->sb_head - c->sb_tail);
+	in->corked = c->sb_hold;
+	in->close_pending = c->cl_pend != 0;
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&e->lock);
 }

@@ -79,6 +79,15 @@ struct core_conn;
 #define CORE_RMBE_AUTO_MAX (512u * 1024u)
 #define CORE_RMBE_AUTO_BUDGET (64ull << 20)
 #define CORE_SNDBUF_DEFAULT 65536u			/* Linux net.smc.wmem default */
+/* The send ring (docs/parts/sndbuf.md): its size is the smallest power of two >= sndbuf
+ * (core_conn_params; 0 = CORE_SNDBUF_DEFAULT), at least CORE_SNDBUF_MIN, at most
+ * CORE_SNDBUF_MAX. Like Linux SMC, which sizes its send buffer from half of sk_sndbuf
+ * (= the value the program set; setsockopt doubles it) and rounds it like the RMB. */
+#define CORE_SNDBUF_MIN 16384u
+#define CORE_SNDBUF_MAX (1u << 20)
+/* Corked bytes (CORE_MSG_MORE) are pushed at the latest this long after the first of them
+ * was held: TCP's cork ceiling (200 ms, TCP_CORK in tcp(7)). */
+#define CORE_CORK_NS (200ull * 1000000ull)
 
 struct core_engine_params {
 	/* Devices to open with dev_open() (e.g. "shm", "emu:..."), in order of preference.
@@ -200,7 +209,8 @@ enum core_role {
  * (docs/parts/core.md "Readiness"). */
 enum core_event {
 	CORE_EV_IN = 1u << 0,	 /* readable: data, or EOF (peer sent D/C and all is read), or error */
-	CORE_EV_OUT = 1u << 1,	 /* writable: the peer's RMBE has space (or write side is dead) */
+	CORE_EV_OUT = 1u << 1,	 /* writable: the send ring has room (a send would accept a byte;
+				    docs/parts/sndbuf.md), or the write side is dead */
 	CORE_EV_PRI = 1u << 2,	 /* urgent data announced/present and not yet read (POLLPRI) */
 	CORE_EV_RDHUP = 1u << 3, /* peer will send no more (D, C or A received) */
 	CORE_EV_HUP = 1u << 4,	 /* both directions finished, or the connection was reset */
@@ -329,19 +339,40 @@ enum core_msg_flags {
 	CORE_MSG_MORE = 1u << 2,	/* send: more follows (may delay the CDC; TCP_CORK too) */
 };
 
-/* Sends up to the total iovec length: RDMA WRITEs into the peer's RMBE (at most two pieces
- * per ring wrap) and one CDC. Never blocks. Returns bytes accepted (> 0; may be fewer than
- * asked: the peer's RMBE or the send slots are full), or:
- *   -SMCR_E_AGAIN        nothing could be sent now; CORE_EV_OUT is raised when it can
+/* Sends up to the total iovec length. Never blocks. With the send ring empty and nothing
+ * corked, the bytes that fit into the peer's RMBE are written straight from the iovec (RDMA
+ * WRITEs, at most two pieces per wrap of the peer's ring, and one CDC); the rest is copied
+ * into the connection's send ring (sized from sndbuf, core_conn_params) and written by the
+ * engine when the peer's consumer cursor moves or a send slot frees (docs/parts/sndbuf.md).
+ * With CORE_MSG_MORE (MSG_MORE, TCP_CORK) bytes are held in the ring until they reach half
+ * of the smaller of the ring and the peer's RMBE, a send without CORE_MSG_MORE (a
+ * zero-length one too), core_conn_flush, shutdown/close, or CORE_CORK_NS passed.
+ * Returns bytes accepted (> 0; fewer than asked when the ring fills), or:
+ *   -SMCR_E_AGAIN        the ring is full; CORE_EV_OUT is raised when it has room
  *   -SMCR_E_CORE_PIPE    write side shut down / connection closed (EPIPE; sock raises
  *                        SIGPIPE unless MSG_NOSIGNAL)
  *   -SMCR_E_CORE_RESET   connection reset, or the peer closed (C received) (ECONNRESET);
  *                        a pending error is reported once with its own code
  *   -SMCR_E_CORE_NOTCONN not (yet) in SMC mode (ENOTCONN)
- * A zero-length send returns 0. With CORE_MSG_OOB, the last byte of the data is the urgent
- * byte (procedures.md 4.6); it is sent only if all of it fits (else -SMCR_E_AGAIN). */
+ * A zero-length send returns 0 (without CORE_MSG_MORE it pushes held bytes). With
+ * CORE_MSG_OOB, the last byte of the data is the urgent byte (procedures.md 4.6); it is
+ * accepted only if all of it fits (else -SMCR_E_AGAIN); from the ring, the CDC that
+ * completes it carries P/U. The cork ceiling counts from the engine's latest progress time
+ * (core_conn_send_at takes the caller's). */
 SMCR_MUST_CHECK long core_conn_send(struct core_conn *c, const struct iovec *iov, int iovcnt,
 				    unsigned flags);
+
+/* core_conn_send with the caller's time (for the cork ceiling). *timer_ns (may be NULL)
+ * gets the deadline this call armed (held bytes to push by then), UINT64_MAX if none: a
+ * caller whose progress loop sleeps with the engine's next deadline must wake it to sleep
+ * shorter (added by the sndbuf branch). */
+SMCR_MUST_CHECK long core_conn_send_at(struct core_conn *c, const struct iovec *iov,
+				       int iovcnt, unsigned flags, uint64_t now_ns,
+				       uint64_t *timer_ns);
+
+/* Pushes bytes held by CORE_MSG_MORE (TCP_CORK off). Same as a zero-length send without
+ * CORE_MSG_MORE. 0, or the send error codes. */
+int core_conn_flush(struct core_conn *c);
 
 /* Receives into the iovec from the local RMBE. Never blocks. Returns bytes (> 0), 0 at
  * end of stream (peer sent D or C and everything before it was read), or:
@@ -368,14 +399,18 @@ void core_conn_set_oobinline(struct core_conn *c, bool on);
 /* ======================================================================================= */
 /* Close (procedures.md 5)                                                                 */
 
-/* shutdown(): how = SHUT_RD, SHUT_WR or SHUT_RDWR. SHUT_WR sends D ("sending done") once;
+/* shutdown(): how = SHUT_RD, SHUT_WR or SHUT_RDWR. SHUT_WR sends D ("sending done") once,
+ * after every byte of the send ring was written (held bytes are pushed; until then sends
+ * fail with EPIPE as after the D);
  * SHUT_RD only makes reads return 0 (as TCP; nothing is sent); SHUT_RDWR = both (D, not C:
  * the socket is not closed yet). 0, or -SMCR_E_CORE_NOTCONN. The caller then does the TCP
  * action of procedures.md 5.1 (shutdown(SHUT_WR) of the TCP socket after SHUT_WR). */
 SMCR_MUST_CHECK int core_conn_shutdown(struct core_conn *c, int how, uint64_t now_ns);
 
 /* close(): sends C, or A when unread data is left in the RMBE or abort is true (SO_LINGER
- * with l_linger 0). Idempotent. Afterwards send/recv fail. The TCP side: after C the
+ * with l_linger 0). The C goes after every queued byte of the send ring (the engine writes
+ * them in the background, as TCP sends after close; if they cannot all be written within
+ * close_wait_ns, A); an A drops them. Idempotent. Afterwards send/recv fail. The TCP side: after C the
  * caller shuts the TCP socket down (active closer: shutdown(SHUT_RDWR) right after the C);
  * after A it resets it (SO_LINGER 0 + close) — core_conn_info().tcp_action says which. */
 void core_conn_close(struct core_conn *c, bool abort, uint64_t now_ns);
@@ -429,12 +464,17 @@ struct core_conn_info {
 	struct curs rx_cons;		/* how far we have read our RMBE */
 	struct curs rx_cons_sent;	/* last consumer cursor we told the peer */
 	uint32_t readable;		/* bytes (FIONREAD; the urgent byte excluded unless inline) */
-	uint32_t unacked;		/* bytes written not yet consumed by the peer (SIOCOUTQ) */
+	uint32_t unacked;		/* bytes written not yet consumed by the peer (SIOCOUTQ = this
+					   + sndbuf_queued) */
 	uint32_t writable;		/* free space in the peer's RMBE */
 	bool at_mark;			/* SIOCATMARK */
 	enum core_tcp_action tcp_action;
 	uint64_t bytes_sent, bytes_received;
 	uint64_t cdc_sent, cdc_received;
+	/* send ring (added by the sndbuf branch; sndbuf_size above is the ring's size) */
+	uint32_t sndbuf_queued;		/* bytes in the ring, not yet written (SIOCOUTQ adds unacked) */
+	bool corked;			/* bytes are held by CORE_MSG_MORE */
+	bool close_pending;		/* D or C waits for the ring to empty */
 };
 void core_conn_info(struct core_conn *c, struct core_conn_info *info);
 

@@ -289,6 +289,23 @@ struct core_conn {
 	bool tx_wait;			/* a sender got AGAIN: raise OUT when space returns */
 	bool urg_tx;			/* P/U to send with the next CDC */
 
+	/* send ring (docs/parts/sndbuf.md) [C]: bytes the program handed us that are not yet
+	 * written into the peer's RMBE. Ring positions are absolute; the bytes of
+	 * [sb_tail, sb_head) sit at sb[pos % sb_size]. Allocated (malloc, never registered:
+	 * a flush WRITEs inline from it or copies it into a slot's staging area, so its bytes
+	 * are free again as soon as the WRITE is posted) at the first byte that needs it,
+	 * freed with the connection (conn_put). */
+	uint8_t *sb;
+	uint32_t sb_size;		/* [I] power of two (tx.c tx_sndbuf_size) */
+	uint64_t sb_head;		/* absolute: bytes appended */
+	uint64_t sb_tail;		/* absolute: bytes written into the peer's RMBE */
+	uint64_t sb_urg;		/* absolute ring position just after a queued urgent byte; 0 = none */
+	bool sb_hold;			/* corked (TCP_CORK / MSG_MORE): not pushed until a trigger */
+	unsigned cl_pend;		/* CL_SENT_D / CL_SENT_C to send once the ring is empty */
+	uint64_t cork_deadline;		/* held bytes are pushed by then (TCP's 200 ms); NEVER if none */
+	uint64_t giveup_deadline;	/* closed with queued bytes: abort (A) by then; NEVER if none */
+	_Atomic uint64_t tx_deadline;	/* min of the two above, for tx_timers' scan (eng->lock) */
+
 	/* close [C] */
 	unsigned cl;			/* CL_* flags */
 	bool app_closed;
@@ -428,6 +445,20 @@ void hs_fail(struct core_conn *c, int err, uint64_t now, bool async);
 
 /* ---- tx.c ---- (conn->lock held) */
 int tx_cdc_locked(struct core_conn *c, bool urg);	/* a CDC with current cursors/flags */
+uint32_t tx_sndbuf_size(uint32_t sndbuf);	/* the ring size rule (docs/parts/sndbuf.md) */
+uint32_t tx_sndbuf_free_locked(struct core_conn *c);	/* bytes a send can accept now */
+/* CORE_EV_OUT: free >= queued / 2, i.e. the ring at most 2/3 full (TCP's
+ * sk_stream_is_writeable: wspace >= wmem_queued / 2). */
+bool tx_sndbuf_writable_locked(struct core_conn *c);
+/* Writes queued ring bytes into the peer's RMBE (held bytes only if push); sends the
+ * pending D/C once the ring is empty. Returns TX_FLUSH_* bits. */
+#define TX_FLUSH_CLOSE 1u	/* a close flag (D/C) went out: run close_maybe_finish */
+#define TX_FLUSH_OUT 2u		/* a writer waits and the ring has room again: raise CORE_EV_OUT */
+#define TX_FLUSH_STARVED 4u	/* no send slot: retried when one frees (tx_wake_waiters) */
+unsigned tx_flush_locked(struct core_conn *c, bool push);
+void tx_discard_locked(struct core_conn *c);	/* an abort: the ring's bytes are dropped */
+/* The ring's timers (cork ceiling, close give-up); eng->lock held, from run_timers. */
+void tx_timers(struct core_engine *e, uint64_t now);
 void tx_cons_update_locked(struct core_conn *c, bool force);
 /* A send slot freed: retry pending CDCs and wake writers of the LG (eng->lock held). */
 void tx_wake_waiters(struct core_lgr *lg);

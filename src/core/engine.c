@@ -231,6 +231,7 @@ static void run_timers(struct core_engine *e, uint64_t now)
 	e->next_deadline = CORE_NEVER;	/* rebuilt by the scans below */
 	hs_timers(e, now);
 	lgr_timers(e, now);
+	tx_timers(e, now);	/* send ring: cork ceiling, close give-up (sndbuf branch) */
 }
 
 /* The body of progress: eng->poll_lock held by the caller. */

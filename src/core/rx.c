@@ -100,14 +100,9 @@ void rx_cdc(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now)
 		c->rx_peer_prod = prod;
 		raise |= CORE_EV_IN | CORE_EV_IN_NEW;
 	}
-	if (c->peer_size && cons > c->tx_peer_cons) {
-		bool was_full = c->tx_prod - c->tx_peer_cons >= c->peer_size;
+	bool cons_moved = c->peer_size && cons > c->tx_peer_cons;
+	if (cons_moved)
 		c->tx_peer_cons = cons;
-		if (was_full || c->tx_wait) {
-			c->tx_wait = false;
-			raise |= CORE_EV_OUT;
-		}
-	}
 	c->peer_blocked = m.pf.write_blocked;
 	if (m.pf.cons_upd_req)
 		c->peer_req = true;	/* honoured by the next update (4.5) */
@@ -136,6 +131,16 @@ void rx_cdc(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now)
 		c->cl |= CL_RCVD_D;
 		raise |= CORE_EV_IN | CORE_EV_IN_NEW | CORE_EV_RDHUP;
 		close_change = true;
+	}
+	if (c->mode == CORE_MODE_SMC && (cons_moved || (c->cl & CL_RCVD_C)) &&
+	    (c->sb_tail < c->sb_head || c->cl_pend || c->tx_wait)) {
+		/* The peer made room (or closed): write what the send ring holds
+		 * (docs/parts/sndbuf.md "Flush triggers"), then D/C if they wait for it. */
+		unsigned bits = tx_flush_locked(c, false);
+		if (bits & TX_FLUSH_OUT)
+			raise |= CORE_EV_OUT;
+		if (bits & TX_FLUSH_CLOSE)
+			close_change = true;
 	}
 	if (c->mode == CORE_MODE_SMC)
 		tx_cons_update_locked(c, false);	/* R or B may make one due now */

@@ -1,13 +1,19 @@
 /* tx.c: the sending side of the data path (procedures.md 4.3, 4.5, 4.6): RDMA WRITEs into the
  * peer's RMBE (the ring split in at most two pieces at its end), then one CDC on the same QP
- * carrying the producer cursor, our consumer cursor (window update piggybacked) and flags.
+ * carrying the producer cursor, our consumer cursor (window update piggybacked) and flags;
+ * the send ring (SO_SNDBUF), corking (MSG_MORE / TCP_CORK) and the ordering of D/C after
+ * queued bytes (procedures.md 4.1, 5.1; docs/parts/sndbuf.md).
  *
  * Copies: where the provider takes inline WRITEs of the size needed, the WRITE reads the
  * caller's iovec directly (one copy in all: into the peer's RMBE). Otherwise the data is
  * copied once into the send slot's staging area and written from there, as Linux does from
- * its send buffer. No allocation per send; at most CORE_MAX_WRITES WRITEs + one CDC. */
+ * its send buffer. Bytes the peer's RMBE cannot take now are copied into the connection's
+ * send ring and written from it later by the same two paths (the ring is one more copy, only
+ * for bytes that had to wait). No allocation per send (the ring is allocated once, at the
+ * first byte that needs it); at most CORE_MAX_WRITES WRITEs + one CDC per post. */
 #include "core/core_int.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/copy.h"
@@ -93,17 +99,26 @@ void tx_wake_waiters(struct core_lgr *lg)
 		if (!c)
 			continue;
 		bool wake = false;
+		unsigned bits = 0;
 		pthread_mutex_lock(&c->lock);
 		/* A CDC that found no slot: cursors and close flags are taken afresh. */
 		if (c->upd_pending && c->mode == CORE_MODE_SMC)
 			(void)tx_cdc_locked(c, false);
-		if (c->tx_wait) {
+		/* Ring bytes that found no slot (docs/parts/sndbuf.md "Flush triggers"). */
+		if (c->sb_tail < c->sb_head || c->cl_pend)
+			bits = tx_flush_locked(c, false);
+		if (c->tx_wait && tx_sndbuf_writable_locked(c)) {
 			c->tx_wait = false;
 			wake = true;
 		}
 		pthread_mutex_unlock(&c->lock);
-		if (wake)
+		if (wake || (bits & TX_FLUSH_OUT))
 			core_ev_raise(c, CORE_EV_OUT);
+		if (bits & TX_FLUSH_CLOSE) {
+			conn_hold(c);
+			close_maybe_finish_elocked(c, lg->eng->last_now);
+			conn_put(c);
+		}
 	}
 }
 
@@ -237,6 +252,91 @@ static void plan_staged(struct core_conn *c, const struct iovec *iov, int iovcnt
 	pl->sent = n;
 }
 
+/* ---- the send ring --------------------------------------------------------------------- */
+
+uint32_t tx_sndbuf_size(uint32_t sndbuf)
+{
+	if (!sndbuf)
+		sndbuf = CORE_SNDBUF_DEFAULT;
+	uint32_t sz = CORE_SNDBUF_MIN;
+	while (sz < sndbuf && sz < CORE_SNDBUF_MAX)
+		sz <<= 1;
+	return sz;
+}
+
+static uint32_t sb_queued(const struct core_conn *c) { return (uint32_t)(c->sb_head - c->sb_tail); }
+
+uint32_t tx_sndbuf_free_locked(struct core_conn *c)
+{
+	return c->sb_size - sb_queued(c);
+}
+
+bool tx_sndbuf_writable_locked(struct core_conn *c)
+{
+	return 2ull * tx_sndbuf_free_locked(c) >= sb_queued(c);
+}
+
+/* Held bytes are pushed once they reach this: half of the smaller of the ring and the
+ * peer's RMBE (Linux SMC corks while less than half of its send buffer is prepared). */
+static uint32_t cork_threshold(const struct core_conn *c)
+{
+	uint32_t m = c->sb_size < c->peer_size ? c->sb_size : c->peer_size;
+	return m / 2 ? m / 2 : 1;
+}
+
+static void sb_update_deadline(struct core_conn *c)
+{
+	uint64_t d = c->cork_deadline < c->giveup_deadline ? c->cork_deadline : c->giveup_deadline;
+	atomic_store_explicit(&c->tx_deadline, d, memory_order_relaxed);
+}
+
+/* Appends up to n bytes of the iovec (from pos) to the ring; returns how many. */
+static uint32_t sb_append(struct core_conn *c, struct iov_pos *pos, uint32_t n)
+{
+	uint32_t room = tx_sndbuf_free_locked(c);
+	if (n > room)
+		n = room;
+	if (!n)
+		return 0;
+	if (!c->sb) {
+		c->sb = malloc(c->sb_size);
+		if (!c->sb)
+			return 0;
+	}
+	struct curs_chunk ch[2];
+	int nch = curs_split((uint32_t)(c->sb_head % c->sb_size), n, c->sb_size, ch);
+	uint32_t done = 0;
+	for (int k = 0; k < nch; k++) {
+		uint8_t *dst = c->sb + ch[k].off;
+		uint32_t left = ch[k].len;
+		while (left) {
+			const uint8_t *src = NULL;
+			size_t got = iov_take(pos, left, &src);
+			if (!got)
+				break;
+			smcr_copy(dst, src, got);
+			dst += got;
+			left -= (uint32_t)got;
+			done += (uint32_t)got;
+		}
+	}
+	c->sb_head += done;
+	return done;
+}
+
+void tx_discard_locked(struct core_conn *c)
+{
+	c->sb_tail = c->sb_head;
+	c->sb_urg = 0;
+	c->sb_hold = false;
+	c->cl_pend = 0;
+	c->cork_deadline = CORE_NEVER;
+	c->giveup_deadline = CORE_NEVER;
+	sb_update_deadline(c);
+}
+
+/* ---- posting ------------------------------------------------------------------------------ */
+
 /* Errors for send in the connection's state (conn->lock held), 0 if sending is allowed. */
 static int send_state_err(struct core_conn *c)
 {
@@ -251,7 +351,7 @@ static int send_state_err(struct core_conn *c)
 		}
 		return -SMCR_E_CORE_PIPE;
 	}
-	if (c->cl & (CL_SENT_D | CL_SENT_C | CL_SENT_A))
+	if ((c->cl & (CL_SENT_D | CL_SENT_C | CL_SENT_A)) || c->cl_pend)
 		return -SMCR_E_CORE_PIPE;
 	/* The peer closed (C): it reads no more; data now would be a protocol violation on
 	 * its side. ECONNRESET, as Linux smc_tx_sendmsg after any received close. */
@@ -262,27 +362,15 @@ static int send_state_err(struct core_conn *c)
 	return 0;
 }
 
-/* The body of core_conn_send: conn->lock held. *starved: AGAIN for want of a send slot
- * (not of peer space). */
-static long send_locked(struct core_conn *c, const struct iovec *iov, int iovcnt, size_t total,
-			unsigned flags, bool *starved)
+/* Writes up to n (<= the peer's free space, > 0) bytes of the iovec into the peer's RMBE
+ * and sends one CDC (with P/U if urg and all n went). want: bytes the sender would like to
+ * write in all (for B, 4.3 step 1). Returns bytes posted (> 0), -SMCR_E_AGAIN when no send
+ * slot is free (*starved set), -SMCR_E_CORE_RESET when the post failed (aborted). */
+static long post_locked(struct core_conn *c, const struct iovec *iov, int iovcnt, uint32_t n,
+			bool urg, uint64_t want, bool *starved)
 {
-	int rc = send_state_err(c);
-	if (rc || total == 0)
-		return rc;
 	struct core_link *l = c->link;
-	bool oob = flags & CORE_MSG_OOB;
 	uint32_t space = conn_writable_locked(c);
-	if (space == 0 || (oob && total > space)) {
-		c->tx_wait = true;
-		if (!c->tx_blocked) {
-			/* procedures.md 4.5: B makes a Linux reader send its window update. */
-			c->tx_blocked = true;
-			(void)tx_cdc_locked(c, false);
-		}
-		return -SMCR_E_AGAIN;
-	}
-	uint32_t n = total < space ? (uint32_t)total : space;
 	struct tx_plan pl;
 	int slot;
 	bool staged = false;
@@ -302,39 +390,215 @@ static long send_locked(struct core_conn *c, const struct iovec *iov, int iovcnt
 		if (slot >= 0)
 			plan_staged(c, iov, iovcnt, n, slot, &pl);
 	} else {
-		if (pl.sent == 0)
+		if (pl.sent == 0) {
+			*starved = true;
 			return -SMCR_E_AGAIN;
+		}
 		slot = link_slot_get(l, (unsigned)pl.nwr + 1, false, true);
 	}
 	if (slot < 0) {
-		c->tx_wait = true;	/* woken by tx_wake_waiters */
 		*starved = true;
 		return -SMCR_E_AGAIN;
 	}
-	if (oob && pl.sent < total)
-		oob = false;	/* the urgent byte is not in this piece: the caller sends again */
+	if (urg && pl.sent < n)
+		urg = false;	/* the urgent byte is not in this piece */
 	/* procedures.md 4.3 step 1: B when the data did not fit the peer's free space. */
-	c->tx_blocked = total > pl.sent && pl.sent == space;
+	c->tx_blocked = want > pl.sent && pl.sent == space;
 	c->tx_prod += pl.sent;
 	c->bytes_sent += pl.sent;
-	cdc_fill(c, link_slot_buf(l, slot), oob);
+	cdc_fill(c, link_slot_buf(l, slot), urg);
 	for (int i = 0; i < pl.nwr; i++)
 		pl.wr[i].next = &pl.wr[i + 1];
 	link_slot_send_wr(l, slot, &pl.wr[pl.nwr], &pl.cdc_sge);
-	rc = link_post(l, &pl.wr[0]);
+	int rc = link_post(l, &pl.wr[0]);
 	if (rc) {
 		link_slot_abandon(l, slot);
 		close_abort_locked(c, -SMCR_E_CORE_RESET, false);
 		return -SMCR_E_CORE_RESET;
 	}
-	if (pl.sent == total)
-		c->tx_wait = false;
 	return (long)pl.sent;
 }
 
-long core_conn_send(struct core_conn *c, const struct iovec *iov, int iovcnt, unsigned flags)
+unsigned tx_flush_locked(struct core_conn *c, bool push)
+{
+	unsigned out = 0;
+	if (c->mode != CORE_MODE_SMC || c->reset_err)
+		return 0;
+	if (push && c->sb_hold) {
+		c->sb_hold = false;
+		c->cork_deadline = CORE_NEVER;
+		sb_update_deadline(c);
+	}
+	bool was_writable = tx_sndbuf_writable_locked(c);
+	if (c->cl & CL_RCVD_C)
+		c->sb_tail = c->sb_head;	/* the peer closed: it reads nothing more (4.5) */
+	while (c->sb_tail < c->sb_head && !c->sb_hold && can_cdc(c)) {
+		uint32_t q = sb_queued(c);
+		uint32_t space = conn_writable_locked(c);
+		if (space == 0) {
+			if (!c->tx_blocked) {
+				/* procedures.md 4.5: B makes a Linux reader send its update. */
+				c->tx_blocked = true;
+				(void)tx_cdc_locked(c, false);
+			}
+			break;
+		}
+		uint32_t n = q < space ? q : space;
+		bool urg = false;
+		if (c->sb_urg > c->sb_tail && c->sb_urg - c->sb_tail <= n) {
+			n = (uint32_t)(c->sb_urg - c->sb_tail);	/* the CDC after the urgent byte */
+			urg = true;
+		}
+		/* the ring's bytes as (at most) two iovec pieces */
+		struct curs_chunk ch[2];
+		int nch = curs_split((uint32_t)(c->sb_tail % c->sb_size), n, c->sb_size, ch);
+		struct iovec v[2];
+		for (int k = 0; k < nch; k++) {
+			v[k].iov_base = c->sb + ch[k].off;
+			v[k].iov_len = ch[k].len;
+		}
+		bool starved = false;
+		long k = post_locked(c, v, nch, n, urg, q, &starved);
+		if (k < 0) {
+			if (starved)
+				out |= TX_FLUSH_STARVED;	/* link_slot_get noted us as a waiter */
+			break;
+		}
+		c->sb_tail += (uint64_t)k;
+		if (urg && c->sb_tail >= c->sb_urg)
+			c->sb_urg = 0;
+	}
+	if (c->sb_tail == c->sb_head && c->cl_pend && !c->reset_err) {
+		/* procedures.md 5.1: D / C after all pending data. */
+		c->cl |= c->cl_pend;
+		c->cl_pend = 0;
+		c->giveup_deadline = CORE_NEVER;
+		sb_update_deadline(c);
+		(void)tx_cdc_locked(c, false);	/* no slot: sent when one frees (upd_pending) */
+		out |= TX_FLUSH_CLOSE;
+	}
+	if ((!was_writable || c->tx_wait) && tx_sndbuf_writable_locked(c)) {
+		c->tx_wait = false;
+		out |= TX_FLUSH_OUT;
+	}
+	return out;
+}
+
+/* After a flush outside progress (no core lock held): what its bits ask for. */
+static void flush_after(struct core_conn *c, unsigned bits)
+{
+	if (bits & TX_FLUSH_OUT)
+		core_ev_raise(c, CORE_EV_OUT);
+	if (bits & TX_FLUSH_CLOSE) {
+		struct core_engine *e = c->eng;
+		pthread_mutex_lock(&e->lock);
+		uint64_t now = e->last_now;
+		pthread_mutex_unlock(&e->lock);
+		close_maybe_finish(c, now);
+	}
+}
+
+/* The body of core_conn_send: conn->lock held. *starved: a post found no send slot.
+ * *armed: the cork deadline this call armed (CORE_NEVER if none). */
+static long send_locked(struct core_conn *c, const struct iovec *iov, int iovcnt, size_t total,
+			unsigned flags, uint64_t now, bool *starved, uint64_t *armed)
+{
+	int rc = send_state_err(c);
+	bool hold = flags & CORE_MSG_MORE;
+	if (rc)
+		return rc;
+	if (total == 0) {
+		if (!hold)
+			(void)tx_flush_locked(c, true);	/* sock-wishes item 4: uncork */
+		return 0;
+	}
+	bool oob = flags & CORE_MSG_OOB;
+	/* Earlier bytes first: a send never overtakes the ring. */
+	if (c->sb_tail < c->sb_head && !c->sb_hold)
+		(void)tx_flush_locked(c, false);
+	struct iov_pos pos = { iov, iovcnt, 0, 0 };
+	size_t accepted = 0;
+	uint32_t space = conn_writable_locked(c);
+	bool ring_empty = c->sb_tail == c->sb_head;
+	/* Bytes already pushed and waiting for room are not held back by a later MSG_MORE
+	 * (TCP corks partial segments, not data waiting for the window): the new bytes just go
+	 * behind them. */
+	if (hold && !ring_empty && !c->sb_hold)
+		hold = false;
+	/* The direct path (no staging in the ring): nothing queued, nothing to hold (a corked
+	 * send at least as big as the push threshold would be pushed at once anyway). */
+	bool direct = ring_empty && space > 0 && (!hold || total >= cork_threshold(c)) &&
+		      (!oob || total <= space);
+	if (direct) {
+		uint32_t n = total < space ? (uint32_t)total : space;
+		long k = post_locked(c, iov, iovcnt, n, oob, total, starved);
+		if (k == -SMCR_E_CORE_RESET)
+			return k;
+		if (k > 0) {
+			accepted = (size_t)k;
+			/* skip what was posted */
+			size_t skip = accepted;
+			while (skip) {
+				const uint8_t *p = NULL;
+				size_t g = iov_take(&pos, skip, &p);
+				if (!g)
+					break;
+				skip -= g;
+			}
+		}
+	}
+	if (accepted < total) {
+		size_t rest = total - accepted;
+		if (oob && rest > tx_sndbuf_free_locked(c)) {
+			/* the urgent byte goes whole or not at all */
+			if (!accepted) {
+				c->tx_wait = true;
+				return -SMCR_E_AGAIN;
+			}
+			goto done;
+		}
+		uint32_t want = rest > UINT32_MAX ? UINT32_MAX : (uint32_t)rest;
+		uint32_t k = sb_append(c, &pos, want);
+		accepted += k;
+		if (oob && k == rest)
+			c->sb_urg = c->sb_head;
+	}
+done:
+	if (!hold) {
+		c->sb_hold = false;
+		c->cork_deadline = CORE_NEVER;
+		sb_update_deadline(c);
+	} else if (c->sb_tail < c->sb_head) {
+		if (sb_queued(c) >= cork_threshold(c)) {
+			c->sb_hold = false;	/* enough for a push */
+			c->cork_deadline = CORE_NEVER;
+		} else if (!c->sb_hold) {
+			c->sb_hold = true;
+			c->cork_deadline = now + CORE_CORK_NS;
+			*armed = c->cork_deadline;
+		}
+		sb_update_deadline(c);
+	}
+	if (c->sb_tail < c->sb_head && !c->sb_hold) {
+		unsigned bits = tx_flush_locked(c, false);
+		if (bits & TX_FLUSH_STARVED)
+			*starved = true;
+	}
+	if (accepted == 0) {
+		c->tx_wait = true;
+		return -SMCR_E_AGAIN;
+	}
+	if (accepted == total)
+		c->tx_wait = false;
+	return (long)accepted;
+}
+
+long core_conn_send_at(struct core_conn *c, const struct iovec *iov, int iovcnt, unsigned flags,
+		       uint64_t now_ns, uint64_t *timer_ns)
 {
 	size_t total = 0;
+	if (timer_ns)
+		*timer_ns = UINT64_MAX;
 	if (iovcnt < 0 || (iovcnt && !iov))
 		return -SMCR_E_INVAL;
 	for (int i = 0; i < iovcnt; i++) {
@@ -343,18 +607,110 @@ long core_conn_send(struct core_conn *c, const struct iovec *iov, int iovcnt, un
 		total += iov[i].iov_len;
 	}
 	bool starved = false;
+	uint64_t armed = CORE_NEVER;
 	pthread_mutex_lock(&c->lock);
-	long rc = send_locked(c, iov, iovcnt, total, flags, &starved);
+	long rc = send_locked(c, iov, iovcnt, total, flags, now_ns, &starved, &armed);
 	pthread_mutex_unlock(&c->lock);
-	if (rc == -SMCR_E_AGAIN && starved) {
+	if (starved) {
 		/* Every send slot waits for its completion to be polled: poll now rather than
-		 * make the caller sleep until somebody else does (and arm for any completion,
-		 * so a provider that completes later wakes the progress thread). */
+		 * leave the bytes (or the caller) waiting until somebody else does (and arm for
+		 * any completion, so a provider that completes later wakes the progress thread). */
 		core_reap(c->eng);
-		starved = false;
 		pthread_mutex_lock(&c->lock);
-		rc = send_locked(c, iov, iovcnt, total, flags, &starved);
+		unsigned bits = 0;
+		if (rc == -SMCR_E_AGAIN) {
+			starved = false;
+			rc = send_locked(c, iov, iovcnt, total, flags, now_ns, &starved, &armed);
+		} else if (c->sb_tail < c->sb_head && !c->sb_hold) {
+			bits = tx_flush_locked(c, false);
+		}
 		pthread_mutex_unlock(&c->lock);
+		flush_after(c, bits & ~TX_FLUSH_OUT);
+	}
+	if (armed != CORE_NEVER) {
+		struct core_engine *e = c->eng;
+		pthread_mutex_lock(&e->lock);
+		core_timer_at(e, armed);
+		pthread_mutex_unlock(&e->lock);
+		if (timer_ns)
+			*timer_ns = armed;
 	}
 	return rc;
+}
+
+long core_conn_send(struct core_conn *c, const struct iovec *iov, int iovcnt, unsigned flags)
+{
+	struct core_engine *e = c->eng;
+	uint64_t now = 0;
+	if (flags & CORE_MSG_MORE) {
+		pthread_mutex_lock(&e->lock);
+		now = e->last_now;
+		pthread_mutex_unlock(&e->lock);
+	}
+	return core_conn_send_at(c, iov, iovcnt, flags, now, NULL);
+}
+
+int core_conn_flush(struct core_conn *c)
+{
+	return (int)core_conn_send_at(c, NULL, 0, 0, 0, NULL);
+}
+
+/* ---- timers ------------------------------------------------------------------------------- */
+
+#define TX_TIMER_BATCH 64
+
+void tx_timers(struct core_engine *e, uint64_t now)
+{
+	struct core_conn *due[TX_TIMER_BATCH];
+	int n = 0;
+	bool more = false;
+	for (struct core_conn *c = e->conns; c; c = c->all_next) {
+		uint64_t d = atomic_load_explicit(&c->tx_deadline, memory_order_relaxed);
+		if (d == CORE_NEVER || d == 0)
+			continue;
+		if (now < d) {
+			core_timer_at(e, d);
+			continue;
+		}
+		if (n == TX_TIMER_BATCH) {
+			more = true;
+			continue;
+		}
+		conn_hold(c);
+		due[n++] = c;
+	}
+	for (int i = 0; i < n; i++) {
+		struct core_conn *c = due[i];
+		unsigned bits = 0;
+		bool close_change = false;
+		pthread_mutex_lock(&c->lock);
+		if (c->giveup_deadline <= now) {
+			/* Closed with bytes the peer never took within close_wait_ns: abort. */
+			c->giveup_deadline = CORE_NEVER;
+			if (c->cl_pend && c->mode == CORE_MODE_SMC && !c->reset_err) {
+				SMCR_LOG_RL(SMCR_LOG_INFO, CORE_UNIT,
+					    "conn %#x: %u queued bytes not taken by the peer in time: abort",
+					    c->token, sb_queued(c));
+				tx_discard_locked(c);
+				close_abort_locked(c, -SMCR_E_CORE_TIMEDOUT, true);
+				close_change = true;
+			}
+		}
+		if (c->cork_deadline <= now) {
+			c->cork_deadline = CORE_NEVER;
+			bits = tx_flush_locked(c, true);	/* TCP's cork ceiling */
+		}
+		sb_update_deadline(c);
+		uint64_t d = atomic_load_explicit(&c->tx_deadline, memory_order_relaxed);
+		pthread_mutex_unlock(&c->lock);
+		if (d != CORE_NEVER)
+			core_timer_at(e, d);
+		if (bits & TX_FLUSH_OUT)
+			core_ev_raise(c, CORE_EV_OUT);
+		if (close_change || (bits & TX_FLUSH_CLOSE))
+			close_maybe_finish_elocked(c, now);
+		conn_put(c);
+	}
+	if (more)
+		core_timer_at(e, now);
 }

@@ -403,6 +403,32 @@ int smcr_shutdown(int fd, int how)
 	return rc < 0 ? sock_fail(rc) : 0;
 }
 
+/* SO_LINGER with a positive time (docs/parts/sndbuf.md "Linger"):
+ * wait until every byte of the send ring is written into the peer's RMBE and the C went
+ * out after it (TCP: until the data is sent and acknowledged), at most linger seconds.
+ * At the timeout close returns anyway and the engine goes on in the background, as Linux
+ * TCP does. The wait sleeps in steps of 1..10 ms (the progress thread does the work; the
+ * program's fd shows nothing useful once the write side is closed). s->lock not held. */
+static void linger_wait(struct sock *s, int secs)
+{
+	uint64_t until = smcr_now_ns() + (uint64_t)secs * SMCR_NS_PER_S;
+	int step = 1;
+	for (;;) {
+		struct core_conn_info ci;
+		core_conn_info(s->conn, &ci);
+		if ((ci.sndbuf_queued == 0 && !ci.close_pending) || ci.error ||
+		    ci.tcp_action == CORE_TCP_RESET)
+			return;
+		uint64_t now = smcr_now_ns();
+		if (now >= until)
+			return;
+		uint64_t left_ms = (until - now + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS;
+		(void)sock_sys.poll(NULL, 0, (int)(left_ms < (uint64_t)step ? left_ms : (uint64_t)step));
+		if (step < 10)
+			step++;
+	}
+}
+
 int smcr_close(int fd)
 {
 	struct sock *s = sock_get(fd);
@@ -427,6 +453,15 @@ int smcr_close(int fd)
 		struct core_conn_info ci;
 		core_conn_info(s->conn, &ci);
 		hs_unwatch_locked(s);
+		/* O_NONBLOCK does not matter: Linux TCP's close lingers either way (measured:
+		 * docs/parts/sndbuf.md "Linger"). */
+		if (!abort && s->linger_set && s->linger_secs > 0 && ci.tcp_action != CORE_TCP_RESET) {
+			/* s->closing keeps other calls away; the progress thread may need the
+			 * lock meanwhile */
+			pthread_mutex_unlock(&s->lock);
+			linger_wait(s, s->linger_secs);
+			pthread_mutex_lock(&s->lock);
+		}
 		if (s->tcp >= 0) {
 			if (ci.tcp_action == CORE_TCP_RESET) {
 				struct linger lg = { 1, 0 };

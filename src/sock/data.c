@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "sock/errmap.h"
+#include "sock/progress.h"
 #include "sock/sock.h"
 #include "sock/sys.h"
 #include "util/clock.h"
@@ -232,7 +233,11 @@ static ssize_t smc_send(struct sock *s, const struct iovec *uiov, int cnt, int f
 		cflags |= CORE_MSG_OOB;
 	}
 	while (done < want || (want == 0 && done == 0 && oob_idx < 0)) {
-		long n = core_conn_send(s->conn, iov + idx, cnt - idx, cflags);
+		uint64_t timer = UINT64_MAX;
+		long n = core_conn_send_at(s->conn, iov + idx, cnt - idx, cflags,
+					   (cflags & CORE_MSG_MORE) ? smcr_now_ns() : 0, &timer);
+		if (timer != UINT64_MAX)
+			progress_kick(); /* held bytes: the cork ceiling is the earliest deadline now */
 		if (n > 0) {
 			done += (size_t)n;
 			idx = iov_advance(iov, cnt, idx, (size_t)n);

@@ -99,6 +99,9 @@ static void fill_info(struct sock *s, struct smcr_info *in)
 	in->bytes_received = ci.bytes_received;
 	in->cdc_sent = ci.cdc_sent;
 	in->cdc_received = ci.cdc_received;
+	in->sndbuf_queued = ci.sndbuf_queued;
+	in->corked = ci.corked;
+	in->close_pending = ci.close_pending;
 }
 
 /* ---- options ---- */
@@ -140,8 +143,18 @@ int smcr_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 			break;
 		case SO_SNDBUF:
 		case SO_SNDBUFFORCE:
-			if (opt_int(val, len, &v) == 0 && v >= 0)
+			if (opt_int(val, len, &v) == 0 && v >= 0) {
+				/* The ring is sized from the value TCP kept: clamped to
+				 * net.core.wmem_max unless FORCE, then doubled; half of what it
+				 * reads back is what Linux SMC sizes its send buffer from
+				 * (docs/parts/sndbuf.md "The ring"). */
+				int kept = 0;
+				socklen_t kl = sizeof(kept);
+				if (sock_sys.getsockopt(s->tcp, SOL_SOCKET, SO_SNDBUF, &kept, &kl) == 0 &&
+				    kept > 0)
+					v = kept / 2;
 				s->sndbuf = (uint32_t)v;
+			}
 			break;
 		case SO_LINGER:
 			if (val && len >= (socklen_t)sizeof(struct linger)) {
@@ -177,9 +190,8 @@ int smcr_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 			bool was = s->cork;
 			s->cork = v != 0;
 			if (was && !s->cork && s->conn && atomic_load(&s->state) == SS_SMC) {
-				/* uncork: push what MSG_MORE held back (a zero-length send) */
-				long n = core_conn_send(s->conn, NULL, 0, 0);
-				(void)n;
+				/* uncork: push what the ring holds (docs/parts/sndbuf.md) */
+				(void)core_conn_flush(s->conn);
 			}
 		}
 	}
@@ -358,8 +370,10 @@ int smcr_ioctl(int fd, unsigned long req, ...)
 		if (st == SS_SMC && s->conn) {
 			struct core_conn_info ci;
 			core_conn_info(s->conn, &ci);
+			/* SIOCOUTQ: TCP's is unacked + unsent; ours is what the peer has not
+			 * consumed + what waits in the send ring (docs/parts/sndbuf.md). */
 			v = req == FIONREAD ? (int)ci.readable
-			    : req == SIOCOUTQ ? (int)ci.unacked
+			    : req == SIOCOUTQ ? (int)(ci.unacked + ci.sndbuf_queued)
 					      : ci.at_mark;
 		}
 		memcpy(arg, &v, sizeof(v));

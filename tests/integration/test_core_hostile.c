@@ -469,7 +469,11 @@ static void test_b_and_r_flags(void **state)
 	(void)fp_recv(&x.fp, m, 8);
 	static uint8_t big[20000];
 	struct iovec v = { big, sizeof(big) };
-	assert_int_equal(core_conn_send(x.c, &v, 1, 0), 16384);
+	/* 16384 written into the peer's RMBE, the rest into our send ring (sndbuf.md) */
+	assert_int_equal(core_conn_send(x.c, &v, 1, 0), 20000);
+	struct core_conn_info ci;
+	core_conn_info(x.c, &ci);
+	assert_int_equal(ci.sndbuf_queued, 20000 - 16384);
 	int n = fp_recv(&x.fp, m, 8);
 	assert_int_equal(n, 1);
 	struct cdc_msg c;
