@@ -345,29 +345,27 @@ static __always_inline void synack_write(struct bpf_sock_ops *skops)
 	ctr(SMCR_C_SYNACK_ECHOED);
 }
 
-static __always_inline void on_hdr_len(struct bpf_sock_ops *skops)
-{
-	__u32 tf = skops->skb_tcp_flags;
-
-	/* CURRENT_MSS queries and non-SYN segments reserve nothing (R7). */
-	if (!(tf & SMCR_TCPHDR_SYN))
-		return;
-	if (tf & SMCR_TCPHDR_ACK)
-		synack_len(skops);
-	else
-		syn_len(skops);
-}
-
-static __always_inline void on_hdr_write(struct bpf_sock_ops *skops)
+/* HDR_OPT_LEN (write == 0: reserve) and WRITE_HDR_OPT (write == 1: store) dispatch the
+ * same way: SYN to the client's half, SYN-ACK to the server's. CURRENT_MSS queries and
+ * non-SYN segments reserve and write nothing (R7). write is a constant at each call site,
+ * so after inlining each callback keeps only its own two branches. */
+static __always_inline void on_hdr(struct bpf_sock_ops *skops, int write)
 {
 	__u32 tf = skops->skb_tcp_flags;
 
 	if (!(tf & SMCR_TCPHDR_SYN))
 		return;
-	if (tf & SMCR_TCPHDR_ACK)
-		synack_write(skops);
-	else
-		syn_write(skops);
+	if (tf & SMCR_TCPHDR_ACK) {
+		if (write)
+			synack_write(skops);
+		else
+			synack_len(skops);
+	} else {
+		if (write)
+			syn_write(skops);
+		else
+			syn_len(skops);
+	}
 }
 
 /* Client: the skb is the SYN-ACK that completed the handshake. R6. */
@@ -478,10 +476,10 @@ int smcr_sockops(struct bpf_sock_ops *skops)
 		on_listen(skops);
 		break;
 	case BPF_SOCK_OPS_HDR_OPT_LEN_CB:
-		on_hdr_len(skops);
+		on_hdr(skops, 0);
 		break;
 	case BPF_SOCK_OPS_WRITE_HDR_OPT_CB:
-		on_hdr_write(skops);
+		on_hdr(skops, 1);
 		break;
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
 		on_active_established(skops);

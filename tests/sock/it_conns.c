@@ -35,6 +35,11 @@ struct shared {
 	unsigned socks_warm, socks_end;
 	long long heap_warm, heap_end;
 	volatile int client_done; /* the server stays up (its LG with it) until then */
+	/* the server's own fds and engine objects: snapshotted while the client pauses at
+	 * WARM (no handshake in flight) and once the client is done */
+	struct core_engine_stats srv_st_warm, srv_st_end;
+	int srv_fds_warm, srv_fds_end;
+	volatile int client_at_warm, server_warm_done, server_end_done;
 };
 static struct shared *sh;
 
@@ -180,12 +185,34 @@ static void snapshot(bool end)
 	}
 }
 
+/* The server's engine once the closes are done: no connection object, and no socket
+ * object but the listener's (a closed socket's last reference may be a watch the progress
+ * thread releases a moment later, with its hidden TCP fd). */
+static void srv_snapshot(struct core_engine_stats *st, int *fds)
+{
+	for (int i = 0; i < 2000; i++) {
+		core_engine_stats(sock_engine(), st);
+		if (st->conns == 0 && sock_count() <= 1)
+			break;
+		usleep(1000);
+	}
+	*fds = it_count_fds();
+	if (getenv("IT_LIST_FDS"))
+		it_list_fds("server");
+}
+
 static int seq_server(void *arg)
 {
 	(void)arg;
 	it_child_env(0);
 	char buf[100];
 	for (int i = 0; i < NSEQ; i++) {
+		if (i == WARM) {
+			for (int k = 0; k < 10000 && !sh->client_at_warm; k++)
+				usleep(1000);
+			srv_snapshot(&sh->srv_st_warm, &sh->srv_fds_warm);
+			sh->server_warm_done = 1;
+		}
 		int fd = smcr_accept(lfd, NULL, NULL);
 		IT_CHECK(fd >= 0);
 		IT_CHECK(it_read_all(fd, buf, sizeof(buf)));
@@ -195,6 +222,8 @@ static int seq_server(void *arg)
 	}
 	for (int i = 0; i < 20000 && !sh->client_done; i++)
 		usleep(1000);
+	srv_snapshot(&sh->srv_st_end, &sh->srv_fds_end);
+	sh->server_end_done = 1;	/* the client (and the LG with it) may go now */
 	return 0;
 }
 
@@ -206,8 +235,12 @@ static int seq_client(void *arg)
 	char out[100], in[100];
 	uint32_t lgr = 0;
 	for (int i = 0; i < NSEQ; i++) {
-		if (i == WARM)
+		if (i == WARM) {
 			snapshot(false);
+			sh->client_at_warm = 1;
+			for (int k = 0; k < 10000 && !sh->server_warm_done; k++)
+				usleep(1000);
+		}
 		int fd = it_connect(false, port);
 		IT_CHECK(fd >= 0);
 		struct smcr_info info;
@@ -225,6 +258,8 @@ static int seq_client(void *arg)
 	}
 	snapshot(true);
 	sh->client_done = 1;
+	for (int k = 0; k < 10000 && !sh->server_end_done; k++)
+		usleep(1000);
 	return 0;
 }
 
@@ -245,6 +280,12 @@ static void test_1000_sequential_no_growth(void **state)
 	 * connection starts before the previous one's close protocol returned its RMB */
 	assert_true(sh->st_end.rmbs <= sh->st_warm.rmbs + 1);
 	assert_int_equal(sh->fds_end - sh->fds_warm, (int)sh->st_end.rmbs - (int)sh->st_warm.rmbs);
+	/* the same on the server's side (fds from /proc/self/fd) */
+	assert_true(sh->server_warm_done && sh->server_end_done);
+	assert_true(sh->srv_st_end.rmbs <= sh->srv_st_warm.rmbs + 1);
+	assert_int_equal(sh->srv_st_end.conns, 0);
+	assert_int_equal(sh->srv_fds_end - sh->srv_fds_warm,
+			 (int)sh->srv_st_end.rmbs - (int)sh->srv_st_warm.rmbs);
 	assert_int_equal(sh->socks_end, sh->socks_warm);
 	assert_int_equal(sh->st_end.lgs, 1);
 	assert_int_equal(sh->st_warm.lgs, 1);

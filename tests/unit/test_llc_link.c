@@ -8,28 +8,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "lib/llccdc_vectors.h"
+#include "lib/llc_golden.h"
 #include "wire/codes.h"
 #include "wire/llc.h"
-
-static void load(const char *name, uint8_t b[LLC_MSG_LEN])
-{
-	const struct llccdc_vector *v = llccdc_vector_find(name);
-	assert_non_null(v);
-	assert_int_equal(llccdc_vector_bytes(v, b), LLC_MSG_LEN);
-}
-
-/* Decodes vector name, and checks that the struct encodes back to the same 44 bytes. */
-static struct llc_msg golden(const char *name)
-{
-	uint8_t b[LLC_MSG_LEN], again[LLC_MSG_LEN];
-	struct llc_msg m;
-	load(name, b);
-	assert_int_equal(llc_decode(b, sizeof(b), &m), 0);
-	assert_int_equal(llc_encode(&m, again), 0);
-	assert_memory_equal(again, b, LLC_MSG_LEN);
-	return m;
-}
 
 static const uint8_t mac_srv[6] = { 0x98, 0x03, 0x9b, 0x00, 0x00, 0x02 };
 static const uint8_t mac_cli[6] = { 0x98, 0x03, 0x9b, 0x00, 0x00, 0x01 };
@@ -58,7 +39,7 @@ static void expect_err(const uint8_t base[LLC_MSG_LEN], size_t off, uint8_t val,
 static void test_confirm_link(void **state)
 {
 	(void)state;
-	struct llc_msg m = golden("confirm_link_req");
+	struct llc_msg m = llc_golden("confirm_link_req");
 	assert_int_equal(m.type, LLC_CONFIRM_LINK);
 	assert_false(m.resp);
 	assert_int_equal(m.confirm_link.no_eyec, 0x03);
@@ -70,7 +51,7 @@ static void test_confirm_link(void **state)
 	assert_int_equal(m.confirm_link.max_links, 2);
 	assert_int_equal(llc_confirm_link_check_eyec(&m.confirm_link), 0);
 
-	m = golden("confirm_link_resp");
+	m = llc_golden("confirm_link_resp");
 	assert_true(m.resp);
 	assert_int_equal(m.confirm_link.no_eyec, 0x03);
 	assert_memory_equal(m.confirm_link.mac.b, mac_cli, 6);
@@ -85,7 +66,7 @@ static void test_confirm_link_errors(void **state)
 	(void)state;
 	uint8_t b[LLC_MSG_LEN];
 	struct llc_msg m;
-	load("confirm_link_req", b);
+	llc_golden_load("confirm_link_req", b);
 	expect_err(b, 29, 0, -SMCR_E_LLC_CL_LINK_ZERO);
 
 	/* Flags without 0x03 decode (so the engine can decline with RMBE_EC); the check
@@ -105,7 +86,7 @@ static void test_confirm_link_errors(void **state)
 	assert_int_equal(m.confirm_link.no_eyec, 0x02);
 
 	/* Encoder ranges the wire cannot carry. */
-	load("confirm_link_req", b);
+	llc_golden_load("confirm_link_req", b);
 	assert_int_equal(llc_decode(b, sizeof(b), &m), 0);
 	uint8_t out[LLC_MSG_LEN];
 	memset(out, 0xee, sizeof(out));
@@ -128,7 +109,7 @@ static void test_confirm_link_errors(void **state)
 static void test_add_link(void **state)
 {
 	(void)state;
-	struct llc_msg m = golden("add_link_req");
+	struct llc_msg m = llc_golden("add_link_req");
 	assert_int_equal(m.type, LLC_ADD_LINK);
 	assert_false(m.resp);
 	assert_false(m.add_link.rejected);
@@ -141,7 +122,7 @@ static void test_add_link(void **state)
 	assert_int_equal(wire_mtu_bytes(m.add_link.mtu), 1024);
 	assert_int_equal(m.add_link.psn, 0x0abcde);
 
-	m = golden("add_link_reject");
+	m = llc_golden("add_link_reject");
 	assert_true(m.resp);
 	assert_true(m.add_link.rejected);
 	assert_int_equal(m.add_link.rej_reason, LLC_AL_REJ_NO_ALT_PATH);
@@ -150,8 +131,8 @@ static void test_add_link(void **state)
 
 	/* The raw reject helper builds exactly that vector from the request, in place too. */
 	uint8_t req[LLC_MSG_LEN], rej[LLC_MSG_LEN], want[LLC_MSG_LEN];
-	load("add_link_req", req);
-	load("add_link_reject", want);
+	llc_golden_load("add_link_req", req);
+	llc_golden_load("add_link_reject", want);
 	llc_add_link_reject_raw(req, LLC_AL_REJ_NO_ALT_PATH, rej);
 	assert_memory_equal(rej, want, LLC_MSG_LEN);
 	llc_add_link_reject_raw(req, 0x12, req);
@@ -176,7 +157,7 @@ static void test_add_link_hint_and_mtu(void **state)
 	struct llc_msg m;
 	/* The client's "please add a link" hint: MAC and GID, link number, QPN, MTU and PSN
 	 * zero (procedures.md 3.2). Decodes as a request. */
-	load("add_link_req", b);
+	llc_golden_load("add_link_req", b);
 	memset(b + 28, 0, 8);	/* QPN, link, MTU, PSN */
 	assert_int_equal(llc_decode(b, sizeof(b), &m), 0);
 	assert_int_equal(m.add_link.link_num, 0);
@@ -184,7 +165,7 @@ static void test_add_link_hint_and_mtu(void **state)
 	/* The same as a response is not valid: a response names its link. */
 	expect_err(b, 3, 0x80, -SMCR_E_LLC_AL_LINK_ZERO);
 
-	load("add_link_req", b);
+	llc_golden_load("add_link_req", b);
 	expect_err(b, 32, 0x00, 0);		/* request, MTU 0: decodes, to be rejected */
 	expect_err(b, 32, 0x06, -SMCR_E_LLC_AL_BAD_MTU);
 	expect_err(b, 32, 0x0f, -SMCR_E_LLC_AL_BAD_MTU);
@@ -204,7 +185,7 @@ static void test_add_link_hint_and_mtu(void **state)
 	expect_err(b, 11, 0x01, -SMCR_E_LLC_AL_ALL_ZERO);	/* reserved byte: still "zero" */
 
 	/* Encoder ranges. */
-	load("add_link_req", b);
+	llc_golden_load("add_link_req", b);
 	assert_int_equal(llc_decode(b, sizeof(b), &m), 0);
 	uint8_t out[LLC_MSG_LEN];
 	m.add_link.psn = 0x1000000;
@@ -223,7 +204,7 @@ static void test_add_link_hint_and_mtu(void **state)
 static void test_add_link_cont(void **state)
 {
 	(void)state;
-	struct llc_msg m = golden("add_link_cont");
+	struct llc_msg m = llc_golden("add_link_cont");
 	assert_int_equal(m.type, LLC_ADD_LINK_CONT);
 	assert_false(m.resp);
 	assert_int_equal(m.add_link_cont.link_num, 2);
@@ -235,7 +216,7 @@ static void test_add_link_cont(void **state)
 	assert_int_equal(m.add_link_cont.rt[1].rkey, 0);
 
 	uint8_t b[LLC_MSG_LEN];
-	load("add_link_cont", b);
+	llc_golden_load("add_link_cont", b);
 	expect_err(b, 4, 0, -SMCR_E_LLC_ALC_LINK_ZERO);
 	expect_err(b, 5, 0, 0);		/* "nothing left": still sent, valid */
 	expect_err(b, 5, 255, 0);
@@ -268,7 +249,7 @@ static void test_add_link_cont(void **state)
 static void test_delete_link(void **state)
 {
 	(void)state;
-	struct llc_msg m = golden("delete_link_req");
+	struct llc_msg m = llc_golden("delete_link_req");
 	assert_int_equal(m.type, LLC_DELETE_LINK);
 	assert_false(m.resp);
 	assert_false(m.delete_link.all);
@@ -277,7 +258,7 @@ static void test_delete_link(void **state)
 	assert_int_equal(m.delete_link.reason, LLC_DEL_LOST_PATH);
 	assert_string_equal(llc_del_reason_name(m.delete_link.reason), "LOST_PATH");
 
-	m = golden("delete_link_all");
+	m = llc_golden("delete_link_all");
 	assert_true(m.delete_link.all);
 	assert_true(m.delete_link.orderly);
 	assert_int_equal(m.delete_link.link_num, 0);
@@ -295,9 +276,9 @@ static void test_delete_link(void **state)
 	assert_memory_equal(out, want, 9);
 
 	uint8_t b[LLC_MSG_LEN];
-	load("delete_link_req", b);
+	llc_golden_load("delete_link_req", b);
 	expect_err(b, 4, 0, -SMCR_E_LLC_DL_LINK_ZERO);
-	load("delete_link_all", b);
+	llc_golden_load("delete_link_all", b);
 	expect_err(b, 4, 3, 0);		/* "all" with a link number: accepted, LG ends anyway */
 	expect_err(b, 3, 0x40, 0);	/* not orderly (termination path) */
 	expect_err(b, 3, 0x20, -SMCR_E_LLC_DL_LINK_ZERO);	/* orderly single link 0 */
@@ -317,8 +298,8 @@ static void test_delete_link(void **state)
 static void test_test_link(void **state)
 {
 	(void)state;
-	struct llc_msg req = golden("test_link_req");
-	struct llc_msg resp = golden("test_link_resp");
+	struct llc_msg req = llc_golden("test_link_req");
+	struct llc_msg resp = llc_golden("test_link_resp");
 	assert_int_equal(req.type, LLC_TEST_LINK);
 	assert_false(req.resp);
 	assert_true(resp.resp);

@@ -8,26 +8,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "lib/llccdc_vectors.h"
+#include "lib/llc_golden.h"
 #include "wire/llc.h"
-
-static void load(const char *name, uint8_t b[LLC_MSG_LEN])
-{
-	const struct llccdc_vector *v = llccdc_vector_find(name);
-	assert_non_null(v);
-	assert_int_equal(llccdc_vector_bytes(v, b), LLC_MSG_LEN);
-}
-
-static struct llc_msg golden(const char *name)
-{
-	uint8_t b[LLC_MSG_LEN], again[LLC_MSG_LEN];
-	struct llc_msg m;
-	load(name, b);
-	assert_int_equal(llc_decode(b, sizeof(b), &m), 0);
-	assert_int_equal(llc_encode(&m, again), 0);
-	assert_memory_equal(again, b, LLC_MSG_LEN);
-	return m;
-}
 
 static void expect_rc(const uint8_t b[LLC_MSG_LEN], int rc)
 {
@@ -40,7 +22,7 @@ static void expect_rc(const uint8_t b[LLC_MSG_LEN], int rc)
 static void test_confirm_rkey(void **state)
 {
 	(void)state;
-	struct llc_msg m = golden("confirm_rkey_req");
+	struct llc_msg m = llc_golden("confirm_rkey_req");
 	assert_int_equal(m.type, LLC_CONFIRM_RKEY);
 	assert_false(m.resp);
 	assert_false(m.confirm_rkey.negative);
@@ -52,7 +34,7 @@ static void test_confirm_rkey(void **state)
 	assert_int_equal(m.confirm_rkey.other[0].rkey, 0x2001);
 	assert_true(m.confirm_rkey.other[0].vaddr == 0x7f00aaaa0000ull);
 
-	struct llc_msg r = golden("confirm_rkey_resp");
+	struct llc_msg r = llc_golden("confirm_rkey_resp");
 	assert_true(r.resp);
 	m.resp = true;		/* Linux's response is the request echoed with 0x80 */
 	assert_true(llc_msg_equal(&m, &r));
@@ -91,7 +73,7 @@ static void test_confirm_rkey_errors(void **state)
 {
 	(void)state;
 	uint8_t b[LLC_MSG_LEN];
-	load("confirm_rkey_req", b);
+	llc_golden_load("confirm_rkey_req", b);
 	b[4] = 3;
 	expect_rc(b, -SMCR_E_LLC_CR_COUNT);
 	b[4] = 255;
@@ -101,7 +83,7 @@ static void test_confirm_rkey_errors(void **state)
 	expect_rc(b, -SMCR_E_LLC_CR_LINK_ZERO);
 	b[4] = 0;				/* ...unless the entry is not in use */
 	expect_rc(b, 0);
-	load("confirm_rkey_req", b);
+	llc_golden_load("confirm_rkey_req", b);
 	b[4] = 2;				/* entry 2 in use with link 0 */
 	expect_rc(b, -SMCR_E_LLC_CR_LINK_ZERO);
 	b[30] = 1;
@@ -157,7 +139,7 @@ static void test_confirm_rkey_cont(void **state)
 static void test_delete_rkey(void **state)
 {
 	(void)state;
-	struct llc_msg m = golden("delete_rkey_req");
+	struct llc_msg m = llc_golden("delete_rkey_req");
 	assert_int_equal(m.type, LLC_DELETE_RKEY);
 	assert_false(m.resp);
 	assert_false(m.delete_rkey.negative);
@@ -188,7 +170,7 @@ static void test_delete_rkey(void **state)
 	assert_true(llc_msg_equal(&m, &d));
 
 	uint8_t b[LLC_MSG_LEN];
-	load("delete_rkey_req", b);
+	llc_golden_load("delete_rkey_req", b);
 	b[4] = 0;
 	expect_rc(b, -SMCR_E_LLC_DR_COUNT_ZERO);
 	b[4] = 9;
@@ -206,7 +188,7 @@ static void test_delete_rkey(void **state)
 	b[4] = 8;
 	expect_rc(b, 0);
 	/* rkeys beyond the count are not decoded. */
-	load("delete_rkey_req", b);
+	llc_golden_load("delete_rkey_req", b);
 	b[12] = 0x99;
 	assert_int_equal(llc_decode(b, sizeof(b), &d), 0);
 	assert_int_equal(d.delete_rkey.rkey[1], 0);

@@ -13,12 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/file.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/clock.h"
@@ -52,7 +54,8 @@ static void shm_atfork_parent(void)
 static void shm_atfork_child(void)
 {
 	for (struct shm_dev *sd = shm_devs; sd; sd = sd->next) {
-		int fds[] = { sd->listen_fd, sd->epfd, sd->kick_fd, sd->async_efd, sd->rkey_tab_fd };
+		int fds[] = { sd->listen_fd, sd->epfd, sd->kick_fd, sd->async_efd, sd->rkey_tab_fd,
+			      sd->lock_fd };
 		for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
 			if (fds[i] >= 0)
 				close(fds[i]);
@@ -195,18 +198,74 @@ static int pick_dir(const char *args, char *dir, size_t cap)
 	return 0;
 }
 
-static int sock_path(const char *dir, const struct dev_gid *g, struct sockaddr_un *sa)
+static int dir_path(const char *dir, const struct dev_gid *g, const char *suffix, char *out,
+		    size_t cap)
 {
 	char hex[33];
 	gid_hex(g, hex);
-	memset(sa, 0, sizeof *sa);
-	sa->sun_family = AF_UNIX;
-	int n = snprintf(sa->sun_path, sizeof sa->sun_path, "%s/%s.sock", dir, hex);
-	return n < 0 || (size_t)n >= sizeof sa->sun_path ? -SMCR_E_SHM_PATH_TOO_LONG : 0;
+	int n = snprintf(out, cap, "%s/%s%s", dir, hex, suffix);
+	return n < 0 || (size_t)n >= cap ? -SMCR_E_SHM_PATH_TOO_LONG : 0;
 }
 
-/* Removes sockets of this host whose device is gone (its process died without unlinking):
- * nobody accepts on them any more. */
+static int sock_path(const char *dir, const struct dev_gid *g, struct sockaddr_un *sa)
+{
+	memset(sa, 0, sizeof *sa);
+	sa->sun_family = AF_UNIX;
+	return dir_path(dir, g, ".sock", sa->sun_path, sizeof sa->sun_path);
+}
+
+/* A lock file without its socket is a device that died between the two (or one being
+ * opened right now, which holds the lock): stale once this old. */
+#define SHM_LOCK_ORPHAN_S 60
+
+/* Removes the files of one device of this host if it is gone. A live device holds an
+ * exclusive flock on its lock file from before bind() until after unlink(): if the lock is
+ * held, it is alive and is left alone: no connection reaches it (connecting to every socket
+ * made each live device accept, see the hang-up and log "peer connection down" once per
+ * device opened anywhere on the host). If we get the lock, the owner died or is still
+ * between creating the file and locking it (it then waits in flock() for us and has not
+ * bound yet): the socket decides, as before: ECONNREFUSED means nobody listens on it. A
+ * socket without a lock file (a device of an older build) is probed the same way. */
+static void clean_one(const char *dir, const struct dev_gid *g)
+{
+	struct sockaddr_un sa;
+	char lock[sizeof sa.sun_path];
+	if (sock_path(dir, g, &sa) || dir_path(dir, g, ".lock", lock, sizeof lock))
+		return;
+	int lfd = open(lock, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (lfd < 0 && errno != ENOENT)
+		return;	/* another user's device (its socket is not ours to probe either) */
+	if (lfd >= 0 && flock(lfd, LOCK_EX | LOCK_NB) < 0) {
+		close(lfd);
+		return;	/* held: alive */
+	}
+	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s >= 0) {
+		int dead = 0;
+		if (connect(s, (struct sockaddr *)&sa, sizeof sa) < 0) {
+			if (errno == ECONNREFUSED) {
+				dead = 1;
+			} else if (errno == ENOENT && lfd >= 0) {
+				struct stat st;
+				struct timespec now;
+				dead = fstat(lfd, &st) == 0 &&
+				       clock_gettime(CLOCK_REALTIME, &now) == 0 &&
+				       now.tv_sec - st.st_mtim.tv_sec > SHM_LOCK_ORPHAN_S;
+			}
+		}
+		close(s);
+		if (dead) {
+			unlink(sa.sun_path);
+			if (lfd >= 0)
+				unlink(lock);
+		}
+	}
+	if (lfd >= 0)
+		close(lfd);	/* releases our flock */
+}
+
+/* Removes the files of this host's devices that are gone (their process died without
+ * unlinking): nobody accepts on them any more. */
 static void clean_stale(const char *dir, const uint8_t host[SHM_GID_HOST_LEN])
 {
 	DIR *d = opendir(dir);
@@ -215,7 +274,8 @@ static void clean_stale(const char *dir, const uint8_t host[SHM_GID_HOST_LEN])
 	struct dirent *e;
 	int budget = 4096;
 	while ((e = readdir(d)) && budget-- > 0) {
-		if (strlen(e->d_name) != 32 + 5 || strcmp(e->d_name + 32, ".sock") != 0)
+		if (strlen(e->d_name) != 32 + 5 ||
+		    (strcmp(e->d_name + 32, ".sock") != 0 && strcmp(e->d_name + 32, ".lock") != 0))
 			continue;
 		struct dev_gid g;
 		int ok = 1;
@@ -226,15 +286,7 @@ static void clean_stale(const char *dir, const uint8_t host[SHM_GID_HOST_LEN])
 		}
 		if (!ok || memcmp(g.raw, host, SHM_GID_HOST_LEN) != 0)
 			continue;
-		struct sockaddr_un sa;
-		if (sock_path(dir, &g, &sa))
-			continue;
-		int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-		if (s < 0)
-			break;
-		if (connect(s, (struct sockaddr *)&sa, sizeof sa) < 0 && errno == ECONNREFUSED)
-			unlink(sa.sun_path);
-		close(s);
+		clean_one(dir, &g);
 	}
 	closedir(d);
 }
@@ -723,12 +775,34 @@ static void peer_read_locked(struct shm_dev *sd, struct shm_peer *p)
 	shm_dev_kick(sd);	/* budget used up: come back soon (fairness) */
 }
 
+/* Out of fds for a while the listener stays readable: take it out of the wait set (events 0)
+ * and put it back at the next tick after SHM_ACCEPT_PAUSE_MS, instead of waking at once on
+ * it again and again (a spin of the device thread on a 2-core machine). */
+#define SHM_ACCEPT_PAUSE_MS 100
+static void listen_pause(struct shm_dev *sd, int pause)
+{
+	struct epoll_event ev = { .events = pause ? 0 : EPOLLIN, .data.ptr = &sd->listen_fd };
+	if (epoll_ctl(sd->epfd, EPOLL_CTL_MOD, sd->listen_fd, &ev) < 0)
+		return;
+	sd->listen_paused_until_ns = pause ? smcr_now_ns() + SHM_ACCEPT_PAUSE_MS * SMCR_NS_PER_MS
+					   : 0;
+}
+
 static void accept_all_locked(struct shm_dev *sd)
 {
 	for (;;) {
 		int fd = accept4(sd->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				SMCR_LOG_RL(SMCR_LOG_WARN, "shm", "%s: accept: %s", sd->dev.name,
+					    strerror(errno));
+				listen_pause(sd, 1);
+			}
 			return;
+		}
 		sock_tune(fd);
 		if (!peer_new(sd, fd, 0))
 			close(fd);
@@ -774,7 +848,9 @@ static void *shm_thread(void *arg)
 				peer_down_locked(sd, p);
 		}
 		uint64_t now = smcr_now_ns();
-		need_tick = sd->n_parked > 0;
+		if (sd->listen_paused_until_ns && now >= sd->listen_paused_until_ns)
+			listen_pause(sd, 0);
+		need_tick = sd->n_parked > 0 || sd->listen_paused_until_ns != 0;
 		for (struct shm_parked **pp = &sd->parked; *pp;) {
 			struct shm_parked *pk = *pp;
 			struct shm_qp *q = shm_qp_find_locked(sd, pk->req.dst_qpn);
@@ -885,6 +961,10 @@ static void shm_free(struct shm_dev *sd)
 		close(sd->listen_fd);
 		unlink(sd->sock_path);
 	}
+	if (sd->lock_fd >= 0) {	/* after the socket: a live socket always has its lock */
+		unlink(sd->lock_path);
+		close(sd->lock_fd);
+	}
 	if (sd->rkey_tab)
 		munmap(sd->rkey_tab, sd->rkey_tab_len);
 	if (sd->rkey_tab_fd >= 0)
@@ -960,7 +1040,7 @@ static int shm_dev_open(const struct dev_ops *ops, const char *args, struct dev_
 	struct shm_dev *sd = calloc(1, sizeof *sd);
 	if (!sd)
 		return -SMCR_E_NOMEM;
-	sd->listen_fd = sd->epfd = sd->kick_fd = sd->async_efd = sd->rkey_tab_fd = -1;
+	sd->listen_fd = sd->epfd = sd->kick_fd = sd->async_efd = sd->rkey_tab_fd = sd->lock_fd = -1;
 	pthread_mutex_init(&sd->lock, NULL);
 	pthread_cond_init(&sd->ack_cond, NULL);
 	pthread_rwlock_init(&sd->mr_lock, NULL);
@@ -997,6 +1077,16 @@ static int shm_dev_open(const struct dev_ops *ops, const char *args, struct dev_
 	if (rc)
 		goto err;
 	clean_stale(dir, sd->gid.raw);
+	/* Locked before the socket exists, held until after it is gone (clean_one). Blocking:
+	 * a cleaner may hold it for the moment it takes to probe. */
+	rc = dir_path(dir, &sd->gid, ".lock", sd->lock_path, sizeof sd->lock_path);
+	if (rc)
+		goto err;
+	sd->lock_fd = open(sd->lock_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (sd->lock_fd < 0 || flock(sd->lock_fd, LOCK_EX) < 0) {
+		rc = -SMCR_E_SHM_DIR;
+		goto err;
+	}
 
 	/* The rkey validity table peers read: sealed so no one else can map it writable. */
 	rc = -SMCR_E_SHM_SYSCALL;

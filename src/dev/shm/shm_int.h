@@ -107,6 +107,13 @@ struct shm_dev {
 	uint64_t node_guid;
 	char sock_path[108];
 	int listen_fd;
+	/* "<gid>.lock" beside the socket, flock()ed for the device's lifetime: others see a
+	 * live device without connecting to it (clean_stale in shm_dev.c). */
+	char lock_path[108];
+	int lock_fd;
+	/* Device thread only: out of fds, the listener left epoll (it stays readable, a
+	 * level-triggered wait would spin) until this time; 0 when listening. */
+	uint64_t listen_paused_until_ns;
 	int epfd;
 	int kick_fd;		/* eventfd: wakes the device thread (commands, peers' kicks) */
 	int async_efd;		/* dev.async_fd */
@@ -128,9 +135,6 @@ struct shm_dev {
 	int port_up;
 	uint32_t next_pd_id;
 	uint32_t mr_seq;
-	/* Atomic: number of QPs needing the device thread's timer (connect retries, send
-	 * deadlines). Incremented/decremented under the QP's sq_lock; read by the thread. */
-	uint32_t n_live;		/* QPs in RTR/RTS: the thread ticks while nonzero */
 
 	/* mr_lock (rwlock, leaf) protects mrs[] and mr_gen[] (lkey/rkey lookups). */
 	pthread_rwlock_t mr_lock;
