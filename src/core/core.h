@@ -435,6 +435,15 @@ struct core_conn_info {
 	enum core_tcp_action tcp_action;
 	uint64_t bytes_sent, bytes_received;
 	uint64_t cdc_sent, cdc_received;
+	/* Added by the ready branch (sock-wishes.md item 2; all 0 while not attached to an LG): */
+	uint32_t qpn_local;		/* our QP of the link carrying the connection */
+	uint32_t qpn_peer;		/* the peer's QP of that link (its qpn_local) */
+	uint8_t lg_links;		/* links of the LG in state ACTIVE now */
+	uint16_t lg_conns;		/* connections attached to the LG now (this one included) */
+	/* TCP's FIONREAD/SIOCINQ (tcp_inq): without oobinline, while the urgent byte is at or
+	 * after the consumer cursor, only the bytes before it (0 at the mark, even when bytes
+	 * follow it); otherwise every byte not yet read. readable (above) is poll's count. */
+	uint32_t inq;
 };
 void core_conn_info(struct core_conn *c, struct core_conn_info *info);
 

@@ -99,6 +99,10 @@ static void fill_info(struct sock *s, struct smcr_info *in)
 	in->bytes_received = ci.bytes_received;
 	in->cdc_sent = ci.cdc_sent;
 	in->cdc_received = ci.cdc_received;
+	in->local_qpn = ci.qpn_local;
+	in->peer_qpn = ci.qpn_peer;
+	in->lgr_links = ci.lg_links;
+	in->lgr_conns = ci.lg_conns;
 }
 
 /* ---- options ---- */
@@ -358,7 +362,7 @@ int smcr_ioctl(int fd, unsigned long req, ...)
 		if (st == SS_SMC && s->conn) {
 			struct core_conn_info ci;
 			core_conn_info(s->conn, &ci);
-			v = req == FIONREAD ? (int)ci.readable
+			v = req == FIONREAD ? (int)ci.inq /* tcp_inq's value, not poll's */
 			    : req == SIOCOUTQ ? (int)ci.unacked
 					      : ci.at_mark;
 		}
