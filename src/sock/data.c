@@ -110,6 +110,76 @@ static bool ready(struct sock *s, unsigned want, uint32_t have)
 	return ci.readable > have;
 }
 
+/* ---- Deferred tokens (docs/parts/ready.md) ----
+ *
+ * Every arrival writes a POLLIN token to the program end (sig.h), and the read that
+ * empties the RMBE drains it: two system calls per message. When the arrival is taken
+ * by a thread spinning in a receive on the same socket, nobody needs that edge for bytes
+ * that thread is about to read: the engine's callback skips the token (sock_rx_defer)
+ * and marks the socket; the spinner, after its read (sock_rx_flush), writes the token
+ * only if data is left. Why no waiter is lost:
+ *   - the callback defers only while a spinner is registered (one compare-and-swap on
+ *     rx_spin checks the count and sets the mark), and it runs after the engine made
+ *     the data visible, so the spinner's next readiness check sees it;
+ *   - a spinner that ends its spin without the data being ready for it (MSG_PEEK|
+ *     MSG_WAITALL wants more, or another thread read it) flushes before it sleeps, so a
+ *     deferred arrival always ends as a token unless it was read;
+ *   - every receive on an SMC-R socket ends with sock_rx_flush, then the usual
+ *     re-synchronisation (sock_sync_after_call): data left = token = POLLIN + an edge. */
+
+_Atomic uint64_t sock_rx_deferred_total;
+
+bool sock_rx_defer(struct sock *s)
+{
+	unsigned v = atomic_load_explicit(&s->rx_spin, memory_order_relaxed);
+	while (v & ~SOCK_RX_DEFERRED) {
+		if (atomic_compare_exchange_weak_explicit(&s->rx_spin, &v, v | SOCK_RX_DEFERRED,
+							  memory_order_acq_rel,
+							  memory_order_relaxed)) {
+			atomic_fetch_add_explicit(&sock_rx_deferred_total, 1, memory_order_relaxed);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Writes the token of a deferred arrival if its data is still unread (an edge: the
+ * arrival's own). */
+static void sock_rx_flush(struct sock *s)
+{
+	if (!(atomic_load_explicit(&s->rx_spin, memory_order_relaxed) & SOCK_RX_DEFERRED))
+		return;
+	unsigned v = atomic_fetch_and_explicit(&s->rx_spin, ~SOCK_RX_DEFERRED,
+					       memory_order_acq_rel);
+	if ((v & SOCK_RX_DEFERRED) && (core_conn_events(s->conn) & CORE_EV_IN))
+		sig_readable(&s->sig);
+}
+
+/* ---- Adaptive spin ----
+ *
+ * A fixed spin has a stable bad mode on a loaded machine: as soon as one round trip takes
+ * longer than the spin (a thread was descheduled), both ends sleep, and waking a sleeper
+ * is slower than the spin, so every following round trip is longer than the spin too
+ * (pingpong: 1.9 µs spinning, 50-90 µs once asleep, measured at load 7-11). So when the
+ * recent waits of the socket in that direction were short (their moving average below
+ * SOCK_SPIN_SHORT_NS: the spin catches them), the spin is SOCK_SPIN_MAX_NS, which rides
+ * out a descheduled peer; otherwise SOCK_SPIN_NS. The other way round (spinning longer
+ * because waits are long) feeds itself on 2 cores: a long spinner takes the CPU its peer
+ * needs (measured: 250 µs round trips with a 200 µs spin). */
+static uint64_t spin_budget(struct sock *s, int dir)
+{
+	uint64_t avg = atomic_load_explicit(&s->wait_avg[dir], memory_order_relaxed);
+	return avg < SOCK_SPIN_SHORT_NS ? SOCK_SPIN_MAX_NS : SOCK_SPIN_NS;
+}
+
+static void wait_note(struct sock *s, int dir, uint64_t ns)
+{
+	uint64_t avg = atomic_load_explicit(&s->wait_avg[dir], memory_order_relaxed);
+	if (ns > 8 * SOCK_SPIN_MAX_NS)
+		ns = 8 * SOCK_SPIN_MAX_NS; /* one long pause must not hide the next bursts */
+	atomic_store_explicit(&s->wait_avg[dir], avg - avg / 8 + ns / 8, memory_order_relaxed);
+}
+
 /* Waits until ready(s, want, have). Returns 0 (the caller tries again),
  * -SMCR_E_SOCK_AGAIN when the deadline passed, -SMCR_E_SOCK_INTR on a signal. */
 static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t have)
@@ -117,27 +187,44 @@ static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t h
 	/* 1. spin briefly on the engine's progress (decision 3: a few microseconds) */
 	uint64_t t0 = smcr_now_ns();
 	struct core_engine *e = sock_engine();
+	bool rx = want == CORE_EV_IN;
+	bool ok = false;
+	if (rx)
+		atomic_fetch_add_explicit(&s->rx_spin, SOCK_RX_SPIN_ONE, memory_order_acq_rel);
 	/* While this thread spins, peer messages wake nobody (core_engine_spin_begin disarms
 	 * the CQs); spin_end re-arms and polls once more, so nothing is lost when we sleep. */
+	int dir = rx ? 0 : 1;
+	uint64_t budget = spin_budget(s, dir), now = t0;
 	core_engine_spin_begin(e, t0);
 	do {
 		if (ready(s, want, have)) {
-			core_engine_spin_end(e);
-			return 0;
+			ok = true;
+			break;
 		}
-		(void)core_engine_progress(e, smcr_now_ns(), NULL);
-	} while (smcr_now_ns() - t0 < SOCK_SPIN_NS);
+		(void)core_engine_progress(e, now, NULL);
+		now = smcr_now_ns();
+	} while (now - t0 < budget);
 	core_engine_spin_end(e);
+	if (rx)
+		atomic_fetch_sub_explicit(&s->rx_spin, SOCK_RX_SPIN_ONE, memory_order_acq_rel);
+	if (ok) {
+		wait_note(s, dir, smcr_now_ns() - t0);
+		return 0; /* a deferred arrival is flushed by the receive after its read */
+	}
 	/* 2. turn the program end's bit off, so the next arrival (a token, or the drain of
 	 * the filler) wakes poll; check again for one that came in between */
-	if (want == CORE_EV_IN)
+	if (rx)
 		sig_drain_in(&s->sig);
 	else
 		sig_block_out(&s->sig);
 	if (ready(s, want, have))
 		return 0;
+	/* an arrival deferred for us that is not enough for us: its token now, before we
+	 * sleep (another thread may be waiting for it) */
+	if (rx)
+		sock_rx_flush(s);
 	/* 3. sleep on it */
-	uint64_t now = smcr_now_ns();
+	now = smcr_now_ns();
 	if (deadline != UINT64_MAX && now >= deadline)
 		return -SMCR_E_SOCK_AGAIN;
 	int ms = -1;
@@ -145,12 +232,25 @@ static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t h
 		uint64_t d = (deadline - now + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS;
 		ms = d > 1000000 ? 1000000 : (int)d;
 	}
-	struct pollfd p = { .fd = s->fd, .events = want == CORE_EV_IN ? POLLIN : POLLOUT };
-	LOG_DBG("data", "fd %d: sleep for %s (ev 0x%x)", s->fd, want == CORE_EV_IN ? "in" : "out",
+	/* Also on the engine's completion fds, armed by us (prepare_sleep; 1: work came in
+	 * meanwhile, go round again): an arrival then wakes this thread directly, at the
+	 * same time as the progress thread, instead of through it (its callback's token) -
+	 * one wake-up on the way instead of two in a row. The progress thread still runs
+	 * the engine for everybody else; whoever polls first takes the completion. */
+	struct pollfd p[1 + SOCK_ENGINE_FDS_MAX];
+	p[0] = (struct pollfd){ .fd = s->fd, .events = rx ? POLLIN : POLLOUT };
+	int nfds = 1;
+	if (core_engine_prepare_sleep(e) != 0)
+		return 0;
+	int ne = sock_engine_fds(&p[1].fd, SOCK_ENGINE_FDS_MAX);
+	for (int i = 0; i < ne; i++)
+		p[nfds++] = (struct pollfd){ .fd = p[1 + i].fd, .events = POLLIN };
+	LOG_DBG("data", "fd %d: sleep for %s (ev 0x%x)", s->fd, rx ? "in" : "out",
 		core_conn_events(s->conn));
-	int n = sock_sys.poll(&p, 1, ms);
-	LOG_DBG("data", "fd %d: woke for %s (ev 0x%x, revents 0x%x)", s->fd,
-		want == CORE_EV_IN ? "in" : "out", core_conn_events(s->conn), p.revents);
+	int n = sock_sys.poll(p, (nfds_t)nfds, ms);
+	LOG_DBG("data", "fd %d: woke for %s (ev 0x%x, revents 0x%x)", s->fd, rx ? "in" : "out",
+		core_conn_events(s->conn), p[0].revents);
+	wait_note(s, dir, smcr_now_ns() - t0);
 	if (n < 0 && errno == EINTR)
 		return -SMCR_E_SOCK_INTR;
 	if (n == 0 && deadline != UINT64_MAX && smcr_now_ns() >= deadline)
@@ -334,6 +434,7 @@ static ssize_t smc_recv(struct sock *s, const struct iovec *uiov, int cnt, int f
 		if (rc < 0)
 			break;
 	}
+	sock_rx_flush(s);
 	sock_sync_after_call(s);
 	if (done > 0)
 		return (ssize_t)done;

@@ -36,6 +36,9 @@ static struct core_engine *eng;
 static bool eng_tried;
 static bool eng_atfork;
 static _Atomic(struct core_engine *) eng_fast; /* eng, for lock-free reads once created */
+static int eng_fds[SOCK_ENGINE_FDS_MAX]; /* core_engine_fds, written once before eng_fast is
+					  * published (release), read after it (acquire) */
+static int eng_nfds;
 static struct prog_watch *eng_watch[16];      /* (eng_lock) the engine fds' watches, kept for
 					       * the engine's life (the process's) */
 
@@ -193,6 +196,9 @@ struct core_engine *sock_engine(void)
 	} else {
 		int fds[16];
 		int n = core_engine_fds(e, fds, 16);
+		eng_nfds = 0;
+		for (int i = 0; i < n && i < SOCK_ENGINE_FDS_MAX; i++)
+			eng_fds[eng_nfds++] = fds[i];
 		for (int i = 0; i < n && i < 16; i++) {
 			if (progress_watch(fds[i], EPOLLIN, engine_fd_ready, NULL, NULL,
 					   &eng_watch[i]) < 0)
@@ -207,6 +213,16 @@ struct core_engine *sock_engine(void)
 	}
 	pthread_mutex_unlock(&eng_lock);
 	return e;
+}
+
+int sock_engine_fds(int *fds, int max)
+{
+	if (!atomic_load_explicit(&eng_fast, memory_order_acquire))
+		return 0;
+	int n = eng_nfds < max ? eng_nfds : max;
+	for (int i = 0; i < n; i++)
+		fds[i] = eng_fds[i];
+	return n;
 }
 
 void sock_engine_spin(void)
@@ -226,6 +242,14 @@ void sock_core_event(void *ctx, struct core_conn *c, unsigned events, unsigned r
 		hs_kick(s);
 	/* Before SMC the program end is the placeholder (nothing to show); the handshake's
 	 * end applies the level mask itself after setting SS_SMC, so nothing is lost. */
-	if (atomic_load(&s->state) == SS_SMC)
-		sock_apply_events(s, events, raised, false);
+	if (atomic_load(&s->state) != SS_SMC)
+		return;
+	/* An arrival for a thread spinning in recv on this socket: that thread takes the
+	 * data itself, so the POLLIN token (a send now, a recv to drain it when the read
+	 * empties the RMBE: 2 system calls per message) is skipped; the spinner writes it if
+	 * data is left after its read (data.c sock_rx_flush). */
+	if ((raised & (CORE_EV_IN | CORE_EV_IN_NEW)) && !(events & CORE_EV_ERR) &&
+	    sock_rx_defer(s))
+		raised &= ~(unsigned)(CORE_EV_IN | CORE_EV_IN_NEW);
+	sock_apply_events(s, events, raised, false);
 }

@@ -154,6 +154,8 @@ void sig_readable(struct sig *s)
 void sig_readable_if_none(struct sig *s)
 {
 	char b = 't';
+	if (atomic_load_explicit(&s->tokens, memory_order_relaxed) > 0)
+		return; /* fast path: POLLIN is on already */
 	pthread_mutex_lock(&s->lock);
 	if (!s->dead && !s->rdhup && !s->rd_shut && s->prog >= 0 && s->tokens == 0 &&
 	    sock_sys.send(s->end, &b, 1, SIG_IO_FLAGS) == 1)
@@ -164,6 +166,8 @@ void sig_readable_if_none(struct sig *s)
 void sig_drain_in(struct sig *s)
 {
 	char buf[SIG_TOKEN_CAP];
+	if (atomic_load_explicit(&s->tokens, memory_order_relaxed) == 0)
+		return; /* fast path: nothing queued */
 	pthread_mutex_lock(&s->lock);
 	/* With an OOB byte queued only the tokens before it (POLLIN stays on anyway: AF_UNIX
 	 * counts the OOB byte as data; sig_pri_off empties the rest). */
@@ -185,6 +189,8 @@ void sig_drain_in(struct sig *s)
 void sig_block_out(struct sig *s)
 {
 	static const char filler[4096];
+	if (atomic_load_explicit(&s->out_blocked, memory_order_relaxed))
+		return; /* fast path: already off */
 	pthread_mutex_lock(&s->lock);
 	if (!s->out_blocked && !s->dead && !s->wr_shut && s->prog >= 0) {
 		for (;;) {
@@ -214,6 +220,8 @@ static void sig_unfill_locked(struct sig *s)
 
 void sig_unblock_out(struct sig *s)
 {
+	if (!atomic_load_explicit(&s->out_blocked, memory_order_relaxed))
+		return; /* fast path: POLLOUT is on */
 	pthread_mutex_lock(&s->lock);
 	if (s->out_blocked && !s->dead) {
 		sig_unfill_locked(s);
@@ -381,6 +389,8 @@ void sig_pri_on(struct sig *s)
 
 void sig_pri_off(struct sig *s)
 {
+	if (!atomic_load_explicit(&s->pri, memory_order_relaxed))
+		return; /* fast path: every program call comes here */
 	pthread_mutex_lock(&s->lock);
 	if (s->pri && s->prog >= 0) {
 		char b;

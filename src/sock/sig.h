@@ -54,17 +54,21 @@
 #define SIG_PROG_SNDBUF 4096 /* SO_SNDBUF asked for prog (the kernel doubles it) */
 
 struct sig {
-	pthread_mutex_t lock; /* protects every field below and the byte counts in the pair */
+	pthread_mutex_t lock; /* protects every field below and the byte counts in the pair;
+			       * the _Atomic ones are written under it and also read without
+			       * it, by the fast paths that see nothing to do (a stale read
+			       * there is the same race as a change right after the unlock,
+			       * which the callers' re-check of the engine's mask covers) */
 	int prog;	      /* program end; its number changes when installed (sig_install) */
 	int end;	      /* signal end, hidden high fd; -1 after sig_error/sig_close */
-	unsigned tokens;      /* token bytes queued from end towards prog */
+	_Atomic unsigned tokens; /* token bytes queued from end towards prog */
 	unsigned filled;      /* bytes queued from prog towards end (POLLOUT off when > 0) */
-	bool out_blocked;     /* sig_block_out done and not undone */
+	_Atomic bool out_blocked; /* sig_block_out done and not undone */
 	bool rdhup;	      /* shutdown(end, SHUT_WR) done */
 	bool wr_shut;	      /* shutdown(prog, SHUT_WR) done */
 	bool rd_shut;	      /* shutdown(prog, SHUT_RD) done */
 	bool dead;	      /* sig_error done: end closed */
-	bool pri;	      /* an OOB byte is queued end -> prog (POLLPRI) */
+	_Atomic bool pri;     /* an OOB byte is queued end -> prog (POLLPRI) */
 	unsigned pre;	      /* of tokens: queued before that OOB byte (a plain read of
 			       * more would pass the mark and drop it) */
 };
