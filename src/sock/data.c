@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sock/errmap.h"
@@ -155,6 +156,21 @@ static void sock_rx_flush(struct sock *s)
 		sig_readable(&s->sig);
 }
 
+static _Atomic int eng_sleepers; /* program threads sleeping on the engine's fds (<= 1) */
+
+/* $SMCR_SLEEP_ON_ENGINE=0 turns the engine-fd sleep off (measurements). Read once. */
+static bool sleep_on_engine(void)
+{
+	static _Atomic int v = -1;
+	int x = atomic_load_explicit(&v, memory_order_relaxed);
+	if (x < 0) {
+		const char *e = getenv("SMCR_SLEEP_ON_ENGINE");
+		x = !(e && strcmp(e, "0") == 0);
+		atomic_store_explicit(&v, x, memory_order_relaxed);
+	}
+	return x;
+}
+
 /* ---- Adaptive spin ----
  *
  * A fixed spin has a stable bad mode on a loaded machine: as soon as one round trip takes
@@ -236,18 +252,37 @@ static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t h
 	 * meanwhile, go round again): an arrival then wakes this thread directly, at the
 	 * same time as the progress thread, instead of through it (its callback's token) -
 	 * one wake-up on the way instead of two in a row. The progress thread still runs
-	 * the engine for everybody else; whoever polls first takes the completion. */
+	 * the engine for everybody else; whoever polls first takes the completion. Every
+	 * completion of the process wakes such a sleeper, so only one thread at a time, and
+	 * only for a socket whose recent waits were short (a busy exchange, not an idle
+	 * connection: measured, smcr-perf's blocked control thread woke on every message of
+	 * the data connection). */
 	struct pollfd p[1 + SOCK_ENGINE_FDS_MAX];
 	p[0] = (struct pollfd){ .fd = s->fd, .events = rx ? POLLIN : POLLOUT };
 	int nfds = 1;
-	if (core_engine_prepare_sleep(e) != 0)
-		return 0;
-	int ne = sock_engine_fds(&p[1].fd, SOCK_ENGINE_FDS_MAX);
-	for (int i = 0; i < ne; i++)
-		p[nfds++] = (struct pollfd){ .fd = p[1 + i].fd, .events = POLLIN };
+	bool on_engine = false;
+	if (sleep_on_engine() &&
+	    atomic_load_explicit(&s->wait_avg[dir], memory_order_relaxed) < SOCK_SLEEP_ENGINE_NS) {
+		if (atomic_fetch_add_explicit(&eng_sleepers, 1, memory_order_acq_rel) == 0)
+			on_engine = true;
+		else
+			atomic_fetch_sub_explicit(&eng_sleepers, 1, memory_order_acq_rel);
+	}
+	if (on_engine) {
+		if (core_engine_prepare_sleep(e) != 0) {
+			atomic_fetch_sub_explicit(&eng_sleepers, 1, memory_order_acq_rel);
+			return 0;
+		}
+		int efds[SOCK_ENGINE_FDS_MAX];
+		int ne = sock_engine_fds(efds, SOCK_ENGINE_FDS_MAX);
+		for (int i = 0; i < ne; i++)
+			p[nfds++] = (struct pollfd){ .fd = efds[i], .events = POLLIN };
+	}
 	LOG_DBG("data", "fd %d: sleep for %s (ev 0x%x)", s->fd, rx ? "in" : "out",
 		core_conn_events(s->conn));
 	int n = sock_sys.poll(p, (nfds_t)nfds, ms);
+	if (on_engine)
+		atomic_fetch_sub_explicit(&eng_sleepers, 1, memory_order_acq_rel);
 	LOG_DBG("data", "fd %d: woke for %s (ev 0x%x, revents 0x%x)", s->fd, rx ? "in" : "out",
 		core_conn_events(s->conn), p[0].revents);
 	wait_note(s, dir, smcr_now_ns() - t0);

@@ -86,6 +86,11 @@ static uint64_t engine_hook(uint64_t now)
 		(void)core_engine_progress(e, now, &next);
 		if (core_engine_prepare_sleep(e) == 0)
 			break;
+		/* A program thread spins on the engine: it takes the completions and its
+		 * spin_end arms the CQs; going round again would only fight it for the
+		 * engine's locks (next holds the spin's grace deadline). */
+		if (core_engine_spinning(e))
+			break;
 		now = smcr_now_ns();
 		if (i == 16) {
 			next = now;

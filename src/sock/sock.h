@@ -179,6 +179,7 @@ int sock_engine_fds(int *fds, int max);
 #define SOCK_SPIN_NS 20000ull	    /* the spin before sleeping, at least */
 #define SOCK_SPIN_MAX_NS 100000ull  /* adaptive spin: the longer spin (data.c spin_budget) */
 #define SOCK_SPIN_SHORT_NS 10000ull /* recent waits below this average: the longer spin */
+#define SOCK_SLEEP_ENGINE_NS 1000000ull /* below this: a sleeper also polls the engine fds */
 #define SOCK_RX_SPIN_ONE 1u
 #define SOCK_RX_DEFERRED 0x80000000u
 /* The engine's callback: true if a thread spins in a receive on s, which will then see
