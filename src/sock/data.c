@@ -158,14 +158,18 @@ static void sock_rx_flush(struct sock *s)
 
 static _Atomic int eng_sleepers; /* program threads sleeping on the engine's fds (<= 1) */
 
-/* $SMCR_SLEEP_ON_ENGINE=0 turns the engine-fd sleep off (measurements). Read once. */
+/* $SMCR_SLEEP_ON_ENGINE=1 turns the engine-fd sleep on. Off by default: measured at
+ * load 10-11 (docs/parts/ready.md), pingpong stayed in the sleeping mode with it (78-91
+ * µs round trips in 5 of 6 runs) and in the spinning mode without it (4.2-5.2 µs in 5 of
+ * 6): the progress thread and the program thread woken together fight for the CPU and
+ * the engine's locks. Read once. */
 static bool sleep_on_engine(void)
 {
 	static _Atomic int v = -1;
 	int x = atomic_load_explicit(&v, memory_order_relaxed);
 	if (x < 0) {
 		const char *e = getenv("SMCR_SLEEP_ON_ENGINE");
-		x = !(e && strcmp(e, "0") == 0);
+		x = e && strcmp(e, "1") == 0;
 		atomic_store_explicit(&v, x, memory_order_relaxed);
 	}
 	return x;
@@ -182,10 +186,17 @@ static bool sleep_on_engine(void)
  * out a descheduled peer; otherwise SOCK_SPIN_NS. The other way round (spinning longer
  * because waits are long) feeds itself on 2 cores: a long spinner takes the CPU its peer
  * needs (measured: 250 µs round trips with a 200 µs spin). */
-static uint64_t spin_budget(struct sock *s, int dir)
+/* The socket's recent waits in direction dir; UINT64_MAX while none was measured (0 in
+ * wait_avg: a new socket is not assumed busy). */
+static uint64_t wait_avg(struct sock *s, int dir)
 {
 	uint64_t avg = atomic_load_explicit(&s->wait_avg[dir], memory_order_relaxed);
-	return avg < SOCK_SPIN_SHORT_NS ? SOCK_SPIN_MAX_NS : SOCK_SPIN_NS;
+	return avg ? avg : UINT64_MAX;
+}
+
+static uint64_t spin_budget(struct sock *s, int dir)
+{
+	return wait_avg(s, dir) < SOCK_SPIN_SHORT_NS ? SOCK_SPIN_MAX_NS : SOCK_SPIN_NS;
 }
 
 static void wait_note(struct sock *s, int dir, uint64_t ns)
@@ -193,7 +204,8 @@ static void wait_note(struct sock *s, int dir, uint64_t ns)
 	uint64_t avg = atomic_load_explicit(&s->wait_avg[dir], memory_order_relaxed);
 	if (ns > 8 * SOCK_SPIN_MAX_NS)
 		ns = 8 * SOCK_SPIN_MAX_NS; /* one long pause must not hide the next bursts */
-	atomic_store_explicit(&s->wait_avg[dir], avg - avg / 8 + ns / 8, memory_order_relaxed);
+	avg = avg ? avg - avg / 8 + ns / 8 : ns;
+	atomic_store_explicit(&s->wait_avg[dir], avg ? avg : 1, memory_order_relaxed);
 }
 
 /* Waits until ready(s, want, have). Returns 0 (the caller tries again),
@@ -261,8 +273,7 @@ static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t h
 	p[0] = (struct pollfd){ .fd = s->fd, .events = rx ? POLLIN : POLLOUT };
 	int nfds = 1;
 	bool on_engine = false;
-	if (sleep_on_engine() &&
-	    atomic_load_explicit(&s->wait_avg[dir], memory_order_relaxed) < SOCK_SLEEP_ENGINE_NS) {
+	if (sleep_on_engine() && wait_avg(s, dir) < SOCK_SLEEP_ENGINE_NS) {
 		if (atomic_fetch_add_explicit(&eng_sleepers, 1, memory_order_acq_rel) == 0)
 			on_engine = true;
 		else
@@ -285,7 +296,14 @@ static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t h
 		atomic_fetch_sub_explicit(&eng_sleepers, 1, memory_order_acq_rel);
 	LOG_DBG("data", "fd %d: woke for %s (ev 0x%x, revents 0x%x)", s->fd, rx ? "in" : "out",
 		core_conn_events(s->conn), p[0].revents);
-	wait_note(s, dir, smcr_now_ns() - t0);
+	/* Woken by the engine's fds only: maybe another connection's completion. Counted as
+	 * a long wait, so a socket sharing the engine with other traffic soon stops sleeping
+	 * on its fds (measured: smcr-perf's control thread, once short-waiting, woke for
+	 * every CDC of 1000 connections and took a third of a CPU). */
+	if (n > 0 && !p[0].revents && !ready(s, want, have))
+		wait_note(s, dir, 2 * SOCK_SLEEP_ENGINE_NS);
+	else
+		wait_note(s, dir, smcr_now_ns() - t0);
 	if (n < 0 && errno == EINTR)
 		return -SMCR_E_SOCK_INTR;
 	if (n == 0 && deadline != UINT64_MAX && smcr_now_ns() >= deadline)

@@ -387,11 +387,12 @@ void sig_pri_on(struct sig *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
-void sig_pri_off(struct sig *s)
+bool sig_pri_off(struct sig *s)
 {
 	if (!atomic_load_explicit(&s->pri, memory_order_relaxed))
-		return; /* fast path: every program call comes here */
+		return false; /* fast path: every program call comes here */
 	pthread_mutex_lock(&s->lock);
+	bool was = s->pri;
 	if (s->pri && s->prog >= 0) {
 		char b;
 		(void)sock_sys.recv(s->prog, &b, 1, SIG_IO_FLAGS | MSG_OOB);
@@ -407,4 +408,5 @@ void sig_pri_off(struct sig *s)
 	s->pri = false;
 	s->pre = 0;
 	pthread_mutex_unlock(&s->lock);
+	return was;
 }

@@ -112,7 +112,7 @@ void sig_error(struct sig *s);
 void sig_pri_on(struct sig *s);
 /* Urgent data read or passed: POLLPRI off. Empties prog's queue (tokens too); the caller
  * re-adds POLLIN (sig_readable_if_none) when data is still readable. Idempotent. */
-void sig_pri_off(struct sig *s);
+bool sig_pri_off(struct sig *s); /* true if POLLPRI was on */
 /* Whether this kernel's AF_UNIX MSG_OOB behaves as sig_pri_on/off need (probed once on
  * a scratch pair; logs one line when not). */
 bool sig_pri_supported(void);
