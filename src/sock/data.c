@@ -280,7 +280,9 @@ static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t h
 			atomic_fetch_sub_explicit(&eng_sleepers, 1, memory_order_acq_rel);
 	}
 	if (on_engine) {
+		sock_engine_watch_pause(true);
 		if (core_engine_prepare_sleep(e) != 0) {
+			sock_engine_watch_pause(false);
 			atomic_fetch_sub_explicit(&eng_sleepers, 1, memory_order_acq_rel);
 			return 0;
 		}
@@ -292,8 +294,18 @@ static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t h
 	LOG_DBG("data", "fd %d: sleep for %s (ev 0x%x)", s->fd, rx ? "in" : "out",
 		core_conn_events(s->conn));
 	int n = sock_sys.poll(p, (nfds_t)nfds, ms);
-	if (on_engine)
+	if (on_engine) {
+		/* Take the completion here (consume the fd event, poll the CQ, arm again),
+		 * before the progress thread watches again: it then finds nothing to wake
+		 * for. Registered as a receiver, so our own arrival's token is deferred. */
+		if (rx)
+			atomic_fetch_add_explicit(&s->rx_spin, SOCK_RX_SPIN_ONE, memory_order_acq_rel);
+		(void)core_engine_prepare_sleep(e);
+		if (rx)
+			atomic_fetch_sub_explicit(&s->rx_spin, SOCK_RX_SPIN_ONE, memory_order_acq_rel);
+		sock_engine_watch_pause(false);
 		atomic_fetch_sub_explicit(&eng_sleepers, 1, memory_order_acq_rel);
+	}
 	LOG_DBG("data", "fd %d: woke for %s (ev 0x%x, revents 0x%x)", s->fd, rx ? "in" : "out",
 		core_conn_events(s->conn), p[0].revents);
 	/* Woken by the engine's fds only: maybe another connection's completion. Counted as

@@ -230,6 +230,16 @@ int sock_engine_fds(int *fds, int max)
 	return n;
 }
 
+void sock_engine_watch_pause(bool pause)
+{
+	if (!atomic_load_explicit(&eng_fast, memory_order_acquire))
+		return;
+	for (int i = 0; i < eng_nfds; i++)
+		if (eng_watch[i] && progress_watch_modify(eng_watch[i], pause ? 0 : EPOLLIN) < 0)
+			SMCR_LOG_RL(SMCR_LOG_WARN, "engine", "cannot %s the engine fd watch",
+				    pause ? "pause" : "resume");
+}
+
 void sock_engine_spin(void)
 {
 	/* Whoever polls the CQs must leave them armed (core_engine_prepare_sleep): a

@@ -176,6 +176,10 @@ void sock_engine_spin(void);
  * thread about to sleep polls them too (data.c wait_for). */
 #define SOCK_ENGINE_FDS_MAX 8
 int sock_engine_fds(int *fds, int max);
+/* The progress thread stops (true) / starts again (false) watching the engine's fds,
+ * while a program thread sleeps on them itself (data.c wait_for): then a completion wakes
+ * one thread, not two. Level-triggered: what fired meanwhile wakes it on the resume. */
+void sock_engine_watch_pause(bool pause);
 #define SOCK_SPIN_NS 20000ull	    /* the spin before sleeping, at least */
 #define SOCK_SPIN_MAX_NS 100000ull  /* adaptive spin: the longer spin (data.c spin_budget) */
 #define SOCK_SPIN_SHORT_NS 10000ull /* recent waits below this average: the longer spin */
