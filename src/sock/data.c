@@ -264,15 +264,14 @@ static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t h
 		uint64_t d = (deadline - now + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS;
 		ms = d > 1000000 ? 1000000 : (int)d;
 	}
-	/* Also on the engine's completion fds, armed by us (prepare_sleep; 1: work came in
-	 * meanwhile, go round again): an arrival then wakes this thread directly, at the
-	 * same time as the progress thread, instead of through it (its callback's token) -
-	 * one wake-up on the way instead of two in a row. The progress thread still runs
-	 * the engine for everybody else; whoever polls first takes the completion. Every
-	 * completion of the process wakes such a sleeper, so only one thread at a time, and
-	 * only for a socket whose recent waits were short (a busy exchange, not an idle
-	 * connection: measured, smcr-perf's blocked control thread woke on every message of
-	 * the data connection). */
+	/* Opt-in ($SMCR_SLEEP_ON_ENGINE=1, sleep_on_engine): also sleep on the engine's
+	 * completion fds, armed by us (prepare_sleep; 1: work came in meanwhile, go round
+	 * again), with the progress thread's watches of them paused: an arrival then wakes
+	 * this thread only, which takes the completion itself, instead of the progress
+	 * thread and then this one through the token. Every completion of the process wakes
+	 * such a sleeper, so only one thread at a time, and only for a socket whose recent
+	 * waits were short (a busy exchange, not an idle connection: smcr-perf's blocked
+	 * control thread woke on every message of the data connections). */
 	struct pollfd p[1 + SOCK_ENGINE_FDS_MAX];
 	p[0] = (struct pollfd){ .fd = s->fd, .events = rx ? POLLIN : POLLOUT };
 	int nfds = 1;
