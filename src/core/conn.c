@@ -281,6 +281,20 @@ void core_conn_info(struct core_conn *c, struct core_conn_info *in)
 	in->sndbuf_queued = (uint32_t)(c->sb_head - c->sb_tail);
 	in->corked = c->sb_hold;
 	in->close_pending = c->cl_pend != 0;
+	in->inq = (uint32_t)(c->rmbe ? c->rx_peer_prod - c->rx_cons : 0);
+	if (c->rmbe && !c->oobinline && (c->urg == URG_VALID || c->urg == URG_READ) &&
+	    c->urg_abs > c->rx_cons && c->urg_abs <= c->rx_peer_prod)
+		in->inq = (uint32_t)(c->urg_abs - 1 - c->rx_cons); /* tcp_inq: urg_seq - copied_seq */
+	/* lg and link are [EC]: stable under the engine lock held here. */
+	if (c->link && c->link->qp) {
+		in->qpn_local = c->link->qp->qp_num;
+		in->qpn_peer = c->link->peer_qpn;
+	}
+	if (c->lg) {
+		in->lg_conns = (uint16_t)c->lg->nconns;
+		/* A single-link LG (procedures.md 3.2): lg->link is the only one. */
+		in->lg_links = c->lg->link && c->lg->link->state == CORE_LINK_ACTIVE ? 1 : 0;
+	}
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&e->lock);
 }

@@ -178,6 +178,13 @@ int core_engine_prepare_sleep(struct core_engine *e);
  * thread may call them; they nest by count). */
 void core_engine_spin_begin(struct core_engine *e, uint64_t now_ns);
 void core_engine_spin_end(struct core_engine *e);
+/* Whether a thread spins now (between spin_begin and spin_end, within its grace), i.e.
+ * the CQs stay unarmed and that thread polls them. A progress thread whose
+ * prepare_sleep answered 1 (work came in) can then sleep until its next deadline instead
+ * of polling again: the spinner handles the completions and its spin_end arms the CQs
+ * (added by the ready branch: the two pollers fought over the engine's locks, 24 000
+ * futex calls in 2 s of stream). */
+bool core_engine_spinning(struct core_engine *e);
 
 struct core_engine_stats {
 	struct wire_peer_id peer_id;
@@ -475,6 +482,15 @@ struct core_conn_info {
 	uint32_t sndbuf_queued;		/* bytes in the ring, not yet written (SIOCOUTQ adds unacked) */
 	bool corked;			/* bytes are held by CORE_MSG_MORE */
 	bool close_pending;		/* D or C waits for the ring to empty */
+	/* Added by the ready branch (sock-wishes.md item 2; all 0 while not attached to an LG): */
+	uint32_t qpn_local;		/* our QP of the link carrying the connection */
+	uint32_t qpn_peer;		/* the peer's QP of that link (its qpn_local) */
+	uint8_t lg_links;		/* links of the LG in state ACTIVE now */
+	uint16_t lg_conns;		/* connections attached to the LG now (this one included) */
+	/* TCP's FIONREAD/SIOCINQ (tcp_inq): without oobinline, while the urgent byte is at or
+	 * after the consumer cursor, only the bytes before it (0 at the mark, even when bytes
+	 * follow it); otherwise every byte not yet read. readable (above) is poll's count. */
+	uint32_t inq;
 };
 void core_conn_info(struct core_conn *c, struct core_conn_info *info);
 

@@ -272,8 +272,13 @@ int core_engine_progress(struct core_engine *e, uint64_t now_ns, uint64_t *next_
 		uint64_t next = e->next_deadline;
 		/* A spinner keeps the CQs unarmed: look again when its grace is over, in case
 		 * it lost its CPU (prepare_sleep arms then). */
-		if (e->spinners && e->spin_since + CORE_SPIN_GRACE_NS < next)
-			next = e->spin_since + CORE_SPIN_GRACE_NS;
+		/* Only while the grace is ahead: once it passed, prepare_sleep arms anyway,
+		 * and a deadline in the past made the progress thread poll with a zero
+		 * timeout for as long as the spinner stayed descheduled (seen at load 9:
+		 * epoll_wait(.., 0) in a loop, fighting the spinner for the locks). */
+		uint64_t g = e->spin_since + CORE_SPIN_GRACE_NS;
+		if (e->spinners && g > now_ns && g < next)
+			next = g;
 		*next_deadline_ns = next;
 		pthread_mutex_unlock(&e->lock);
 	}
@@ -380,6 +385,14 @@ void core_engine_spin_end(struct core_engine *e)
 	if (armed)
 		(void)recheck(e);
 	core_ev_fire(e);
+}
+
+bool core_engine_spinning(struct core_engine *e)
+{
+	pthread_mutex_lock(&e->lock);
+	bool sp = !e->freed && !arm_allowed_locked(e);
+	pthread_mutex_unlock(&e->lock);
+	return sp;
 }
 
 void core_reap(struct core_engine *e)

@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sock/errmap.h"
@@ -111,6 +112,103 @@ static bool ready(struct sock *s, unsigned want, uint32_t have)
 	return ci.readable > have;
 }
 
+/* ---- Deferred tokens (docs/parts/ready.md) ----
+ *
+ * Every arrival writes a POLLIN token to the program end (sig.h), and the read that
+ * empties the RMBE drains it: two system calls per message. When the arrival is taken
+ * by a thread spinning in a receive on the same socket, nobody needs that edge for bytes
+ * that thread is about to read: the engine's callback skips the token (sock_rx_defer)
+ * and marks the socket; the spinner, after its read (sock_rx_flush), writes the token
+ * only if data is left. Why no waiter is lost:
+ *   - the callback defers only while a spinner is registered (one compare-and-swap on
+ *     rx_spin checks the count and sets the mark), and it runs after the engine made
+ *     the data visible, so the spinner's next readiness check sees it;
+ *   - a spinner that ends its spin without the data being ready for it (MSG_PEEK|
+ *     MSG_WAITALL wants more, or another thread read it) flushes before it sleeps, so a
+ *     deferred arrival always ends as a token unless it was read;
+ *   - every receive on an SMC-R socket ends with sock_rx_flush, then the usual
+ *     re-synchronisation (sock_sync_after_call): data left = token = POLLIN + an edge. */
+
+_Atomic uint64_t sock_rx_deferred_total;
+
+bool sock_rx_defer(struct sock *s)
+{
+	unsigned v = atomic_load_explicit(&s->rx_spin, memory_order_relaxed);
+	while (v & ~SOCK_RX_DEFERRED) {
+		if (atomic_compare_exchange_weak_explicit(&s->rx_spin, &v, v | SOCK_RX_DEFERRED,
+							  memory_order_acq_rel,
+							  memory_order_relaxed)) {
+			atomic_fetch_add_explicit(&sock_rx_deferred_total, 1, memory_order_relaxed);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Writes the token of a deferred arrival if its data is still unread (an edge: the
+ * arrival's own). */
+static void sock_rx_flush(struct sock *s)
+{
+	if (!(atomic_load_explicit(&s->rx_spin, memory_order_relaxed) & SOCK_RX_DEFERRED))
+		return;
+	unsigned v = atomic_fetch_and_explicit(&s->rx_spin, ~SOCK_RX_DEFERRED,
+					       memory_order_acq_rel);
+	if ((v & SOCK_RX_DEFERRED) && (core_conn_events(s->conn) & CORE_EV_IN))
+		sig_readable(&s->sig);
+}
+
+static _Atomic int eng_sleepers; /* program threads sleeping on the engine's fds (<= 1) */
+
+/* $SMCR_SLEEP_ON_ENGINE=1 turns the engine-fd sleep on. Off by default: measured at
+ * load 10-11 (docs/parts/ready.md), pingpong stayed in the sleeping mode with it (78-91
+ * µs round trips in 5 of 6 runs) and in the spinning mode without it (4.2-5.2 µs in 5 of
+ * 6): the progress thread and the program thread woken together fight for the CPU and
+ * the engine's locks. Read once. */
+static bool sleep_on_engine(void)
+{
+	static _Atomic int v = -1;
+	int x = atomic_load_explicit(&v, memory_order_relaxed);
+	if (x < 0) {
+		const char *e = getenv("SMCR_SLEEP_ON_ENGINE");
+		x = e && strcmp(e, "1") == 0;
+		atomic_store_explicit(&v, x, memory_order_relaxed);
+	}
+	return x;
+}
+
+/* ---- Adaptive spin ----
+ *
+ * A fixed spin has a stable bad mode on a loaded machine: as soon as one round trip takes
+ * longer than the spin (a thread was descheduled), both ends sleep, and waking a sleeper
+ * is slower than the spin, so every following round trip is longer than the spin too
+ * (pingpong: 1.9 µs spinning, 50-90 µs once asleep, measured at load 7-11). So when the
+ * recent waits of the socket in that direction were short (their moving average below
+ * SOCK_SPIN_SHORT_NS: the spin catches them), the spin is SOCK_SPIN_MAX_NS, which rides
+ * out a descheduled peer; otherwise SOCK_SPIN_NS. The other way round (spinning longer
+ * because waits are long) feeds itself on 2 cores: a long spinner takes the CPU its peer
+ * needs (measured: 250 µs round trips with a 200 µs spin). */
+/* The socket's recent waits in direction dir; UINT64_MAX while none was measured (0 in
+ * wait_avg: a new socket is not assumed busy). */
+static uint64_t wait_avg(struct sock *s, int dir)
+{
+	uint64_t avg = atomic_load_explicit(&s->wait_avg[dir], memory_order_relaxed);
+	return avg ? avg : UINT64_MAX;
+}
+
+static uint64_t spin_budget(struct sock *s, int dir)
+{
+	return wait_avg(s, dir) < SOCK_SPIN_SHORT_NS ? SOCK_SPIN_MAX_NS : SOCK_SPIN_NS;
+}
+
+static void wait_note(struct sock *s, int dir, uint64_t ns)
+{
+	uint64_t avg = atomic_load_explicit(&s->wait_avg[dir], memory_order_relaxed);
+	if (ns > 8 * SOCK_SPIN_MAX_NS)
+		ns = 8 * SOCK_SPIN_MAX_NS; /* one long pause must not hide the next bursts */
+	avg = avg ? avg - avg / 8 + ns / 8 : ns;
+	atomic_store_explicit(&s->wait_avg[dir], avg ? avg : 1, memory_order_relaxed);
+}
+
 /* Waits until ready(s, want, have). Returns 0 (the caller tries again),
  * -SMCR_E_SOCK_AGAIN when the deadline passed, -SMCR_E_SOCK_INTR on a signal. */
 static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t have)
@@ -118,27 +216,48 @@ static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t h
 	/* 1. spin briefly on the engine's progress (decision 3: a few microseconds) */
 	uint64_t t0 = smcr_now_ns();
 	struct core_engine *e = sock_engine();
+	bool rx = want == CORE_EV_IN;
+	bool ok = false;
+	if (rx)
+		atomic_fetch_add_explicit(&s->rx_spin, SOCK_RX_SPIN_ONE, memory_order_acq_rel);
 	/* While this thread spins, peer messages wake nobody (core_engine_spin_begin disarms
 	 * the CQs); spin_end re-arms and polls once more, so nothing is lost when we sleep. */
+	int dir = rx ? 0 : 1;
+	uint64_t budget = spin_budget(s, dir), now = t0;
+	unsigned turns = 0;
 	core_engine_spin_begin(e, t0);
 	do {
 		if (ready(s, want, have)) {
-			core_engine_spin_end(e);
-			return 0;
+			ok = true;
+			break;
 		}
-		(void)core_engine_progress(e, smcr_now_ns(), NULL);
-	} while (smcr_now_ns() - t0 < SOCK_SPIN_NS);
+		(void)core_engine_progress(e, now, NULL);
+		/* the clock every 4th turn: clock_gettime was 13-29 % of a spinning
+		 * thread's time on this VM (perf); timers tolerate a stale now */
+		if ((++turns & 3) == 0)
+			now = smcr_now_ns();
+	} while (now - t0 < budget);
 	core_engine_spin_end(e);
+	if (rx)
+		atomic_fetch_sub_explicit(&s->rx_spin, SOCK_RX_SPIN_ONE, memory_order_acq_rel);
+	if (ok) {
+		wait_note(s, dir, smcr_now_ns() - t0);
+		return 0; /* a deferred arrival is flushed by the receive after its read */
+	}
 	/* 2. turn the program end's bit off, so the next arrival (a token, or the drain of
 	 * the filler) wakes poll; check again for one that came in between */
-	if (want == CORE_EV_IN)
+	if (rx)
 		sig_drain_in(&s->sig);
 	else
 		sig_block_out(&s->sig);
 	if (ready(s, want, have))
 		return 0;
+	/* an arrival deferred for us that is not enough for us: its token now, before we
+	 * sleep (another thread may be waiting for it) */
+	if (rx)
+		sock_rx_flush(s);
 	/* 3. sleep on it */
-	uint64_t now = smcr_now_ns();
+	now = smcr_now_ns();
 	if (deadline != UINT64_MAX && now >= deadline)
 		return -SMCR_E_SOCK_AGAIN;
 	int ms = -1;
@@ -146,12 +265,61 @@ static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t h
 		uint64_t d = (deadline - now + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS;
 		ms = d > 1000000 ? 1000000 : (int)d;
 	}
-	struct pollfd p = { .fd = s->fd, .events = want == CORE_EV_IN ? POLLIN : POLLOUT };
-	LOG_DBG("data", "fd %d: sleep for %s (ev 0x%x)", s->fd, want == CORE_EV_IN ? "in" : "out",
+	/* Opt-in ($SMCR_SLEEP_ON_ENGINE=1, sleep_on_engine): also sleep on the engine's
+	 * completion fds, armed by us (prepare_sleep; 1: work came in meanwhile, go round
+	 * again), with the progress thread's watches of them paused: an arrival then wakes
+	 * this thread only, which takes the completion itself, instead of the progress
+	 * thread and then this one through the token. Every completion of the process wakes
+	 * such a sleeper, so only one thread at a time, and only for a socket whose recent
+	 * waits were short (a busy exchange, not an idle connection: smcr-perf's blocked
+	 * control thread woke on every message of the data connections). */
+	struct pollfd p[1 + SOCK_ENGINE_FDS_MAX];
+	p[0] = (struct pollfd){ .fd = s->fd, .events = rx ? POLLIN : POLLOUT };
+	int nfds = 1;
+	bool on_engine = false;
+	if (sleep_on_engine() && wait_avg(s, dir) < SOCK_SLEEP_ENGINE_NS) {
+		if (atomic_fetch_add_explicit(&eng_sleepers, 1, memory_order_acq_rel) == 0)
+			on_engine = true;
+		else
+			atomic_fetch_sub_explicit(&eng_sleepers, 1, memory_order_acq_rel);
+	}
+	if (on_engine) {
+		sock_engine_watch_pause(true);
+		if (core_engine_prepare_sleep(e) != 0) {
+			sock_engine_watch_pause(false);
+			atomic_fetch_sub_explicit(&eng_sleepers, 1, memory_order_acq_rel);
+			return 0;
+		}
+		int efds[SOCK_ENGINE_FDS_MAX];
+		int ne = sock_engine_fds(efds, SOCK_ENGINE_FDS_MAX);
+		for (int i = 0; i < ne; i++)
+			p[nfds++] = (struct pollfd){ .fd = efds[i], .events = POLLIN };
+	}
+	LOG_DBG("data", "fd %d: sleep for %s (ev 0x%x)", s->fd, rx ? "in" : "out",
 		core_conn_events(s->conn));
-	int n = sock_sys.poll(&p, 1, ms);
-	LOG_DBG("data", "fd %d: woke for %s (ev 0x%x, revents 0x%x)", s->fd,
-		want == CORE_EV_IN ? "in" : "out", core_conn_events(s->conn), p.revents);
+	int n = sock_sys.poll(p, (nfds_t)nfds, ms);
+	if (on_engine) {
+		/* Take the completion here (consume the fd event, poll the CQ, arm again),
+		 * before the progress thread watches again: it then finds nothing to wake
+		 * for. Registered as a receiver, so our own arrival's token is deferred. */
+		if (rx)
+			atomic_fetch_add_explicit(&s->rx_spin, SOCK_RX_SPIN_ONE, memory_order_acq_rel);
+		(void)core_engine_prepare_sleep(e);
+		if (rx)
+			atomic_fetch_sub_explicit(&s->rx_spin, SOCK_RX_SPIN_ONE, memory_order_acq_rel);
+		sock_engine_watch_pause(false);
+		atomic_fetch_sub_explicit(&eng_sleepers, 1, memory_order_acq_rel);
+	}
+	LOG_DBG("data", "fd %d: woke for %s (ev 0x%x, revents 0x%x)", s->fd, rx ? "in" : "out",
+		core_conn_events(s->conn), p[0].revents);
+	/* Woken by the engine's fds only: maybe another connection's completion. Counted as
+	 * a long wait, so a socket sharing the engine with other traffic soon stops sleeping
+	 * on its fds (measured: smcr-perf's control thread, once short-waiting, woke for
+	 * every CDC of 1000 connections and took a third of a CPU). */
+	if (n > 0 && !p[0].revents && !ready(s, want, have))
+		wait_note(s, dir, 2 * SOCK_SLEEP_ENGINE_NS);
+	else
+		wait_note(s, dir, smcr_now_ns() - t0);
 	if (n < 0 && errno == EINTR)
 		return -SMCR_E_SOCK_INTR;
 	if (n == 0 && deadline != UINT64_MAX && smcr_now_ns() >= deadline)
@@ -339,6 +507,7 @@ static ssize_t smc_recv(struct sock *s, const struct iovec *uiov, int cnt, int f
 		if (rc < 0)
 			break;
 	}
+	sock_rx_flush(s);
 	sock_sync_after_call(s);
 	if (done > 0)
 		return (ssize_t)done;

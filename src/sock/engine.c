@@ -36,6 +36,9 @@ static struct core_engine *eng;
 static bool eng_tried;
 static bool eng_atfork;
 static _Atomic(struct core_engine *) eng_fast; /* eng, for lock-free reads once created */
+static int eng_fds[SOCK_ENGINE_FDS_MAX]; /* core_engine_fds, written once before eng_fast is
+					  * published (release), read after it (acquire) */
+static int eng_nfds;
 static struct prog_watch *eng_watch[16];      /* (eng_lock) the engine fds' watches, kept for
 					       * the engine's life (the process's) */
 
@@ -82,6 +85,11 @@ static uint64_t engine_hook(uint64_t now)
 	for (int i = 0;; i++) {
 		(void)core_engine_progress(e, now, &next);
 		if (core_engine_prepare_sleep(e) == 0)
+			break;
+		/* A program thread spins on the engine: it takes the completions and its
+		 * spin_end arms the CQs; going round again would only fight it for the
+		 * engine's locks (next holds the spin's grace deadline). */
+		if (core_engine_spinning(e))
 			break;
 		now = smcr_now_ns();
 		if (i == 16) {
@@ -193,6 +201,9 @@ struct core_engine *sock_engine(void)
 	} else {
 		int fds[16];
 		int n = core_engine_fds(e, fds, 16);
+		eng_nfds = 0;
+		for (int i = 0; i < n && i < SOCK_ENGINE_FDS_MAX; i++)
+			eng_fds[eng_nfds++] = fds[i];
 		for (int i = 0; i < n && i < 16; i++) {
 			if (progress_watch(fds[i], EPOLLIN, engine_fd_ready, NULL, NULL,
 					   &eng_watch[i]) < 0)
@@ -207,6 +218,26 @@ struct core_engine *sock_engine(void)
 	}
 	pthread_mutex_unlock(&eng_lock);
 	return e;
+}
+
+int sock_engine_fds(int *fds, int max)
+{
+	if (!atomic_load_explicit(&eng_fast, memory_order_acquire))
+		return 0;
+	int n = eng_nfds < max ? eng_nfds : max;
+	for (int i = 0; i < n; i++)
+		fds[i] = eng_fds[i];
+	return n;
+}
+
+void sock_engine_watch_pause(bool pause)
+{
+	if (!atomic_load_explicit(&eng_fast, memory_order_acquire))
+		return;
+	for (int i = 0; i < eng_nfds; i++)
+		if (eng_watch[i] && progress_watch_modify(eng_watch[i], pause ? 0 : EPOLLIN) < 0)
+			SMCR_LOG_RL(SMCR_LOG_WARN, "engine", "cannot %s the engine fd watch",
+				    pause ? "pause" : "resume");
 }
 
 void sock_engine_spin(void)
@@ -226,6 +257,14 @@ void sock_core_event(void *ctx, struct core_conn *c, unsigned events, unsigned r
 		hs_kick(s);
 	/* Before SMC the program end is the placeholder (nothing to show); the handshake's
 	 * end applies the level mask itself after setting SS_SMC, so nothing is lost. */
-	if (atomic_load(&s->state) == SS_SMC)
-		sock_apply_events(s, events, raised, false);
+	if (atomic_load(&s->state) != SS_SMC)
+		return;
+	/* An arrival for a thread spinning in recv on this socket: that thread takes the
+	 * data itself, so the POLLIN token (a send now, a recv to drain it when the read
+	 * empties the RMBE: 2 system calls per message) is skipped; the spinner writes it if
+	 * data is left after its read (data.c sock_rx_flush). */
+	if ((raised & (CORE_EV_IN | CORE_EV_IN_NEW)) && !(events & CORE_EV_ERR) &&
+	    sock_rx_defer(s))
+		raised &= ~(unsigned)(CORE_EV_IN | CORE_EV_IN_NEW);
+	sock_apply_events(s, events, raised, false);
 }

@@ -102,6 +102,10 @@ static void fill_info(struct sock *s, struct smcr_info *in)
 	in->sndbuf_queued = ci.sndbuf_queued;
 	in->corked = ci.corked;
 	in->close_pending = ci.close_pending;
+	in->local_qpn = ci.qpn_local;
+	in->peer_qpn = ci.qpn_peer;
+	in->lgr_links = ci.lg_links;
+	in->lgr_conns = ci.lg_conns;
 }
 
 /* ---- options ---- */
@@ -371,9 +375,10 @@ int smcr_ioctl(int fd, unsigned long req, ...)
 		if (st == SS_SMC && s->conn) {
 			struct core_conn_info ci;
 			core_conn_info(s->conn, &ci);
-			/* SIOCOUTQ: TCP's is unacked + unsent; ours is what the peer has not
-			 * consumed + what waits in the send ring (docs/parts/sndbuf.md). */
-			v = req == FIONREAD ? (int)ci.readable
+			/* FIONREAD: tcp_inq's value, not poll's. SIOCOUTQ: TCP's is unacked +
+			 * unsent; ours is what the peer has not consumed + what waits in the send
+			 * ring (docs/parts/sndbuf.md). */
+			v = req == FIONREAD ? (int)ci.inq
 			    : req == SIOCOUTQ ? (int)(ci.unacked + ci.sndbuf_queued)
 					      : ci.at_mark;
 		}

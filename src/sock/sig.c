@@ -4,8 +4,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -132,9 +134,14 @@ void sig_readable(struct sig *s)
 	char b = 't';
 	pthread_mutex_lock(&s->lock);
 	if (!s->dead && !s->rdhup && !s->rd_shut && s->prog >= 0) {
-		if (s->tokens >= SIG_TOKEN_CAP &&
-		    sock_sys.recv(s->prog, &b, 1, SIG_IO_FLAGS) == 1)
+		/* Evict the oldest token, unless an OOB byte is at the head of the queue (a
+		 * plain read there would drop it: POLLPRI lost). */
+		if (s->tokens >= SIG_TOKEN_CAP && (!s->pri || s->pre > 0) &&
+		    sock_sys.recv(s->prog, &b, 1, SIG_IO_FLAGS) == 1) {
 			s->tokens--;
+			if (s->pri)
+				s->pre--;
+		}
 		/* Every write wakes prog's waiters, so EPOLLET sees an edge even when tokens
 		 * were already queued. */
 		if (sock_sys.send(s->end, &b, 1, SIG_IO_FLAGS) == 1)
@@ -146,6 +153,8 @@ void sig_readable(struct sig *s)
 void sig_readable_if_none(struct sig *s)
 {
 	char b = 't';
+	if (atomic_load_explicit(&s->tokens, memory_order_relaxed) > 0)
+		return; /* fast path: POLLIN is on already */
 	pthread_mutex_lock(&s->lock);
 	if (!s->dead && !s->rdhup && !s->rd_shut && s->prog >= 0 && s->tokens == 0 &&
 	    sock_sys.send(s->end, &b, 1, SIG_IO_FLAGS) == 1)
@@ -156,14 +165,22 @@ void sig_readable_if_none(struct sig *s)
 void sig_drain_in(struct sig *s)
 {
 	char buf[SIG_TOKEN_CAP];
+	if (atomic_load_explicit(&s->tokens, memory_order_relaxed) == 0)
+		return; /* fast path: nothing queued */
 	pthread_mutex_lock(&s->lock);
-	while (s->tokens > 0 && s->prog >= 0) {
-		ssize_t n = sock_sys.recv(s->prog, buf, s->tokens < sizeof(buf) ? s->tokens
-										  : sizeof(buf),
+	/* With an OOB byte queued only the tokens before it (POLLIN stays on anyway: AF_UNIX
+	 * counts the OOB byte as data; sig_pri_off empties the rest). */
+	for (;;) {
+		unsigned left = s->pri ? s->pre : s->tokens;
+		if (!left || s->prog < 0)
+			break;
+		ssize_t n = sock_sys.recv(s->prog, buf, left < sizeof(buf) ? left : sizeof(buf),
 					  SIG_IO_FLAGS);
 		if (n <= 0)
 			break;
 		s->tokens -= (unsigned)n;
+		if (s->pri)
+			s->pre -= (unsigned)n;
 	}
 	pthread_mutex_unlock(&s->lock);
 }
@@ -171,6 +188,8 @@ void sig_drain_in(struct sig *s)
 void sig_block_out(struct sig *s)
 {
 	static const char filler[4096];
+	if (atomic_load_explicit(&s->out_blocked, memory_order_relaxed))
+		return; /* fast path: already off */
 	pthread_mutex_lock(&s->lock);
 	if (!s->out_blocked && !s->dead && !s->wr_shut && s->prog >= 0) {
 		for (;;) {
@@ -200,6 +219,8 @@ static void sig_unfill_locked(struct sig *s)
 
 void sig_unblock_out(struct sig *s)
 {
+	if (!atomic_load_explicit(&s->out_blocked, memory_order_relaxed))
+		return; /* fast path: POLLOUT is on */
 	pthread_mutex_lock(&s->lock);
 	if (s->out_blocked && !s->dead) {
 		sig_unfill_locked(s);
@@ -262,4 +283,129 @@ void sig_error(struct sig *s)
 		s->dead = true;
 	}
 	pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- POLLPRI through AF_UNIX MSG_OOB (sig.h) ---- */
+
+static pthread_once_t pri_once = PTHREAD_ONCE_INIT;
+static bool pri_ok;
+
+static short pri_mask(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN | POLLPRI };
+	return sock_sys.poll(&p, 1, 0) == 1 ? p.revents : 0;
+}
+
+/* Reads fd's queue until it is empty (or EOF/error); returns the bytes read. */
+static long drain_all(int fd, unsigned max_rounds)
+{
+	char buf[256];
+	long total = 0;
+	for (unsigned i = 0; i < max_rounds; i++) {
+		ssize_t n = sock_sys.recv(fd, buf, sizeof(buf), SIG_IO_FLAGS);
+		if (n <= 0)
+			break;
+		total += n;
+	}
+	return total;
+}
+
+/* The exact sequence sig_pri_on/off and the token paths rely on, on a scratch pair: the
+ * AF_UNIX OOB code changed a lot between 5.15 and 6.11 (consumed OOB skbs left in the
+ * queue, reads at the mark), so what this kernel does is checked rather than assumed. */
+static const char *pri_probe_pair(int a, int b)
+{
+	char c = 0, buf[8];
+	if (sock_sys.send(b, "t", 1, SIG_IO_FLAGS) != 1)
+		return "scratch send failed";
+	if (sock_sys.send(b, "o", 1, SIG_IO_FLAGS | MSG_OOB) != 1)
+		return errno == EOPNOTSUPP ? "is not supported (CONFIG_AF_UNIX_OOB off, or Linux < 5.15)"
+					   : "send failed";
+	if (sock_sys.send(b, "t", 1, SIG_IO_FLAGS) != 1)
+		return "scratch send failed";
+	if (pri_mask(a) != (POLLIN | POLLPRI))
+		return "byte queued gives no POLLPRI";
+	if (sock_sys.recv(a, buf, sizeof(buf), SIG_IO_FLAGS) != 1)
+		return "mark does not stop a read";
+	if (pri_mask(a) != (POLLIN | POLLPRI))
+		return "byte lost by a read before the mark";
+	if (sock_sys.recv(a, &c, 1, SIG_IO_FLAGS | MSG_OOB) != 1 || c != 'o')
+		return "byte not returned by recv(MSG_OOB)";
+	if (pri_mask(a) & POLLPRI)
+		return "byte read still gives POLLPRI";
+	if (drain_all(a, 8) != 1 || pri_mask(a) != 0)
+		return "queue not empty after the bytes behind the mark were read";
+	/* the lone urgent byte (nothing before or after it) */
+	if (sock_sys.send(b, "o", 1, SIG_IO_FLAGS | MSG_OOB) != 1 ||
+	    pri_mask(a) != (POLLIN | POLLPRI))
+		return "lone byte gives no POLLPRI";
+	if (sock_sys.recv(a, &c, 1, SIG_IO_FLAGS | MSG_OOB) != 1 || drain_all(a, 8) != 0 ||
+	    pri_mask(a) != 0)
+		return "lone byte leaves the queue readable";
+	return NULL;
+}
+
+static void pri_probe(void)
+{
+	const char *v = getenv("SMCR_NO_POLLPRI");
+	if (v && *v && strcmp(v, "0") != 0) {
+		LOG_INFO("sig", "POLLPRI for urgent data off (SMCR_NO_POLLPRI)");
+		return;
+	}
+	int sv[2];
+	const char *why;
+	if (sock_sys.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		why = "could not be probed (socketpair failed)";
+	} else {
+		why = pri_probe_pair(sv[0], sv[1]);
+		sock_sys.close(sv[0]);
+		sock_sys.close(sv[1]);
+	}
+	pri_ok = why == NULL;
+	if (why)
+		LOG_WARN("sig", "urgent data will not show POLLPRI: AF_UNIX MSG_OOB %s", why);
+}
+
+bool sig_pri_supported(void)
+{
+	pthread_once(&pri_once, pri_probe);
+	return pri_ok;
+}
+
+void sig_pri_on(struct sig *s)
+{
+	if (!sig_pri_supported())
+		return;
+	pthread_mutex_lock(&s->lock);
+	/* After sig_rdhup end cannot send any more (TCP: no urgent data after the FIN). */
+	if (!s->pri && !s->dead && !s->rdhup && s->prog >= 0 &&
+	    sock_sys.send(s->end, "p", 1, SIG_IO_FLAGS | MSG_OOB) == 1) {
+		s->pri = true;
+		s->pre = s->tokens;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+bool sig_pri_off(struct sig *s)
+{
+	if (!atomic_load_explicit(&s->pri, memory_order_relaxed))
+		return false; /* fast path: every program call comes here */
+	pthread_mutex_lock(&s->lock);
+	bool was = s->pri;
+	if (s->pri && s->prog >= 0) {
+		char b;
+		(void)sock_sys.recv(s->prog, &b, 1, SIG_IO_FLAGS | MSG_OOB);
+		/* The taken OOB byte leaves an empty buffer in the queue that still shows POLLIN
+		 * until a plain read passes it: read everything (the tokens on both sides of
+		 * it too). Not after sig_error: that read would consume prog's ECONNRESET (and
+		 * POLLIN is permanent then anyway). */
+		if (!s->dead) {
+			(void)drain_all(s->prog, s->tokens / 256 + 4);
+			s->tokens = 0;
+		}
+	}
+	s->pri = false;
+	s->pre = 0;
+	pthread_mutex_unlock(&s->lock);
+	return was;
 }

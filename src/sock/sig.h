@@ -11,6 +11,11 @@
  *             error (so each arrival is a new EPOLLET edge); at most SIG_TOKEN_CAP are kept
  *             queued (the oldest is read back first; the write still makes the edge). The
  *             receive path drains them when the RMBE is empty again (sig_drain_in).
+ *             Exception (data.c "Deferred tokens"): an arrival taken by a thread spinning
+ *             in a receive on that socket writes no token; that thread writes it after
+ *             its read if data is left (and before it sleeps if it could not use it), so
+ *             a poller never misses bytes nobody read, and no token is spent on bytes
+ *             read at once (2 system calls per message saved when spinning).
  *   POLLOUT   prog's send buffer (SO_SNDBUF minimum) is filled from prog when the peer's
  *             RMBE is full (sig_block_out): AF_UNIX reports writable only while the bytes
  *             queued from prog use at most a quarter of its sndbuf. They are read back at
@@ -24,6 +29,17 @@
  *             are unread in it (sig_error). AF_UNIX then gives prog ECONNRESET and the full
  *             shutdown mask: POLLIN|POLLOUT|POLLERR|POLLHUP|POLLRDHUP, the set a TCP socket
  *             shows after a RST (tests/unit/test_sig.c compares both).
+ *   POLLPRI   urgent data pending (core's CORE_EV_PRI, TCP's urg_data VALID): one byte sent
+ *             from end with MSG_OOB (sig_pri_on); AF_UNIX shows POLLPRI while it is queued
+ *             and not read with MSG_OOB. sig_pri_off takes it back (recv MSG_OOB at prog)
+ *             and empties prog's queue (tokens included: the caller re-adds one when data
+ *             is still readable), exactly when TCP's POLLPRI goes off: the urgent byte
+ *             read with MSG_OOB, or a read passed the mark (inline or not). Needs
+ *             CONFIG_AF_UNIX_OOB (Linux >= 5.15) and the behaviour sig_pri_supported()
+ *             probes once; without it POLLPRI is never shown (logged once).
+ *             DEVIATION: AF_UNIX counts the OOB byte as queued data, so prog also shows
+ *             POLLIN while POLLPRI is on, even when the urgent byte is the only unread
+ *             byte and not inline (TCP then shows POLLPRI alone; a read returns EAGAIN).
  *
  * The fill/drain and token bytes never reach the program; only this file touches them. All
  * operations use MSG_DONTWAIT|MSG_NOSIGNAL, so prog's O_NONBLOCK flag (which mirrors the
@@ -43,16 +59,23 @@
 #define SIG_PROG_SNDBUF 4096 /* SO_SNDBUF asked for prog (the kernel doubles it) */
 
 struct sig {
-	pthread_mutex_t lock; /* protects every field below and the byte counts in the pair */
+	pthread_mutex_t lock; /* protects every field below and the byte counts in the pair;
+			       * the _Atomic ones are written under it and also read without
+			       * it, by the fast paths that see nothing to do (a stale read
+			       * there is the same race as a change right after the unlock,
+			       * which the callers' re-check of the engine's mask covers) */
 	int prog;	      /* program end; its number changes when installed (sig_install) */
 	int end;	      /* signal end, hidden high fd; -1 after sig_error/sig_close */
-	unsigned tokens;      /* token bytes queued from end towards prog */
+	_Atomic unsigned tokens; /* token bytes queued from end towards prog */
 	unsigned filled;      /* bytes queued from prog towards end (POLLOUT off when > 0) */
-	bool out_blocked;     /* sig_block_out done and not undone */
+	_Atomic bool out_blocked; /* sig_block_out done and not undone */
 	bool rdhup;	      /* shutdown(end, SHUT_WR) done */
 	bool wr_shut;	      /* shutdown(prog, SHUT_WR) done */
 	bool rd_shut;	      /* shutdown(prog, SHUT_RD) done */
 	bool dead;	      /* sig_error done: end closed */
+	_Atomic bool pri;     /* an OOB byte is queued end -> prog (POLLPRI) */
+	unsigned pre;	      /* of tokens: queued before that OOB byte (a plain read of
+			       * more would pass the mark and drop it) */
 };
 
 /* Creates the pair: prog at any free number (close-on-exec), end at a hidden one. */
@@ -85,6 +108,14 @@ void sig_rdhup(struct sig *s);
 void sig_shut_wr(struct sig *s);
 void sig_shut_rd(struct sig *s);
 void sig_error(struct sig *s);
+/* Urgent data pending: POLLPRI on. Idempotent; no-op without sig_pri_supported(). */
+void sig_pri_on(struct sig *s);
+/* Urgent data read or passed: POLLPRI off. Empties prog's queue (tokens too); the caller
+ * re-adds POLLIN (sig_readable_if_none) when data is still readable. Idempotent. */
+bool sig_pri_off(struct sig *s); /* true if POLLPRI was on */
+/* Whether this kernel's AF_UNIX MSG_OOB behaves as sig_pri_on/off need (probed once on
+ * a scratch pair; logs one line when not). */
+bool sig_pri_supported(void);
 
 /* Moves fd to a hidden number (F_DUPFD_CLOEXEC at or above sock_hidden_min()) and closes
  * the old number. Returns the new number or a negative code (errmap.h); on failure fd is

@@ -262,6 +262,11 @@ void sock_apply_events(struct sock *s, unsigned ev, unsigned raised, bool from_p
 		sig_error(&s->sig);
 		return;
 	}
+	/* POLLPRI before POLLIN: sig_pri_off (program side) empties the tokens too. */
+	if (ev & CORE_EV_PRI)
+		sig_pri_on(&s->sig);
+	else if (from_program)
+		(void)sig_pri_off(&s->sig);
 	if (raised & (CORE_EV_IN | CORE_EV_IN_NEW))
 		sig_readable(&s->sig);
 	else if ((ev & CORE_EV_IN) && from_program)
@@ -275,6 +280,9 @@ void sock_apply_events(struct sock *s, unsigned ev, unsigned raised, bool from_p
 void sock_sync_after_call(struct sock *s)
 {
 	unsigned ev = core_conn_events(s->conn);
+	/* the urgent byte was read or passed (TCP's rule); it emptied the tokens too */
+	if (!(ev & (CORE_EV_PRI | CORE_EV_ERR)) && sig_pri_off(&s->sig))
+		ev = core_conn_events(s->conn);
 	if (!(ev & (CORE_EV_IN | CORE_EV_RDHUP | CORE_EV_ERR))) {
 		sig_drain_in(&s->sig);
 		ev = core_conn_events(s->conn);

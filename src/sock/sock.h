@@ -96,6 +96,15 @@ struct sock {
 	uint32_t sndbuf;
 	struct timeval rcvtimeo, sndtimeo; /* (L) SO_RCVTIMEO / SO_SNDTIMEO */
 	struct sig sig;			  /* (own lock) the program end's readiness */
+	/* Threads spinning in a receive on this socket (SOCK_RX_SPIN_ONE each) and
+	 * SOCK_RX_DEFERRED: an arrival's POLLIN token was not written because a spinner
+	 * will take the data (data.c "Deferred tokens"; added by the ready branch). Atomic:
+	 * program threads and the engine's callback. */
+	_Atomic unsigned rx_spin;
+	/* Recent wait times of blocking receives / sends (ns, moving average), for the
+	 * adaptive spin (data.c spin_budget). Relaxed atomics: a lost update only skews a
+	 * heuristic. */
+	_Atomic uint64_t wait_avg[2];
 	struct core_conn *conn;		  /* set once when the handshake starts; released at
 					   * recycle (valid for any holder of a reference) */
 	int error;			  /* (L) pending SO_ERROR (errno), 0 none */
@@ -199,7 +208,26 @@ struct core_engine *sock_engine(void);
 /* One round of the engine's progress from a program thread (blocking calls spin on it for
  * at most SOCK_SPIN_NS before they sleep; decision 3). Leaves the CQs armed. */
 void sock_engine_spin(void);
-#define SOCK_SPIN_NS 20000ull
+/* The engine's completion/async fds (core_engine_fds), read once; at most max. A program
+ * thread about to sleep polls them too (data.c wait_for). */
+#define SOCK_ENGINE_FDS_MAX 8
+int sock_engine_fds(int *fds, int max);
+/* The progress thread stops (true) / starts again (false) watching the engine's fds,
+ * while a program thread sleeps on them itself (data.c wait_for): then a completion wakes
+ * one thread, not two. Level-triggered: what fired meanwhile wakes it on the resume. */
+void sock_engine_watch_pause(bool pause);
+#define SOCK_SPIN_NS 20000ull	    /* the spin before sleeping, at least */
+#define SOCK_SPIN_MAX_NS 100000ull  /* adaptive spin: the longer spin (data.c spin_budget) */
+#define SOCK_SPIN_SHORT_NS 10000ull /* recent waits below this average: the longer spin */
+#define SOCK_SLEEP_ENGINE_NS 1000000ull /* below this: a sleeper also polls the engine fds */
+#define SOCK_RX_SPIN_ONE 1u
+#define SOCK_RX_DEFERRED 0x80000000u
+/* The engine's callback: true if a thread spins in a receive on s, which will then see
+ * the arrival and either read it or write the token itself (sock_rx_flush): the token
+ * may be skipped. Sets SOCK_RX_DEFERRED. */
+bool sock_rx_defer(struct sock *s);
+/* Arrivals whose token was skipped that way, since start (tests, diagnostics). */
+extern _Atomic uint64_t sock_rx_deferred_total;
 /* Core's event callback for every connection (ctx = struct sock). */
 void sock_core_event(void *ctx, struct core_conn *c, unsigned events, unsigned raised);
 /* Server: how long to wait for the client's first byte before deciding it is a plain TCP

@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
@@ -309,6 +310,180 @@ static void test_matches_tcp(void **state)
 	close(a);
 }
 
+/* ---- POLLPRI: urgent data, step by step against a real TCP connection ---- */
+
+#define PRIBITS (POLLIN | POLLPRI | POLLOUT | POLLRDHUP)
+
+static short pri_bits(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = PRIBITS };
+	int n = poll(&p, 1, 0);
+	assert_true(n >= 0);
+	/* select reports POLLPRI in exceptfds (fs/select.c POLLEX_SET) */
+	fd_set x;
+	FD_ZERO(&x);
+	FD_SET(fd, &x);
+	struct timeval tv = { 0, 0 };
+	assert_true(select(fd + 1, NULL, NULL, &x, &tv) >= 0);
+	assert_int_equal(!!FD_ISSET(fd, &x), !!(n && (p.revents & POLLPRI)));
+	return (short)(n ? p.revents & PRIBITS : 0);
+}
+
+static short settle_pri(int fd, short want)
+{
+	short b = 0;
+	for (int i = 0; i < 1000; i++) {
+		b = pri_bits(fd);
+		if (b == want)
+			break;
+		usleep(1000);
+	}
+	return b;
+}
+
+/* Sends on TCP (b -> a) and waits until a shows want; returns what a shows. */
+static short tcp_send(int a, int b, const char *d, int flags, short want)
+{
+	assert_int_equal(send(b, d, strlen(d), flags), (ssize_t)strlen(d));
+	return settle_pri(a, want);
+}
+
+static void tcp_recv(int a, const char *want, int flags)
+{
+	char buf[16] = { 0 };
+	assert_int_equal(recv(a, buf, flags & MSG_OOB ? 1 : sizeof(buf), flags | MSG_DONTWAIT),
+			 (ssize_t)strlen(want));
+	assert_memory_equal(buf, want, strlen(want));
+}
+
+static void test_pri_matches_tcp(void **state)
+{
+	struct fixture *f = *state;
+	if (!sig_pri_supported()) {
+		fprintf(stderr, "SKIP: AF_UNIX MSG_OOB unusable on this kernel (see the log line "
+				"above): POLLPRI is not shown, nothing to compare\n");
+		skip();
+	}
+	int a, b;
+	tcp_pair(&a, &b);
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLPRI | EPOLLET };
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, f->s.prog, &ev), 0);
+	struct epoll_event got;
+
+	/* "ab" + urgent "c", then "de": what sock does on the two arrivals */
+	short t = tcp_send(a, b, "abc", MSG_OOB, POLLIN | POLLPRI | POLLOUT);
+	sig_readable(&f->s);
+	sig_pri_on(&f->s);
+	assert_int_equal(epoll_wait(ep, &got, 1, 0), 1); /* an EPOLLPRI edge */
+	assert_true(got.events & EPOLLPRI);
+	sig_readable(&f->s);
+	sig_pri_on(&f->s); /* idempotent: one OOB byte */
+	assert_int_equal(tcp_send(a, b, "de", 0, t), t);
+	assert_int_equal(t, POLLIN | POLLPRI | POLLOUT);
+	assert_int_equal(pri_bits(f->s.prog), t);
+	/* a read stops at the mark: urgent data still pending */
+	tcp_recv(a, "ab", 0);
+	sig_drain_in(&f->s); /* as if the engine had reported nothing readable: must keep PRI */
+	sig_readable_if_none(&f->s);
+	assert_int_equal(pri_bits(f->s.prog), pri_bits(a));
+	/* the urgent byte read out of band: POLLPRI off, "de" still readable */
+	tcp_recv(a, "c", MSG_OOB);
+	sig_pri_off(&f->s);
+	sig_readable_if_none(&f->s);
+	assert_int_equal(pri_bits(a), POLLIN | POLLOUT);
+	assert_int_equal(pri_bits(f->s.prog), pri_bits(a));
+	tcp_recv(a, "de", 0);
+	sig_drain_in(&f->s);
+	assert_int_equal(pri_bits(f->s.prog), pri_bits(a));
+	assert_int_equal(pri_bits(a), POLLOUT);
+
+	/* the lone urgent byte: TCP shows POLLPRI alone; the pair also POLLIN (sig.h
+	 * DEVIATION: AF_UNIX counts the OOB byte as queued data) */
+	t = tcp_send(a, b, "x", MSG_OOB, POLLPRI | POLLOUT);
+	assert_int_equal(t, POLLPRI | POLLOUT);
+	sig_readable(&f->s);
+	sig_pri_on(&f->s);
+	assert_int_equal(pri_bits(f->s.prog), t | POLLIN);
+	tcp_recv(a, "x", MSG_OOB);
+	sig_pri_off(&f->s);
+	assert_int_equal(pri_bits(f->s.prog), pri_bits(a));
+	assert_int_equal(pri_bits(a), POLLOUT);
+	assert_int_equal(f->s.tokens, 0);
+
+	/* a read that passes the mark (the urgent byte never read): POLLPRI off, as TCP */
+	t = tcp_send(a, b, "fg", MSG_OOB, POLLIN | POLLPRI | POLLOUT);
+	sig_readable(&f->s);
+	sig_pri_on(&f->s);
+	assert_int_equal(tcp_send(a, b, "h", 0, t), t);
+	sig_readable(&f->s);
+	assert_int_equal(pri_bits(f->s.prog), t);
+	tcp_recv(a, "f", 0);
+	assert_int_equal(pri_bits(f->s.prog), pri_bits(a));
+	tcp_recv(a, "h", 0); /* skips "g": past the mark */
+	sig_pri_off(&f->s);
+	sig_drain_in(&f->s);
+	assert_int_equal(pri_bits(a), POLLOUT);
+	assert_int_equal(pri_bits(f->s.prog), POLLOUT);
+
+	/* SO_OOBINLINE: the byte is data; POLLPRI until a read passes it */
+	int one = 1;
+	assert_int_equal(setsockopt(a, SOL_SOCKET, SO_OOBINLINE, &one, sizeof(one)), 0);
+	t = tcp_send(a, b, "ij", MSG_OOB, POLLIN | POLLPRI | POLLOUT);
+	sig_readable(&f->s);
+	sig_pri_on(&f->s);
+	assert_int_equal(pri_bits(f->s.prog), t);
+	tcp_recv(a, "i", 0); /* stops at the mark */
+	assert_int_equal(pri_bits(a), POLLIN | POLLPRI | POLLOUT);
+	assert_int_equal(pri_bits(f->s.prog), pri_bits(a));
+	tcp_recv(a, "j", 0);
+	sig_pri_off(&f->s);
+	sig_drain_in(&f->s);
+	assert_int_equal(pri_bits(a), POLLOUT);
+	assert_int_equal(pri_bits(f->s.prog), POLLOUT);
+	close(ep);
+	close(a);
+	close(b);
+}
+
+/* Tokens around a queued OOB byte: the cap's eviction must not read the OOB byte away
+ * (POLLPRI stays), and taking it back leaves nothing readable. */
+static void test_pri_with_many_tokens(void **state)
+{
+	struct fixture *f = *state;
+	if (!sig_pri_supported()) {
+		fprintf(stderr, "SKIP: AF_UNIX MSG_OOB unusable on this kernel\n");
+		skip();
+	}
+	sig_pri_on(&f->s);
+	assert_true(f->s.pri);
+	for (int i = 0; i < 3 * SIG_TOKEN_CAP; i++)
+		sig_readable(&f->s);
+	assert_int_equal(pri_bits(f->s.prog), POLLIN | POLLPRI | POLLOUT);
+	sig_drain_in(&f->s); /* nothing before the mark: nothing read */
+	assert_int_equal(pri_bits(f->s.prog), POLLIN | POLLPRI | POLLOUT);
+	sig_pri_off(&f->s);
+	assert_int_equal(f->s.tokens, 0);
+	assert_int_equal(pri_bits(f->s.prog), POLLOUT);
+	/* tokens before the mark, cap reached: the evictions take only those */
+	for (int i = 0; i < 10; i++)
+		sig_readable(&f->s);
+	sig_pri_on(&f->s);
+	assert_int_equal(f->s.pre, 10);
+	for (int i = 0; i < 2 * SIG_TOKEN_CAP; i++)
+		sig_readable(&f->s);
+	assert_int_equal(f->s.pre, 0);
+	assert_int_equal(pri_bits(f->s.prog), POLLIN | POLLPRI | POLLOUT);
+	sig_pri_off(&f->s);
+	sig_pri_off(&f->s); /* idempotent */
+	assert_int_equal(pri_bits(f->s.prog), POLLOUT);
+	/* after EOF no OOB byte can be sent (TCP: no urgent data after the FIN) */
+	sig_rdhup(&f->s);
+	sig_pri_on(&f->s);
+	assert_false(f->s.pri);
+	assert_int_equal(pri_bits(f->s.prog), POLLIN | POLLOUT | POLLRDHUP);
+}
+
 static void test_hide_fd(void **state)
 {
 	(void)state;
@@ -329,6 +504,7 @@ int main(void)
 		T(test_hup_after_both_shut),  T(test_shut_rd),
 		T(test_error_while_blocked),  T(test_error_fresh),
 		T(test_install_and_nonblock), T(test_matches_tcp),
+		T(test_pri_matches_tcp),      T(test_pri_with_many_tokens),
 		cmocka_unit_test(test_hide_fd),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
