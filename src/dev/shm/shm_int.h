@@ -38,6 +38,8 @@
 #define SHM_MAX_PEER_RMR 65536u		/* imported MRs per peer (hostile bound) */
 #define SHM_MAX_PARKED 4096u		/* QP_REQs waiting for their QP, per device */
 #define SHM_PARK_NS (30ull * 1000000000ull)
+/* A responder's sends wait this long at most for the initiator's QP_RTU (shm_qp.c). */
+#define SHM_RTU_WAIT_NS SHM_PARK_NS
 #define SHM_CQ_FAST_SKIPS 64		/* get_cq_event answers without read() between reads */
 #define SHM_TICK_MS 10			/* device thread timer period while timers run */
 #define SHM_SNDTIMEO_MS 100		/* a peer not reading its socket this long is gone */
@@ -291,7 +293,7 @@ struct shm_qp {
 	uint32_t unsig_done;		/* executed unsignaled WRs not yet retired by a CQE */
 	uint64_t block_since_ns;	/* head blocked since (0: not blocked) */
 	enum dev_wc_status block_status; /* what the head fails with at the deadline */
-	int block_reason;		/* 0 not connected, else the TX_BLOCKED_* value */
+	int block_reason;		/* 0 not connected, SHM_BLOCK_RTU_WAIT, or TX_BLOCKED_* */
 	uint64_t deadline_ns;		/* head fails at this time (0: none) */
 	uint64_t next_connect_ns;	/* initiator in SHM_CONN_WANT: next dial attempt */
 

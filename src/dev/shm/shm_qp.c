@@ -342,6 +342,8 @@ int shm_post_recv(struct dev_qp *dq, const struct dev_recv_wr *wr,
 /* ---- send side ---------------------------------------------------------------------------- */
 
 enum tx_res { TX_DONE, TX_BLOCKED_CREDIT, TX_BLOCKED_SPACE, TX_FAILED };
+/* block_reason of a responder waiting for QP_RTU (distinct from every enum tx_res). */
+#define SHM_BLOCK_RTU_WAIT (-1)
 
 /* Room for a message of `cells` cells (and, if need_credit, a receive WR at the peer).
  * sq_lock held. 0: go (*cap = the receive WR's capacity); TX_BLOCKED_*; or a negative
@@ -589,16 +591,33 @@ static void tx_progress_locked(struct shm_qp *q)
 			r = tx_exec(q, w, &st);
 		if (r == TX_BLOCKED_CREDIT || r == TX_BLOCKED_SPACE) {
 			uint64_t now = smcr_now_ns();
-			/* The deadline belongs to the reason: not connected (transport
-			 * timeout), no receive WR (RNR), no ring space (none). */
-			int reason = q->conn != SHM_CONN_UP ? 0 : (int)r;
+			/* The deadline belongs to the reason: not connected and the peer QP
+			 * not known ready (transport timeout), not connected but the peer QP
+			 * known ready (the RTU wait, below), no receive WR (RNR), no ring
+			 * space (none). */
+			int reason = q->conn == SHM_CONN_UP ? (int)r
+				     : q->conn == SHM_CONN_ACK_SENT ? SHM_BLOCK_RTU_WAIT : 0;
 			if (q->block_since_ns && reason != q->block_reason)
 				q->block_since_ns = 0;
 			q->block_reason = reason;
 			if (!q->block_since_ns) {
 				q->block_since_ns = now;
 				q->deadline_ns = 0;
-				if (q->conn != SHM_CONN_UP) {
+				if (q->conn == SHM_CONN_ACK_SENT) {
+					/* Responder that matched the initiator's QP_REQ: the
+					 * initiator sent it from RTR, so in verbs terms both QPs
+					 * are ready and a real responder would answer at once.
+					 * What is left (the initiator's device thread exports its
+					 * MRs and sends QP_RTU) is this provider's bookkeeping,
+					 * and its time is the peer process's scheduling, not an
+					 * unanswered transport: it must not spend the transport
+					 * timeout (docs/parts/robust.md "Concurrent first
+					 * contacts"). A vanished peer still ends it within
+					 * milliseconds (hang-up, QP_GONE); this bound is only a
+					 * backstop for a live peer that never answers. */
+					q->deadline_ns = now + SHM_RTU_WAIT_NS;
+					q->block_status = DEV_WC_RETRY_EXC_ERR;
+				} else if (q->conn != SHM_CONN_UP) {
 					q->deadline_ns = now + transport_timeout_ns(&q->attr);
 					q->block_status = DEV_WC_RETRY_EXC_ERR;
 				} else if (r == TX_BLOCKED_CREDIT && q->attr.rnr_retry < 7) {
@@ -933,6 +952,7 @@ int shm_qp_on_req_locked(struct shm_qp *q, struct shm_peer *p, const struct shm_
 	q->peer = p;
 	q->conn = SHM_CONN_ACK_SENT;
 	pthread_mutex_unlock(&q->rq_lock);
+	tx_progress_locked(q);	/* a head blocked since RTS: its deadline is now the RTU wait */
 	pthread_mutex_unlock(&q->sq_lock);
 	/* Our MRs first, then the ACK: the peer has them before it may write (in order). */
 	shm_export_pd_locked(q->sd, p, q->pd_id);
