@@ -214,11 +214,7 @@ static void run(enum pattern pat, long long bytes, int timeout_ms)
 	lfd = it_listen(false, &port);
 	assert_true(lfd >= 0);
 	struct params p = { pat, bytes };
-	pid_t s = it_fork(server, &p);
-	pid_t c = it_fork(client, &p);
-	smcr_close(lfd);
-	assert_int_equal(it_wait(c, timeout_ms), 0);
-	assert_int_equal(it_wait(s, timeout_ms), 0);
+	assert_int_equal(it_run_pair(lfd, server, &p, client, &p, timeout_ms), 0);
 	assert_int_equal(sh->srv.mode, SMCR_MODE_SMCR);
 	assert_int_equal(sh->cli.mode, SMCR_MODE_SMCR);
 	/* each direction: what one side sent is what the other received */

@@ -193,11 +193,7 @@ static void run(void)
 		lfd = it_listen(false, &port);
 	}
 	assert_true(lfd >= 0);
-	pid_t s = it_fork(server, NULL);
-	pid_t c = it_fork(client, NULL);
-	smcr_close(lfd);
-	assert_int_equal(it_wait(c, 20000), 0);
-	assert_int_equal(it_wait(s, 20000), 0);
+	assert_int_equal(it_run_pair(lfd, server, NULL, client, NULL, 20000), 0);
 }
 
 static void expect_tcp(const struct side *s, uint32_t local, uint32_t peer)

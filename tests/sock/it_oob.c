@@ -122,11 +122,7 @@ static void run(bool inl)
 	it_rules("use smc both * *");
 	lfd = it_listen(false, &port);
 	assert_true(lfd >= 0);
-	pid_t s = it_fork(server, inl ? (void *)1 : NULL);
-	pid_t c = it_fork(client, NULL);
-	smcr_close(lfd);
-	assert_int_equal(it_wait(c, 20000), 0);
-	assert_int_equal(it_wait(s, 20000), 0);
+	assert_int_equal(it_run_pair(lfd, server, inl ? (void *)1 : NULL, client, NULL, 20000), 0);
 }
 
 static void test_urgent_out_of_band(void **state)

@@ -320,11 +320,7 @@ static void test_readiness_smc(void **state)
 	it_rules("use smc both * *");
 	lfd = it_listen(false, &port);
 	assert_true(lfd >= 0);
-	pid_t s = it_fork(server, NULL);
-	pid_t c = it_fork(client, NULL);
-	smcr_close(lfd);
-	assert_int_equal(it_wait(c, 30000), 0);
-	assert_int_equal(it_wait(s, 30000), 0);
+	assert_int_equal(it_run_pair(lfd, server, NULL, client, NULL, 30000), 0);
 	assert_int_equal(sh->srv_mode, SMCR_MODE_SMCR);
 }
 
@@ -382,11 +378,7 @@ static void test_readiness_fallback_swap(void **state)
 	it_rules("use smc both * *");
 	lfd = it_listen(false, &port);
 	assert_true(lfd >= 0);
-	pid_t s = it_fork(fb_server, NULL);
-	pid_t c = it_fork(fb_client, NULL);
-	smcr_close(lfd);
-	assert_int_equal(it_wait(c, 30000), 0);
-	assert_int_equal(it_wait(s, 30000), 0);
+	assert_int_equal(it_run_pair(lfd, fb_server, NULL, fb_client, NULL, 30000), 0);
 }
 
 int main(void)

@@ -267,11 +267,7 @@ static void run_oob(bool inl)
 	it_rules("use smc both * *");
 	lfd = it_listen(false, &port);
 	assert_true(lfd >= 0);
-	pid_t s = it_fork(oob_server, inl ? (void *)1 : NULL);
-	pid_t c = it_fork(oob_client, NULL);
-	smcr_close(lfd);
-	assert_int_equal(it_wait(c, 30000), 0);
-	assert_int_equal(it_wait(s, 30000), 0);
+	assert_int_equal(it_run_pair(lfd, oob_server, inl ? (void *)1 : NULL, oob_client, NULL, 30000), 0);
 }
 
 static void test_urgent_out_of_band_vs_tcp(void **state)
@@ -365,11 +361,7 @@ static void test_deferred_token(void **state)
 	it_rules("use smc both * *");
 	lfd = it_listen(false, &port);
 	assert_true(lfd >= 0);
-	pid_t s = it_fork(defer_server, NULL);
-	pid_t c = it_fork(defer_client, NULL);
-	smcr_close(lfd);
-	assert_int_equal(it_wait(c, 60000), 0);
-	assert_int_equal(it_wait(s, 60000), 0);
+	assert_int_equal(it_run_pair(lfd, defer_server, NULL, defer_client, NULL, 60000), 0);
 	/* the path under test was taken (a loaded machine may make every spin miss: then
 	 * only the readiness checks above ran, through the token path) */
 	fprintf(stderr, "it_ready: %u of %d arrivals taken by the spinning reader\n",
@@ -459,11 +451,7 @@ static void test_info_link_fields(void **state)
 	it_rules("use smc both * *");
 	lfd = it_listen(false, &port);
 	assert_true(lfd >= 0);
-	pid_t s = it_fork(info_server, NULL);
-	pid_t c = it_fork(info_client, NULL);
-	smcr_close(lfd);
-	assert_int_equal(it_wait(c, 30000), 0);
-	assert_int_equal(it_wait(s, 30000), 0);
+	assert_int_equal(it_run_pair(lfd, info_server, NULL, info_client, NULL, 30000), 0);
 	for (int i = 0; i < NCONN; i++) {
 		const struct smcr_info *sv = &sh->srv[i], *cl = &sh->cli[i];
 		assert_int_equal(sv->mode, SMCR_MODE_SMCR);

@@ -69,11 +69,7 @@ static void run(void)
 	assert_true(lfd >= 0);
 	int rb = 200000;
 	assert_int_equal(smcr_setsockopt(lfd, SOL_SOCKET, SO_RCVBUF, &rb, sizeof(rb)), 0);
-	pid_t s = it_fork(server, NULL);
-	pid_t c = it_fork(client, NULL);
-	smcr_close(lfd);
-	assert_int_equal(it_wait(c, 20000), 0);
-	assert_int_equal(it_wait(s, 20000), 0);
+	assert_int_equal(it_run_pair(lfd, server, NULL, client, NULL, 20000), 0);
 }
 
 static void test_smoke(void **state)

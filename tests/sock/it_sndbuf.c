@@ -120,11 +120,7 @@ static void run(int (*srv)(void *), int (*cli)(void *), int timeout_ms)
 	it_rules("use smc both * *");
 	lfd = it_listen(false, &port);
 	assert_true(lfd >= 0);
-	pid_t s = it_fork(srv, NULL);
-	pid_t c = it_fork(cli, NULL);
-	smcr_close(lfd);
-	assert_int_equal(it_wait(c, timeout_ms), 0);
-	assert_int_equal(it_wait(s, timeout_ms), 0);
+	assert_int_equal(it_run_pair(lfd, srv, NULL, cli, NULL, timeout_ms), 0);
 }
 
 #define DATA_LEN (4u << 20)

@@ -85,6 +85,21 @@ int it_wait(pid_t pid, int timeout_ms)
 	}
 }
 
+int it_run_pair(int lfd, int (*srv)(void *), void *sarg, int (*cli)(void *), void *carg,
+		int timeout_ms)
+{
+	pid_t s = it_fork(srv, sarg);
+	pid_t c = it_fork(cli, carg);
+	smcr_close(lfd);
+	int rc_c = it_wait(c, timeout_ms);
+	int rc_s = it_wait(s, timeout_ms);
+	if (rc_c)
+		fprintf(stderr, "it_run_pair: client exited with %d\n", rc_c);
+	if (rc_s)
+		fprintf(stderr, "it_run_pair: server exited with %d\n", rc_s);
+	return rc_c ? rc_c : rc_s;
+}
+
 int it_listen(bool v6, uint16_t *port)
 {
 	int fd = smcr_socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);

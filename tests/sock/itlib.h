@@ -42,6 +42,12 @@ pid_t it_fork(int (*fn)(void *arg), void *arg);
 /* Waits for pid; returns its exit status, or 128 + signal. With timeout_ms > 0, kills it
  * after that long (and returns 200). */
 int it_wait(pid_t pid, int timeout_ms);
+/* The usual two-process run: forks the server srv(sarg), then the client cli(carg), closes
+ * the parent's copy of the listener lfd (the children inherited it) and waits for both,
+ * the client first, each with timeout_ms as it_wait. Returns 0 when both exited 0, else
+ * the client's status if it failed, else the server's (the failing side is logged). */
+int it_run_pair(int lfd, int (*srv)(void *), void *sarg, int (*cli)(void *), void *carg,
+		int timeout_ms);
 
 /* Listening smcr socket on 127.0.0.1 (or ::1 with v6), port chosen by the kernel. */
 int it_listen(bool v6, uint16_t *port);
