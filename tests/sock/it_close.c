@@ -74,17 +74,6 @@ static void setup(int (*srv)(void *), int (*cli)(void *), int timeout_ms)
 	assert_int_equal(it_run_pair(lfd, srv, NULL, cli, NULL, timeout_ms), 0);
 }
 
-static int accept_smc(void)
-{
-	it_child_env(0);
-	int fd = smcr_accept(lfd, NULL, NULL);
-	IT_CHECK(fd >= 0);
-	smcr_close(lfd);
-	struct smcr_info in;
-	IT_CHECK(it_info(fd, &in) && in.mode == SMCR_MODE_SMCR);
-	return fd;
-}
-
 static int connect_smc(void)
 {
 	it_child_env(1);
@@ -103,7 +92,7 @@ static char big[100000];
 static int hc_server(void *a)
 {
 	(void)a;
-	int fd = accept_smc();
+	int fd = it_accept_smc(lfd);
 	static char buf[100000];
 	IT_CHECK(it_read_all(fd, buf, sizeof(buf)));
 	IT_CHECK(memcmp(buf, big, sizeof(buf)) == 0);
@@ -163,7 +152,7 @@ static void test_half_close_eof_epipe(void **state)
 static int lg_server(void *a)
 {
 	(void)a;
-	int fd = accept_smc();
+	int fd = it_accept_smc(lfd);
 	wait_stage(1);
 	/* the reset arrives: POLLERR (and HUP), then ECONNRESET; bytes that arrived before
 	 * it may be read first */
@@ -215,7 +204,7 @@ static void test_so_linger_zero_resets(void **state)
 static int ur_server(void *a)
 {
 	(void)a;
-	int fd = accept_smc();
+	int fd = it_accept_smc(lfd);
 	wait_stage(1); /* the client's bytes are in our RMBE, unread */
 	IT_CHECK(smcr_close(fd) == 0);
 	return 0;
@@ -249,7 +238,7 @@ static pid_t victim;
 static int kill_server(void *a)
 {
 	(void)a;
-	int fd = accept_smc();
+	int fd = it_accept_smc(lfd);
 	/* read a little, then stop reading and wait to be killed */
 	static char buf[65536];
 	IT_CHECK(it_read_all(fd, buf, sizeof(buf)));

@@ -67,17 +67,6 @@ static short pwait(int fd, short events, int ms)
 	return n > 0 ? p.revents : 0;
 }
 
-static int accept_smc(void)
-{
-	it_child_env(0);
-	int fd = smcr_accept(lfd, NULL, NULL);
-	IT_CHECK(fd >= 0);
-	smcr_close(lfd);
-	struct smcr_info in;
-	IT_CHECK(it_info(fd, &in) && in.mode == SMCR_MODE_SMCR);
-	return fd;
-}
-
 static int connect_smc(int sndbuf)
 {
 	it_child_env(1);
@@ -147,7 +136,7 @@ static long long read_check_eof(int fd, size_t chunk, long long start)
 static int fill_server(void *a)
 {
 	(void)a;
-	int fd = accept_smc();
+	int fd = it_accept_smc(lfd);
 	sh->sstage = 1;
 	wait_for(&sh->cstage, 2);	/* the client filled RMBE + ring and saw EAGAIN */
 	static uint8_t buf[100000];
@@ -234,7 +223,7 @@ static void test_nonblock_fill_pollout_outq_shutdown(void **state)
 static int sha_server(void *a)
 {
 	(void)a;
-	int fd = accept_smc();
+	int fd = it_accept_smc(lfd);
 	wait_for(&sh->cstage, 1);	/* not a byte read before the writer filled the ring */
 	struct it_sha *sha = it_sha_new();
 	static uint8_t buf[1 << 18];
@@ -365,7 +354,7 @@ static const char cork_expect[] = "aaaaaaaaaabbbbbbbbbbccccccccccddddddddddeeeee
 static int cork_server(void *a)
 {
 	(void)a;
-	int fd = accept_smc();
+	int fd = it_accept_smc(lfd);
 	for (int stage = 10;; stage += 10) {
 		wait_for(&sh->cstage, stage);
 		if (sh->cstage >= 1000)
@@ -470,7 +459,7 @@ static int linger_mode;
 static int linger_server(void *a)
 {
 	(void)a;
-	int fd = accept_smc();
+	int fd = it_accept_smc(lfd);
 	wait_for(&sh->cstage, 1);
 	if (linger_mode == 0) {
 		usleep(300000);	/* the client's close must wait for this */

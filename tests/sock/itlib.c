@@ -100,6 +100,17 @@ int it_run_pair(int lfd, int (*srv)(void *), void *sarg, int (*cli)(void *), voi
 	return rc_c ? rc_c : rc_s;
 }
 
+int it_accept_smc(int lfd)
+{
+	it_child_env(0);
+	int fd = smcr_accept(lfd, NULL, NULL);
+	IT_CHECK(fd >= 0);
+	smcr_close(lfd);
+	struct smcr_info in;
+	IT_CHECK(it_info(fd, &in) && in.mode == SMCR_MODE_SMCR);
+	return fd;
+}
+
 int it_listen(bool v6, uint16_t *port)
 {
 	int fd = smcr_socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);

@@ -53,6 +53,9 @@ int it_run_pair(int lfd, int (*srv)(void *), void *sarg, int (*cli)(void *), voi
 int it_listen(bool v6, uint16_t *port);
 /* Blocking smcr connect to 127.0.0.1:port (or ::1). */
 int it_connect(bool v6, uint16_t port);
+/* In a server child: it_child_env(0), a blocking accept on lfd, lfd closed, the connection
+ * checked to run SMC-R (the child exits 1 otherwise). Returns the accepted fd. */
+int it_accept_smc(int lfd);
 /* A pipe-free rendezvous: the parent creates the listener before forking, so children
  * need nothing else. */
 
