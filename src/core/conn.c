@@ -278,7 +278,7 @@ void core_conn_info(struct core_conn *c, struct core_conn_info *in)
 	in->bytes_received = c->bytes_received;
 	in->cdc_sent = c->cdc_sent;
 	in->cdc_received = c->cdc_received;
-	in->sndbuf_queued = (uint32_t)(c->sb_head - c->sb_tail);
+	in->sndbuf_queued = tx_sndbuf_queued(c);
 	in->corked = c->sb_hold;
 	in->close_pending = c->cl_pend != 0;
 	in->inq = (uint32_t)(c->rmbe ? c->rx_peer_prod - c->rx_cons : 0);

@@ -448,6 +448,7 @@ void hs_fail(struct core_conn *c, int err, uint64_t now, bool async);
 /* ---- tx.c ---- (conn->lock held) */
 int tx_cdc_locked(struct core_conn *c, bool urg);	/* a CDC with current cursors/flags */
 uint32_t tx_sndbuf_size(uint32_t sndbuf);	/* the ring size rule (docs/parts/sndbuf.md) */
+uint32_t tx_sndbuf_queued(const struct core_conn *c);	/* bytes in the ring, not yet written */
 uint32_t tx_sndbuf_free_locked(struct core_conn *c);	/* bytes a send can accept now */
 /* CORE_EV_OUT: free >= queued / 2, i.e. the ring at most 2/3 full (TCP's
  * sk_stream_is_writeable: wspace >= wmem_queued / 2). */

@@ -264,16 +264,19 @@ uint32_t tx_sndbuf_size(uint32_t sndbuf)
 	return sz;
 }
 
-static uint32_t sb_queued(const struct core_conn *c) { return (uint32_t)(c->sb_head - c->sb_tail); }
+uint32_t tx_sndbuf_queued(const struct core_conn *c)
+{
+	return (uint32_t)(c->sb_head - c->sb_tail);
+}
 
 uint32_t tx_sndbuf_free_locked(struct core_conn *c)
 {
-	return c->sb_size - sb_queued(c);
+	return c->sb_size - tx_sndbuf_queued(c);
 }
 
 bool tx_sndbuf_writable_locked(struct core_conn *c)
 {
-	return 2ull * tx_sndbuf_free_locked(c) >= sb_queued(c);
+	return 2ull * tx_sndbuf_free_locked(c) >= tx_sndbuf_queued(c);
 }
 
 /* Held bytes are pushed once they reach this: half of the smaller of the ring and the
@@ -433,7 +436,7 @@ unsigned tx_flush_locked(struct core_conn *c, bool push)
 	if (c->cl & CL_RCVD_C)
 		c->sb_tail = c->sb_head;	/* the peer closed: it reads nothing more (4.5) */
 	while (c->sb_tail < c->sb_head && !c->sb_hold && can_cdc(c)) {
-		uint32_t q = sb_queued(c);
+		uint32_t q = tx_sndbuf_queued(c);
 		uint32_t space = conn_writable_locked(c);
 		if (space == 0) {
 			if (!c->tx_blocked) {
@@ -569,7 +572,7 @@ done:
 		c->cork_deadline = CORE_NEVER;
 		sb_update_deadline(c);
 	} else if (c->sb_tail < c->sb_head) {
-		if (sb_queued(c) >= cork_threshold(c)) {
+		if (tx_sndbuf_queued(c) >= cork_threshold(c)) {
 			c->sb_hold = false;	/* enough for a push */
 			c->cork_deadline = CORE_NEVER;
 		} else if (!c->sb_hold) {
@@ -690,7 +693,7 @@ void tx_timers(struct core_engine *e, uint64_t now)
 			if (c->cl_pend && c->mode == CORE_MODE_SMC && !c->reset_err) {
 				SMCR_LOG_RL(SMCR_LOG_INFO, CORE_UNIT,
 					    "conn %#x: %u queued bytes not taken by the peer in time: abort",
-					    c->token, sb_queued(c));
+					    c->token, tx_sndbuf_queued(c));
 				tx_discard_locked(c);
 				close_abort_locked(c, -SMCR_E_CORE_TIMEDOUT, true);
 				close_change = true;
