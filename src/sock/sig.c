@@ -143,9 +143,13 @@ void sig_readable(struct sig *s)
 				s->pre--;
 		}
 		/* Every write wakes prog's waiters, so EPOLLET sees an edge even when tokens
-		 * were already queued. */
-		if (sock_sys.send(s->end, &b, 1, SIG_IO_FLAGS) == 1)
-			s->tokens++;
+		 * were already queued. Counted before the send: the fast paths read tokens
+		 * without the lock, and a byte already queued but not yet counted made a
+		 * reader (sig_drain_in) skip it while epoll kept reporting it (seen: an epoll
+		 * program spinning on EAGAIN for as long as this thread was descheduled here). */
+		s->tokens++;
+		if (sock_sys.send(s->end, &b, 1, SIG_IO_FLAGS) != 1)
+			s->tokens--;
 	}
 	pthread_mutex_unlock(&s->lock);
 }
@@ -156,9 +160,11 @@ void sig_readable_if_none(struct sig *s)
 	if (atomic_load_explicit(&s->tokens, memory_order_relaxed) > 0)
 		return; /* fast path: POLLIN is on already */
 	pthread_mutex_lock(&s->lock);
-	if (!s->dead && !s->rdhup && !s->rd_shut && s->prog >= 0 && s->tokens == 0 &&
-	    sock_sys.send(s->end, &b, 1, SIG_IO_FLAGS) == 1)
-		s->tokens++;
+	if (!s->dead && !s->rdhup && !s->rd_shut && s->prog >= 0 && s->tokens == 0) {
+		s->tokens++; /* before the send, as in sig_readable */
+		if (sock_sys.send(s->end, &b, 1, SIG_IO_FLAGS) != 1)
+			s->tokens--;
+	}
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -185,11 +191,39 @@ void sig_drain_in(struct sig *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* Whether one filler send turns POLLOUT off (probed once on a scratch pair made like
+ * sig_open's). AF_UNIX shows POLLOUT while the bytes queued from a socket use at most a
+ * quarter of its send buffer (unix_writable), so one send of SIG_FILL bytes into the
+ * smallest buffer is enough; filling until EAGAIN took 2-3 sends more per block (the
+ * writer of a full ring blocks once per window: conns, docs/parts/conns.md). Where the
+ * kernel behaves otherwise, the old loop to EAGAIN runs. */
+#define SIG_FILL 4096
+static pthread_once_t fill_once = PTHREAD_ONCE_INIT;
+static bool fill_one;
+
+static void fill_probe(void)
+{
+	static const char filler[SIG_FILL];
+	int sv[2];
+	if (sock_sys.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return;
+	int sndbuf = SIG_PROG_SNDBUF;
+	(void)sock_sys.setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+	struct pollfd p = { .fd = sv[0], .events = POLLOUT };
+	fill_one = sock_sys.send(sv[0], filler, sizeof(filler), SIG_IO_FLAGS) > 0 &&
+		   sock_sys.poll(&p, 1, 0) == 0;
+	if (!fill_one)
+		LOG_INFO("sig", "one filler send leaves POLLOUT on: filling until EAGAIN");
+	sock_sys.close(sv[0]);
+	sock_sys.close(sv[1]);
+}
+
 void sig_block_out(struct sig *s)
 {
-	static const char filler[4096];
+	static const char filler[SIG_FILL];
 	if (atomic_load_explicit(&s->out_blocked, memory_order_relaxed))
 		return; /* fast path: already off */
+	pthread_once(&fill_once, fill_probe);
 	pthread_mutex_lock(&s->lock);
 	if (!s->out_blocked && !s->dead && !s->wr_shut && s->prog >= 0) {
 		for (;;) {
@@ -197,6 +231,8 @@ void sig_block_out(struct sig *s)
 			if (n <= 0)
 				break; /* EAGAIN: full, POLLOUT is off now */
 			s->filled += (unsigned)n;
+			if (fill_one)
+				break; /* POLLOUT is off already (fill_probe) */
 		}
 		s->out_blocked = true;
 	}
