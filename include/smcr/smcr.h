@@ -141,6 +141,14 @@ int smcr_fcntl(int fd, int cmd, ...);
 int smcr_ioctl(int fd, unsigned long request, ...);
 /* epoll_ctl(2), recording registrations of smcr fds (see the top of this file). */
 int smcr_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event);
+/* epoll_wait(2) with the same arguments, results and errno (EINTR, EBADF, EINVAL, ...).
+ * When epfd holds smcr fds (registered with smcr_epoll_ctl) the calling thread first runs
+ * the engine's progress itself, so arrivals for many connections become ready in one go
+ * without a wake-up of the progress thread, and between two calls of an event loop the
+ * engine's completions wake nobody (for at most 1 ms, then the progress thread takes over
+ * again). Only the program's own registrations are ever returned. The interposer maps
+ * epoll_wait here. */
+int smcr_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout);
 
 /* 1 if fd is an smcr socket (in any mode), 0 if not. */
 int smcr_is_socket(int fd);

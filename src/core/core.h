@@ -185,6 +185,11 @@ void core_engine_spin_end(struct core_engine *e);
  * (added by the ready branch: the two pollers fought over the engine's locks, 24 000
  * futex calls in 2 s of stream). */
 bool core_engine_spinning(struct core_engine *e);
+/* A spinner that holds its spin across a pause of its own (smcr_epoll_wait keeps one from
+ * call to call of an event loop): restarts the grace at now_ns and disarms the CQs again
+ * (prepare_sleep may have armed them once the grace passed). No-op without a spinner.
+ * Added by the conns branch (additive). */
+void core_engine_spin_renew(struct core_engine *e, uint64_t now_ns);
 
 struct core_engine_stats {
 	struct wire_peer_id peer_id;

@@ -387,6 +387,19 @@ void core_engine_spin_end(struct core_engine *e)
 	core_ev_fire(e);
 }
 
+void core_engine_spin_renew(struct core_engine *e, uint64_t now_ns)
+{
+	pthread_mutex_lock(&e->lock);
+	if (e->spinners && !e->freed) {
+		e->spin_since = now_ns;
+		for (int i = 0; i < e->ndevs; i++) {
+			int rc = dev_disarm_cq(e->devs[i].cq);
+			(void)rc;	/* NOTSUP: the arm stays, as in spin_begin */
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+}
+
 bool core_engine_spinning(struct core_engine *e)
 {
 	pthread_mutex_lock(&e->lock);

@@ -213,6 +213,9 @@ static void wait_note(struct sock *s, int dir, uint64_t ns)
  * -SMCR_E_SOCK_AGAIN when the deadline passed, -SMCR_E_SOCK_INTR on a signal. */
 static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t have)
 {
+	/* an smcr_epoll_wait spin this thread holds would keep the CQs unarmed past our own
+	 * spin_end (conns branch) */
+	sock_epoll_release_hold();
 	/* 1. spin briefly on the engine's progress (decision 3: a few microseconds) */
 	uint64_t t0 = smcr_now_ns();
 	struct core_engine *e = sock_engine();

@@ -220,6 +220,11 @@ struct core_engine *sock_engine(void)
 	return e;
 }
 
+struct core_engine *sock_engine_if_up(void)
+{
+	return atomic_load_explicit(&eng_fast, memory_order_acquire);
+}
+
 int sock_engine_fds(int *fds, int max)
 {
 	if (!atomic_load_explicit(&eng_fast, memory_order_acquire))

@@ -18,7 +18,10 @@
 #include "sock/errmap.h"
 #include "sock/sock.h"
 #include "sock/sys.h"
+#include "util/clock.h"
 #include "util/log.h"
+
+static void ep_track(int epfd, int delta);
 
 /* Caller holds s->lock. */
 static struct sock_epreg *reg_find(struct sock *s, int epfd)
@@ -65,12 +68,15 @@ int smcr_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 				}
 				r = &s->regs[s->nregs++];
 				r->epfd = epfd;
+				ep_track(epfd, 1);
 			}
 			r->ev = *ev;
 			break;
 		case EPOLL_CTL_DEL:
-			if (r)
+			if (r) {
 				*r = s->regs[--s->nregs];
+				ep_track(epfd, -1);
+			}
 			break;
 		default:
 			break;
@@ -90,6 +96,7 @@ void sock_epoll_move_locked(struct sock *s, bool before)
 				: sock_sys.epoll_ctl(r->epfd, EPOLL_CTL_ADD, s->fd, &r->ev);
 		if (rc < 0 && (errno == EBADF || errno == EINVAL)) {
 			/* the program closed that epoll instance: forget it */
+			ep_track(r->epfd, -1);
 			s->regs[i] = s->regs[--s->nregs];
 			continue;
 		}
@@ -98,4 +105,96 @@ void sock_epoll_move_locked(struct sock *s, bool before)
 				 before ? "del" : "add", r->epfd, errno);
 		i++;
 	}
+}
+
+/* ---- smcr_epoll_wait (docs/parts/conns.md) ----
+ *
+ * An event loop over many SMC-R connections (smcr-perf's conns: 1000 non-blocking fds,
+ * one thread) used to pay, per CDC: the peer's eventfd write, a wake-up of our progress
+ * thread, its CQ poll and callback, the POLLIN token, and a wake-up of the program's
+ * epoll_wait. Here the program thread polls the engine at every call instead, so one call
+ * collects the arrivals of every connection (the callbacks' tokens are written by this
+ * thread, to sockets nobody sleeps on), and:
+ *   - between two calls the thread holds a spin on the engine (core_engine_spin_begin):
+ *     the CQs stay disarmed, so the peers' CDCs write no eventfd and wake no progress
+ *     thread while the program works through its events; each call renews it
+ *     (core_engine_spin_renew). If the program does not come back within the spin grace
+ *     (CORE_SPIN_GRACE_NS, 1 ms: it blocks elsewhere, or left the loop), the progress
+ *     thread arms the CQs and takes over, as for a spinner that lost its CPU: nothing is
+ *     lost, a completion waits at most that long.
+ *   - before it sleeps (nothing ready) the thread gives the spin up (spin_end arms the
+ *     CQs and polls once more), and the progress thread wakes it through the tokens, as
+ *     before.
+ * Only one spin per thread (ep_held); a blocking call of the same thread gives it up
+ * first (sock_epoll_release_hold, data.c wait_for), so its own spin/sleep logic applies. */
+
+#define EP_TRACK_MAX 4096 /* epfd numbers tracked; above: always treated as holding smcr fds */
+static _Atomic unsigned ep_smcr[EP_TRACK_MAX];
+
+static _Thread_local struct core_engine *ep_held; /* this thread's held spin, or NULL */
+
+static void ep_track(int epfd, int delta)
+{
+	if (epfd < 0 || epfd >= EP_TRACK_MAX)
+		return;
+	if (delta > 0)
+		atomic_fetch_add_explicit(&ep_smcr[epfd], 1, memory_order_relaxed);
+	else if (atomic_load_explicit(&ep_smcr[epfd], memory_order_relaxed) > 0)
+		atomic_fetch_sub_explicit(&ep_smcr[epfd], 1, memory_order_relaxed);
+}
+
+bool sock_epoll_has_smcr(int epfd)
+{
+	if (epfd < 0)
+		return false;
+	return epfd >= EP_TRACK_MAX || atomic_load_explicit(&ep_smcr[epfd], memory_order_relaxed);
+}
+
+void sock_epoll_release_hold(void)
+{
+	struct core_engine *e = ep_held;
+	if (!e)
+		return;
+	ep_held = NULL;
+	core_engine_spin_end(e);
+}
+
+int smcr_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
+{
+	struct core_engine *e = sock_epoll_has_smcr(epfd) ? sock_engine_if_up() : NULL;
+	if (!e || max <= 0) {
+		sock_epoll_release_hold();
+		return sock_sys.epoll_wait(epfd, evs, max, timeout);
+	}
+	uint64_t now = smcr_now_ns();
+	if (ep_held != e) {
+		sock_epoll_release_hold(); /* an engine of before a fork */
+		core_engine_spin_begin(e, now);
+		ep_held = e;
+	} else {
+		core_engine_spin_renew(e, now);
+	}
+	/* the arrivals of every connection, their callbacks (tokens) on this thread */
+	(void)core_engine_progress(e, now, NULL);
+	int n = sock_sys.epoll_wait(epfd, evs, max, 0);
+	if (n != 0 || timeout == 0) {
+		if (n < 0)
+			sock_epoll_release_hold();
+		return n; /* the spin stays held while the program handles the events */
+	}
+	/* Nothing ready: sleep. spin_end arms the CQs and polls once more (what came in
+	 * meanwhile is a token now, and epoll_wait returns at once); from here the
+	 * progress thread handles arrivals. */
+	sock_epoll_release_hold();
+	int ms = timeout;
+	if (timeout > 0) {
+		uint64_t spent = (smcr_now_ns() - now) / SMCR_NS_PER_MS;
+		ms = spent >= (uint64_t)timeout ? 0 : timeout - (int)spent;
+	}
+	n = sock_sys.epoll_wait(epfd, evs, max, ms);
+	if (n > 0) {
+		core_engine_spin_begin(e, smcr_now_ns());
+		ep_held = e;
+	}
+	return n;
 }

@@ -205,6 +205,9 @@ void sock_sync_after_call(struct sock *s);
 /* The process's engine, created on first use (NULL when no device could be opened: the
  * reason is logged once and connections fall back with SMCR_REASON_NODEV). */
 struct core_engine *sock_engine(void);
+/* The engine if it exists already (never creates it): NULL before the first SMC-R
+ * connection of the process or when there is none. */
+struct core_engine *sock_engine_if_up(void);
 /* One round of the engine's progress from a program thread (blocking calls spin on it for
  * at most SOCK_SPIN_NS before they sleep; decision 3). Leaves the CQs armed. */
 void sock_engine_spin(void);
@@ -296,6 +299,13 @@ void lsn_child_done_locked(struct sock *child);
 
 /* Removes (before=true) or re-adds (false) every recorded registration. Caller holds lock. */
 void sock_epoll_move_locked(struct sock *s, bool before);
+/* The epoll instance epfd had registrations of smcr fds (smcr_epoll_ctl): smcr_epoll_wait
+ * runs the engine's progress for it. Counts per epfd number, never exact (a registration
+ * dropped by close() is not seen): a stale count only costs an idle progress round. */
+bool sock_epoll_has_smcr(int epfd);
+/* Gives up the engine spin this thread holds between smcr_epoll_wait calls, if any (a
+ * blocking call of the same thread, before its own spin and sleep). */
+void sock_epoll_release_hold(void);
 
 /* ---- helpers ---- */
 

@@ -3,6 +3,7 @@
 #include "sock/sys.h"
 
 #include <fcntl.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -35,6 +36,7 @@ struct sock_sys sock_sys = {
 	.poll = poll,
 	.epoll_ctl = epoll_ctl,
 	.dup3 = dup3,
+	.epoll_wait = epoll_wait,
 };
 
 #define SYS_KEEP(m)                          \
@@ -52,4 +54,5 @@ void sock_sys_set(const struct sock_sys *table)
 	SYS_KEEP(close); SYS_KEEP(shutdown); SYS_KEEP(getsockname); SYS_KEEP(getpeername);
 	SYS_KEEP(setsockopt); SYS_KEEP(getsockopt); SYS_KEEP(fcntl); SYS_KEEP(ioctl);
 	SYS_KEEP(poll); SYS_KEEP(epoll_ctl); SYS_KEEP(dup3);
+	SYS_KEEP(epoll_wait);
 }

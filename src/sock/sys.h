@@ -46,6 +46,7 @@ struct sock_sys {
 	int (*poll)(struct pollfd *, nfds_t, int);
 	int (*epoll_ctl)(int, int, int, struct epoll_event *);
 	int (*dup3)(int, int, int);
+	int (*epoll_wait)(int, struct epoll_event *, int, int); /* smcr_epoll_wait's sleep */
 };
 
 extern struct sock_sys sock_sys;

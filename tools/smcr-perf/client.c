@@ -426,7 +426,7 @@ static int run_conns(struct cli *c, struct perf_result *r, uint64_t rss0, uint64
 			r->mem_per_conn_kib = mem_growth(&rep, rss0, tcpmem0) / n;
 		}
 		int ms = (int)((dl - now) / 1000000u) + 1;
-		int k = epoll_wait(ep, evs, 256, ms);
+		int k = c->tr->epoll_wait(ep, evs, 256, ms);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 0) {

@@ -267,7 +267,7 @@ static void *sink_main(void *arg)
 	if (!buf)
 		return NULL;
 	for (;;) {
-		int n = epoll_wait(s->sink_ep, ev, 64, -1);
+		int n = s->tr->epoll_wait(s->sink_ep, ev, 64, -1);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)

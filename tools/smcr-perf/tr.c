@@ -70,6 +70,10 @@ static int tcp_epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 {
 	return epoll_ctl(ep, op, fd, ev);
 }
+static int tcp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout)
+{
+	return epoll_wait(ep, evs, max, timeout);
+}
 static int tcp_set_nonblock(int fd, bool on)
 {
 	int fl = fcntl(fd, F_GETFL);
@@ -107,6 +111,7 @@ static const struct perf_tr tr_tcp = {
     .getsockopt = tcp_getsockopt,
     .getsockname = tcp_getsockname,
     .epoll_ctl = tcp_epoll_ctl,
+    .epoll_wait = tcp_epoll_wait,
     .set_nonblock = tcp_set_nonblock,
     .query = tcp_query,
     .reason_name = tcp_reason_name,
@@ -176,6 +181,7 @@ static const struct perf_tr tr_smcr = {
     .getsockopt = smcr_getsockopt,
     .getsockname = smcr_getsockname,
     .epoll_ctl = smcr_epoll_ctl,
+    .epoll_wait = smcr_epoll_wait,
     .set_nonblock = smcr_tr_set_nonblock,
     .query = smcr_tr_query,
     .reason_name = smcr_reason_name,

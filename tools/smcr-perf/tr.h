@@ -42,6 +42,8 @@ struct perf_tr {
 	int (*getsockopt)(int fd, int level, int name, void *val, socklen_t *len);
 	int (*getsockname)(int fd, struct sockaddr *a, socklen_t *len);
 	int (*epoll_ctl)(int epfd, int op, int fd, struct epoll_event *ev);
+	/* epoll_wait; smcr: smcr_epoll_wait (the engine's progress runs in the caller) */
+	int (*epoll_wait)(int epfd, struct epoll_event *evs, int max, int timeout);
 	int (*set_nonblock)(int fd, bool on);
 	/* Fills *ci for a connected fd; returns 0 or -1 with errno. */
 	int (*query)(int fd, struct tr_conn_info *ci);
