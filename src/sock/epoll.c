@@ -133,6 +133,19 @@ static _Atomic unsigned ep_smcr[EP_TRACK_MAX];
 
 static _Thread_local struct core_engine *ep_held; /* this thread's held spin, or NULL */
 
+/* fork(): the child's engine is a new one (engine.c); the parent's must not be touched
+ * (its locks may have been held by other threads at the fork). The handler runs in the
+ * forking thread, the only one whose ep_held the child has. */
+static pthread_once_t ep_fork_once = PTHREAD_ONCE_INIT;
+static void ep_atfork_child(void)
+{
+	ep_held = NULL;
+}
+static void ep_fork_setup(void)
+{
+	pthread_atfork(NULL, NULL, ep_atfork_child);
+}
+
 static void ep_track(int epfd, int delta)
 {
 	if (epfd < 0 || epfd >= EP_TRACK_MAX)
@@ -166,9 +179,10 @@ int smcr_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
 		sock_epoll_release_hold();
 		return sock_sys.epoll_wait(epfd, evs, max, timeout);
 	}
+	pthread_once(&ep_fork_once, ep_fork_setup);
 	uint64_t now = smcr_now_ns();
 	if (ep_held != e) {
-		sock_epoll_release_hold(); /* an engine of before a fork */
+		sock_epoll_release_hold(); /* (none: ep_held is this engine's or NULL) */
 		core_engine_spin_begin(e, now);
 		ep_held = e;
 	} else {
