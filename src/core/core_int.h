@@ -131,6 +131,8 @@ struct core_link {
 	unsigned slots_free;		/* [L] */
 	unsigned sq_used;		/* [L] SQ entries posted and not yet freed by a completion */
 	bool slot_waiters;		/* [L] a sender found no slot: wake on the next free */
+	bool wake_due;			/* [E] a completion freed a slot while senders waited: tx_wake_waiters
+					 * once at the end of the CQ batch (link_run_wakes; conns branch) */
 	/* keepalive (procedures.md 3.5) */
 	uint64_t last_rx_ns;		/* [E] progress time of the last receive on the link */
 	uint64_t testlink_deadline;	/* [E] TEST LINK sent, answer due by then; NEVER if none */
@@ -422,6 +424,9 @@ bool link_has_stage(struct core_link *l);
 struct core_link *link_by_id(struct core_engine *e, uint32_t id);	/* eng->lock held */
 /* Handles one work completion (progress, eng->lock held). */
 void link_handle_wc(struct core_engine *e, const struct dev_wc *wc, uint64_t now);
+/* After a CQ batch (eng->lock held): wakes the senders of the links whose completions
+ * freed slots they waited for, one scan per LG per batch (was one per completion). */
+void link_run_wakes(struct core_engine *e);
 void link_down(struct core_link *l, int err, uint64_t now);
 
 /* ---- llc_proc.c ---- */

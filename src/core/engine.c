@@ -184,6 +184,7 @@ static int poll_dev(struct core_engine *e, struct core_dev *cd, uint64_t now)
 		if (n < 32)
 			break;
 	}
+	link_run_wakes(e);
 	return total;
 }
 
@@ -329,6 +330,7 @@ static int recheck(struct core_engine *e)
 				more = 1;
 			}
 		}
+		link_run_wakes(e);
 	}
 	pthread_mutex_unlock(&e->lock);
 	pthread_mutex_unlock(&e->poll_lock);
