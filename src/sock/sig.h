@@ -18,8 +18,9 @@
  *             read at once (2 system calls per message saved when spinning).
  *   POLLOUT   prog's send buffer (SO_SNDBUF minimum) is filled from prog when the peer's
  *             RMBE is full (sig_block_out): AF_UNIX reports writable only while the bytes
- *             queued from prog use at most a quarter of its sndbuf. They are read back at
- *             end when space returns (sig_unblock_out), which wakes POLLOUT waiters.
+ *             queued from prog use at most a quarter of its sndbuf, so one 4 KiB send is
+ *             enough (probed once; else sends until EAGAIN). They are read back at end
+ *             when space returns (sig_unblock_out), which wakes POLLOUT waiters.
  *   POLLRDHUP shutdown(end, SHUT_WR) when the peer sent "sending done" or closed
  *             (sig_rdhup): prog reads EOF forever, so POLLIN|POLLRDHUP, as a TCP FIN.
  *   POLLHUP   both directions shut, as TCP: the program's shutdown(SHUT_WR) becomes
@@ -66,7 +67,9 @@ struct sig {
 			       * which the callers' re-check of the engine's mask covers) */
 	int prog;	      /* program end; its number changes when installed (sig_install) */
 	int end;	      /* signal end, hidden high fd; -1 after sig_error/sig_close */
-	_Atomic unsigned tokens; /* token bytes queued from end towards prog */
+	_Atomic unsigned tokens; /* token bytes queued from end towards prog; counted before
+				  * the send (an unlocked reader may see one more, never one
+				  * less: the fast paths then take the lock) */
 	unsigned filled;      /* bytes queued from prog towards end (POLLOUT off when > 0) */
 	_Atomic bool out_blocked; /* sig_block_out done and not undone */
 	bool rdhup;	      /* shutdown(end, SHUT_WR) done */
