@@ -192,8 +192,11 @@ int smcr_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
 	(void)core_engine_progress(e, now, NULL);
 	int n = sock_sys.epoll_wait(epfd, evs, max, 0);
 	if (n != 0 || timeout == 0) {
-		if (n < 0)
+		if (n < 0) {
+			int err = errno; /* spin_end's calls must not change the caller's errno */
 			sock_epoll_release_hold();
+			errno = err;
+		}
 		return n; /* the spin stays held while the program handles the events */
 	}
 	/* Nothing ready: sleep. spin_end arms the CQs and polls once more (what came in

@@ -343,7 +343,12 @@ static int tmo_server(void *arg)
 	IT_CHECK(it_read_all(fd, b, 5) && memcmp(b, "hello", 5) == 0);
 	sh->sstage = 2;
 	IT_CHECK(it_read_all(fd, b, 5) && memcmp(b, "world", 5) == 0);
+	/* an epoll fd closed with smcr registrations still counted: epoll_wait's EBADF,
+	 * errno intact after the engine round */
+	IT_CHECK(smcr_epoll_wait(ep, out, 2, 0) == 0);
 	close(ep);
+	errno = 0;
+	IT_CHECK(smcr_epoll_wait(ep, out, 2, 0) == -1 && errno == EBADF);
 	smcr_close(fd);
 	return 0;
 }
