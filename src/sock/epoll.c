@@ -128,7 +128,8 @@ void sock_epoll_move_locked(struct sock *s, bool before)
  * Only one spin per thread (ep_held); a blocking call of the same thread gives it up
  * first (sock_epoll_release_hold, data.c wait_for), so its own spin/sleep logic applies. */
 
-#define EP_TRACK_MAX 4096 /* epfd numbers tracked; above: always treated as holding smcr fds */
+#define EP_TRACK_MAX 65536 /* epfd numbers tracked (256 KiB of BSS, touched only where used);
+			   * above: always treated as holding smcr fds */
 static _Atomic unsigned ep_smcr[EP_TRACK_MAX];
 
 static _Thread_local struct core_engine *ep_held; /* this thread's held spin, or NULL */
