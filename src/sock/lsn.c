@@ -166,6 +166,19 @@ static void lsn_fill_later(struct sock *ls)
 		sock_put(ls);
 }
 
+/* Arms (EPOLLIN) or disarms the progress thread's watch on the hidden listener. Disarmed
+ * keeps EPOLLET: a listener's EPOLLHUP (always reported) then fires once, not forever.
+ * Arming re-evaluates readiness (epoll_ctl MOD): connections queued meanwhile give the
+ * progress thread an event at once, so none is left in the kernel's queue when the last
+ * blocking accept leaves. Caller holds lq_lock. */
+static void lsn_watch_arm_locked(struct sock *s, bool on)
+{
+	if (s->lq_watch &&
+	    progress_watch_modify(s->lq_watch, on ? EPOLLIN | EPOLLET : EPOLLET) < 0)
+		SMCR_LOG_RL(SMCR_LOG_WARN, "sock", "listener %d: cannot %s its watch", s->fd,
+			    on ? "arm" : "disarm");
+}
+
 int lsn_activate_locked(struct sock *s)
 {
 	if (!s->lq_want || (s->lq_on && s->lq_pid == atomic_load(&lsn_gen)))
@@ -177,8 +190,9 @@ int lsn_activate_locked(struct sock *s)
 		pthread_mutex_lock(&s->lq_lock);
 		s->lq_pending = s->lq_ready = s->lq_ready_tail = NULL;
 		s->lq_npending = s->lq_nready = 0;
-		pthread_mutex_unlock(&s->lq_lock);
+		s->lq_driving = 0; /* the parent's threads */
 		s->lq_watch = NULL; /* the parent's; progress forgot it at fork */
+		pthread_mutex_unlock(&s->lq_lock);
 		if (s->has_sig) {
 			sig_forget_prog(&s->sig);
 			s->has_sig = false; /* its end is the parent's too: left open */
@@ -224,11 +238,15 @@ int lsn_activate_locked(struct sock *s)
 	s->lq_on = true;
 	s->lq_pid = atomic_load(&lsn_gen);
 	sock_hold(s); /* the watch's, dropped by lsn_watch_release */
-	rc = progress_watch(t, EPOLLIN | EPOLLET, lsn_watch_fn, s, lsn_watch_release,
-			    &s->lq_watch);
+	struct prog_watch *w = NULL;
+	rc = progress_watch(t, EPOLLIN | EPOLLET, lsn_watch_fn, s, lsn_watch_release, &w);
+	pthread_mutex_lock(&s->lq_lock);
+	s->lq_watch = rc < 0 ? NULL : w;
+	if (w && s->lq_driving)
+		lsn_watch_arm_locked(s, false); /* a blocking accept polls it already */
+	pthread_mutex_unlock(&s->lq_lock);
 	if (rc < 0) {
 		sock_put(s);
-		s->lq_watch = NULL;
 		LOG_WARN("sock", "fd %d: cannot watch the listener (%s); accept takes "
 				 "connections itself", s->fd, sock_err_name(rc));
 	}
@@ -475,6 +493,9 @@ static void lsn_fill(struct sock *ls, struct lsn_drive *d)
 			return;
 		}
 		lsn_new_child(ls, nfd, &peer, d);
+		if (d)
+			return; /* a blocking accept polls the listener (level): the next poll
+				 * returns at once if more are queued; no accept4 for EAGAIN */
 	}
 }
 
@@ -516,15 +537,6 @@ static int lsn_deliver(struct sock *c, struct sockaddr *addr, socklen_t *alen, i
 	if (ls)
 		sock_put(ls);
 	return fd;
-}
-
-/* A blocking accept that leaves without taking what the listener holds (the progress
- * thread left it to it): hand it to the progress thread (a poll, no wake-up otherwise). */
-static void lsn_fill_if_queued(struct sock *ls, int lfd)
-{
-	struct pollfd p = { .fd = lfd, .events = POLLIN };
-	if (sock_sys.poll(&p, 1, 0) == 1 && (p.revents & POLLIN))
-		lsn_fill_later(ls);
 }
 
 /* The accepting thread leaves: the children it drove go to the progress thread. */
@@ -585,10 +597,8 @@ static int lsn_wait(struct sock *ls, struct lsn_drive *d, uint64_t deadline)
 	pthread_mutex_lock(&ls->lq_lock);
 	ls->lq_waiters--;
 	pthread_mutex_unlock(&ls->lq_lock);
-	if (n < 0 && perr == EINTR) {
-		lsn_fill_if_queued(ls, lfd);
-		return -SMCR_E_SOCK_INTR;
-	}
+	if (n < 0 && perr == EINTR)
+		return -SMCR_E_SOCK_INTR; /* what the listener holds: lsn_accept's re-arm */
 	uint64_t now = smcr_now_ns();
 	for (int i = 0; i < d->n; i++) {
 		struct sock *c = d->c[i];
@@ -603,24 +613,18 @@ static int lsn_wait(struct sock *ls, struct lsn_drive *d, uint64_t deadline)
 	return (pf[1].revents & POLLIN) ? 1 : 0;
 }
 
-int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flags)
+static int lsn_accept_loop(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flags,
+			   bool nonblock, struct timeval tmo)
 {
-	pthread_mutex_lock(&ls->lock);
-	int rc = lsn_activate_locked(ls);
-	bool nonblock = ls->nonblock;
-	struct timeval tmo = ls->rcvtimeo;
-	pthread_mutex_unlock(&ls->lock);
-	if (rc < 0)
-		return rc;
+	int rc;
 	uint64_t deadline = UINT64_MAX;
 	if (tmo.tv_sec || tmo.tv_usec)
 		deadline = smcr_now_ns() + (uint64_t)tmo.tv_sec * SMCR_NS_PER_S +
 			   (uint64_t)tmo.tv_usec * 1000ull;
 	struct lsn_drive d = { .n = 0 };
-	bool filled = false;
-	/* the last wait saw connections in the kernel's queue that nobody took yet (the
-	 * progress thread leaves them to a waiting accept): hand them over when leaving */
-	bool lpend = false;
+	/* A blocking accept takes connections after its poll saw the listener readable (it
+	 * returns at once when some are queued): no accept4 answered EAGAIN per call. */
+	bool filled = !nonblock;
 	for (;;) {
 		pthread_mutex_lock(&ls->lq_lock);
 		struct sock *c = ls->lq_ready;
@@ -639,8 +643,6 @@ int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flag
 			int fd = lsn_deliver(c, addr, alen, flags);
 			if (fd >= 0) {
 				lsn_drive_release(&d);
-				if (lpend)
-					lsn_fill_later(ls);
 				return fd;
 			}
 			continue;
@@ -657,15 +659,12 @@ int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flag
 			 * at once: TCP by rule); a blocking accept drives them itself. */
 			lsn_fill(ls, nonblock ? NULL : &d);
 			filled = true;
-			lpend = false;
 			continue;
 		}
 		if (nonblock)
 			return -SMCR_E_SOCK_AGAIN;
 		if (deadline != UINT64_MAX && smcr_now_ns() >= deadline) {
 			lsn_drive_release(&d);
-			if (lpend)
-				lsn_fill_later(ls);
 			return -SMCR_E_SOCK_AGAIN;
 		}
 		/* Sleep on the placeholder (a completion writes its token: no lost wake-up, one
@@ -676,9 +675,36 @@ int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flag
 			lsn_drive_release(&d);
 			return rc;
 		}
-		lpend = rc == 1;
-		filled = !lpend; /* take from the kernel's queue only when it has some */
+		filled = rc != 1; /* take from the kernel's queue only when it has some */
 	}
+}
+
+int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flags)
+{
+	pthread_mutex_lock(&ls->lock);
+	int rc = lsn_activate_locked(ls);
+	bool nonblock = ls->nonblock;
+	struct timeval tmo = ls->rcvtimeo;
+	pthread_mutex_unlock(&ls->lock);
+	if (rc < 0)
+		return rc;
+	if (nonblock)
+		return lsn_accept_loop(ls, addr, alen, flags, true, tmo);
+	/* A blocking accept polls the hidden listener itself: the progress thread's watch
+	 * is disarmed meanwhile (an EPOLLET edge per connection would wake it for nothing).
+	 * The last one out re-arms it; connections still queued then give the progress
+	 * thread an event at once (lsn_watch_arm_locked), as they must: once a process
+	 * accepted on a listener, its handshakes run even while nobody is in accept. */
+	pthread_mutex_lock(&ls->lq_lock);
+	if (ls->lq_driving++ == 0)
+		lsn_watch_arm_locked(ls, false);
+	pthread_mutex_unlock(&ls->lq_lock);
+	rc = lsn_accept_loop(ls, addr, alen, flags, false, tmo);
+	pthread_mutex_lock(&ls->lq_lock);
+	if (--ls->lq_driving == 0 && !ls->lq_closed)
+		lsn_watch_arm_locked(ls, true);
+	pthread_mutex_unlock(&ls->lq_lock);
+	return rc;
 }
 
 /* ---- close ---- */
@@ -694,15 +720,16 @@ void lsn_close_locked(struct sock *ls)
 		ls->lq_closed = true;
 		ls->lq_pending = ls->lq_ready = ls->lq_ready_tail = NULL;
 		ls->lq_npending = ls->lq_nready = 0;
-		pthread_mutex_unlock(&ls->lq_lock);
 		ls->lq_watch = NULL;
+		pthread_mutex_unlock(&ls->lq_lock);
 		return;
 	}
+	pthread_mutex_lock(&ls->lq_lock);
 	if (ls->lq_watch) {
+		/* its release (the listener's reference) may run here: the closer holds one */
 		progress_unwatch(ls->lq_watch);
 		ls->lq_watch = NULL;
 	}
-	pthread_mutex_lock(&ls->lq_lock);
 	ls->lq_closed = true;
 	struct sock *p = ls->lq_pending, *r = ls->lq_ready;
 	ls->lq_pending = ls->lq_ready = ls->lq_ready_tail = NULL;
