@@ -537,6 +537,7 @@ static void hs_run_locked(struct sock *s, uint32_t tcp_events)
 				hs_fail_locked(s, rc);
 				return;
 			}
+			s->clc_out = true;
 		}
 		switch (r.status) {
 		case CORE_CLC_SMC:
@@ -652,12 +653,24 @@ int hs_start_locked(struct sock *s)
 	return 0;
 }
 
+/* A server whose Accept went out: open the signal pair now, while the client reads the
+ * Accept and answers (4 system calls off the path between its Confirm and the first data;
+ * as a client does while the server answers). A fallback or failure closes it. */
+static void hs_presig_locked(struct sock *s)
+{
+	if (atomic_load(&s->state) == SS_HANDSHAKE && s->role == CORE_SERVER && s->conn &&
+	    s->clc_out && s->hs_status == CORE_CLC_NEED_INPUT && !s->has_sig && !s->sig_pre &&
+	    sig_open(&s->sig) == 0)
+		s->sig_pre = true;
+}
+
 bool hs_drive_start_locked(struct sock *s)
 {
 	hs_prepare_locked(s);
 	s->inline_hs = true;
 	s->inline_deadline = UINT64_MAX;
 	hs_run_locked(s, 0);
+	hs_presig_locked(s);
 	return atomic_load(&s->state) == SS_HANDSHAKE;
 }
 
@@ -665,6 +678,7 @@ void hs_drive_step_locked(struct sock *s, uint32_t ev)
 {
 	s->inline_deadline = UINT64_MAX;
 	hs_run_locked(s, ev);
+	hs_presig_locked(s);
 }
 
 int hs_drive_release_locked(struct sock *s)

@@ -67,6 +67,13 @@ struct lsn_drive {
 
 static void lsn_fill(struct sock *ls, struct lsn_drive *d);
 
+/* The listener whose children this thread drives inside a blocking accept (NULL
+ * elsewhere): a child that completes on this thread while no other is ready needs no
+ * POLLIN token on the placeholder (a send, and a recv to drain it when accept pops it):
+ * this thread pops it next. lq_quiet records such a completion; an accept that leaves
+ * without popping (EINTR) writes the token then (lsn_quiet_flush). */
+static _Thread_local struct sock *lsn_driving;
+
 /* The process's fork generation (a child of fork() has a new one): a queue is set up per
  * process, and getpid() is a system call per accept. */
 static _Atomic int lsn_gen = 1;
@@ -298,13 +305,27 @@ static void lsn_inherit_of(struct sock *ls, struct lsn_inherit *in)
 static void lsn_ready_locked(struct sock *ls, struct sock *c)
 {
 	c->lq_next = NULL;
+	bool quiet = lsn_driving == ls && ls->lq_nready == 0;
 	if (ls->lq_ready_tail)
 		ls->lq_ready_tail->lq_next = c;
 	else
 		ls->lq_ready = c;
 	ls->lq_ready_tail = c;
 	ls->lq_nready++;
-	sig_readable(&ls->sig); /* POLLIN, and a new edge per connection; wakes accept */
+	if (quiet)
+		ls->lq_quiet = true; /* this thread's accept pops it next (lsn_driving) */
+	else
+		sig_readable(&ls->sig); /* POLLIN, and a new edge per connection; wakes accept */
+}
+
+/* A blocking accept leaves without popping: a quiet completion gets its token now. */
+static void lsn_quiet_flush(struct sock *ls)
+{
+	pthread_mutex_lock(&ls->lq_lock);
+	if (ls->lq_quiet && ls->lq_nready && !ls->lq_closed)
+		sig_readable(&ls->sig);
+	ls->lq_quiet = false;
+	pthread_mutex_unlock(&ls->lq_lock);
 }
 
 /* Removes c from the pending list. Caller holds ls->lq_lock. */
@@ -634,8 +655,10 @@ static int lsn_accept_loop(struct sock *ls, struct sockaddr *addr, socklen_t *al
 				ls->lq_ready_tail = NULL;
 			c->lq_next = NULL;
 			ls->lq_nready--;
-			if (!ls->lq_nready)
+			if (!ls->lq_nready) {
 				sig_drain_in(&ls->sig); /* POLLIN off until the next completion */
+				ls->lq_quiet = false;
+			}
 			bool was_full = ls->lq_npending + ls->lq_nready + 1 >= ls->lq_max;
 			pthread_mutex_unlock(&ls->lq_lock);
 			if (was_full)
@@ -673,6 +696,7 @@ static int lsn_accept_loop(struct sock *ls, struct sockaddr *addr, socklen_t *al
 		rc = lsn_wait(ls, &d, deadline);
 		if (rc < 0) {
 			lsn_drive_release(&d);
+			lsn_quiet_flush(ls);
 			return rc;
 		}
 		filled = rc != 1; /* take from the kernel's queue only when it has some */
@@ -699,7 +723,9 @@ int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flag
 	if (ls->lq_driving++ == 0)
 		lsn_watch_arm_locked(ls, false);
 	pthread_mutex_unlock(&ls->lq_lock);
+	lsn_driving = ls;
 	rc = lsn_accept_loop(ls, addr, alen, flags, false, tmo);
+	lsn_driving = NULL;
 	pthread_mutex_lock(&ls->lq_lock);
 	if (--ls->lq_driving == 0 && !ls->lq_closed)
 		lsn_watch_arm_locked(ls, true);

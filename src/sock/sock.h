@@ -126,6 +126,7 @@ struct sock {
 	bool got_bytes;			  /* any byte ever seen from the peer */
 	bool tcp_rdhup;			  /* the TCP peer shut down or reset (EPOLLRDHUP/HUP/ERR) */
 	bool in_more;			  /* the last hs_read's peek saw bytes after its message */
+	bool clc_out;			  /* a CLC message of ours went out (server: the Accept) */
 	_Atomic bool peer_closed_seen;	  /* hs_peer_closed queued its call (once per socket) */
 	uint64_t first_byte_deadline;	  /* server: fall back if no byte by then (ns) */
 	struct prog_watch *watch;	  /* (L) the TCP watch (handshake, then FIN/RST) */
@@ -162,6 +163,8 @@ struct sock {
 	unsigned lq_waiters;		  /* (lq_lock) blocking accepts polling the listener
 					   * themselves: the progress thread leaves new
 					   * connections to them */
+	bool lq_quiet;			  /* (lq_lock) a ready child got no POLLIN token: the
+					   * blocking accept that drove it pops it (lsn.c) */
 	unsigned lq_driving;		  /* (lq_lock) blocking accepts inside lsn_accept: while
 					   * > 0 the listener's watch is disarmed (they poll the
 					   * listener themselves: no progress-thread wake-up per
