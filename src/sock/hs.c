@@ -165,14 +165,18 @@ static void hs_peer_closed_fn(void *arg, uint32_t unused)
 {
 	(void)unused;
 	struct sock *s = arg;
-	pthread_mutex_lock(&s->lock);
-	if (atomic_load(&s->state) == SS_SMC && !s->closing && s->watch && s->conn) {
-		struct core_conn_info ci;
-		core_conn_info(s->conn, &ci);
-		if (ci.peer_closed)
-			hs_unwatch_locked(s);
+	/* Busy: the program is in a call on it, most likely its close (which removes the
+	 * watch itself); waiting would be a futex sleep of this thread for nothing. If it was
+	 * another call, the FIN's event finds the watch as before. */
+	if (pthread_mutex_trylock(&s->lock) == 0) {
+		if (atomic_load(&s->state) == SS_SMC && !s->closing && s->watch && s->conn) {
+			struct core_conn_info ci;
+			core_conn_info(s->conn, &ci);
+			if (ci.peer_closed)
+				hs_unwatch_locked(s);
+		}
+		pthread_mutex_unlock(&s->lock);
 	}
-	pthread_mutex_unlock(&s->lock);
 	sock_put(s);
 }
 
@@ -625,8 +629,14 @@ static void hs_prepare_locked(struct sock *s)
 			s->conn = NULL;
 		}
 	}
-	if (s->role == CORE_SERVER)
-		s->first_byte_deadline = smcr_now_ns() + sock_server_first_wait_ns();
+	if (s->role == CORE_SERVER) {
+		uint64_t w = sock_server_first_wait_ns();
+		/* a listener with TCP_DEFER_ACCEPT reports a silent client after the kernel's
+		 * 1 s (lsn.c): that second counts towards the wait */
+		if (s->accept_deferred)
+			w = w > SMCR_NS_PER_S ? w - SMCR_NS_PER_S : 0;
+		s->first_byte_deadline = smcr_now_ns() + w;
+	}
 	progress_timer_init(&s->timer, hs_timer_fn, s);
 }
 

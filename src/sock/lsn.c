@@ -43,6 +43,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <smcr/smcr.h>
 #include <string.h>
@@ -112,6 +113,35 @@ static bool lsn_smc_possible(struct sock *s)
 		if ((x->roles & RULE_ROLE_SERVER) && x->action != RULE_TCP &&
 		    fnmatch(x->prog, prog, 0) == 0 && port >= x->port_lo && port <= x->port_hi)
 			return true;
+	}
+	return false;
+}
+
+static bool lsn_wildcard(const struct sockaddr_storage *ss);
+
+/* Does every connection of listener s (address s->laddr, from getsockname) choose SMC-R
+ * by the rules? Bound to one address: the rule for it. A wildcard: the first server rule
+ * for the program and port must cover every address. Never with BPF discovery. */
+static bool lsn_all_smc(struct sock *s)
+{
+	if (s->disc == DISC_BPF)
+		return false;
+	const struct rules *rs = rules_get();
+	const char *prog = rules_prog_name();
+	if (!lsn_wildcard(&s->laddr)) {
+		const struct rule *which = NULL;
+		enum rule_action a = rules_match(rs, RULE_ROLE_SERVER, prog,
+						 (const struct sockaddr *)&s->laddr, &which);
+		return which && a != RULE_TCP;
+	}
+	uint16_t port = ntohs(s->laddr.ss_family == AF_INET
+				      ? ((struct sockaddr_in *)(void *)&s->laddr)->sin_port
+				      : ((struct sockaddr_in6 *)(void *)&s->laddr)->sin6_port);
+	for (size_t i = 0; i < rs->n; i++) {
+		const struct rule *x = &rs->v[i];
+		if ((x->roles & RULE_ROLE_SERVER) && fnmatch(x->prog, prog, 0) == 0 &&
+		    port >= x->port_lo && port <= x->port_hi)
+			return x->family == 0 && x->action != RULE_TCP;
 	}
 	return false;
 }
@@ -236,8 +266,20 @@ int lsn_activate_locked(struct sock *s)
 	/* A listener bound to one address: every child's local address is that one (no
 	 * getsockname per connection). A wildcard one: asked per child. */
 	socklen_t ll = sizeof(s->laddr);
-	s->have_addrs = sock_sys.getsockname(t, (struct sockaddr *)&s->laddr, &ll) == 0 &&
-			!lsn_wildcard(&s->laddr);
+	bool named = sock_sys.getsockname(t, (struct sockaddr *)&s->laddr, &ll) == 0;
+	s->have_addrs = named && !lsn_wildcard(&s->laddr);
+	/* Every child will try SMC-R (its client speaks first, the Proposal): the kernel
+	 * need not report a connection before its first bytes (TCP_DEFER_ACCEPT), which
+	 * saves the accepting thread's wake-up for the bare connection (it would then sleep
+	 * again until the Proposal). A client that never speaks is reported after the
+	 * kernel's 1 s; the first-byte wait counts it (hs.c), so only when that wait is at
+	 * least 1 s, and never with BPF discovery (a plain client is TCP at once there). */
+	s->lq_defer = false;
+	if (named && lsn_all_smc(s) && sock_server_first_wait_ns() >= SMCR_NS_PER_S) {
+		int one = 1;
+		s->lq_defer = sock_sys.setsockopt(t, IPPROTO_TCP, TCP_DEFER_ACCEPT, &one,
+						  sizeof(one)) == 0;
+	}
 	pthread_mutex_lock(&s->lq_lock);
 	s->lq_fd = t;
 	s->lq_closed = false;
@@ -277,6 +319,7 @@ struct lsn_inherit {
 	int linger_secs;
 	struct timeval rcvtimeo, sndtimeo;
 	bool have_local;		/* the listener's own address is every child's */
+	bool deferred;			/* TCP_DEFER_ACCEPT on the listener (lq_defer) */
 	struct sockaddr_storage local;
 };
 
@@ -296,6 +339,7 @@ static void lsn_inherit_of(struct sock *ls, struct lsn_inherit *in)
 	in->rcvtimeo = ls->rcvtimeo;
 	in->sndtimeo = ls->sndtimeo;
 	in->have_local = ls->have_addrs;
+	in->deferred = ls->lq_defer;
 	if (in->have_local)
 		in->local = ls->laddr;
 	pthread_mutex_unlock(&ls->lock);
@@ -446,6 +490,7 @@ static void lsn_new_child(struct sock *ls, int nfd, const struct sockaddr_storag
 	c->paddr = *peer;
 	c->have_addrs = true;
 	c->background = true;
+	c->accept_deferred = in.deferred;
 	sock_hold(ls);
 	c->lsn = ls;
 	if (a == RULE_TCP) {

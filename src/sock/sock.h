@@ -163,6 +163,8 @@ struct sock {
 	unsigned lq_waiters;		  /* (lq_lock) blocking accepts polling the listener
 					   * themselves: the progress thread leaves new
 					   * connections to them */
+	bool lq_defer;			  /* (L) TCP_DEFER_ACCEPT set on the hidden listener */
+	bool accept_deferred;		  /* a child of such a listener (first-byte wait) */
 	bool lq_quiet;			  /* (lq_lock) a ready child got no POLLIN token: the
 					   * blocking accept that drove it pops it (lsn.c) */
 	unsigned lq_driving;		  /* (lq_lock) blocking accepts inside lsn_accept: while

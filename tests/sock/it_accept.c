@@ -49,7 +49,7 @@ struct shared {
 	volatile uint64_t srv_accept_ns[4];
 	volatile int srv_mode[4];
 	volatile int srv_n;
-	volatile int fds_mid, fds_after;
+	volatile int fds_mid, fds_after, socks_mid;
 	volatile int wakeups, accepted, eagain_with_pollin, pollin_after_eagain;
 	volatile int modes_ok;
 	volatile int flags_ok[4];
@@ -150,8 +150,12 @@ static int echo_server(void *arg)
 		IT_CHECK(it_read_all(fd, b, 5));
 		IT_CHECK(it_write_all(fd, b, 5));
 		IT_CHECK(smcr_close(fd) == 0);
-		if (i == 0)
+		if (i == 0) {
 			sh->fds_mid = settled_fds(2); /* listener + the stalled client, pending */
+			/* a silent client may still be in the kernel (TCP_DEFER_ACCEPT, lsn.c):
+			 * then it holds none of our fds yet */
+			sh->socks_mid = (int)sock_count();
+		}
 		sh->srv_n = i + 1;
 	}
 	/* whatever the test still expects to be dropped is gone by stage 1 */
@@ -220,8 +224,10 @@ static void test_silent_client_does_not_delay_next(void **state)
 	close(staller);
 	sh->stage = 1;
 	assert_int_equal(it_wait(s, 20000), 0);
-	/* its fd and the handshake's hidden dup, no more, no less */
-	assert_int_equal(sh->fds_after, sh->fds_mid - 2);
+	/* its fd and the handshake's hidden dup, no more, no less (if it was ours at mid:
+	 * the kernel holds a silent client for 1 s when the listener defers accepts) */
+	assert_true(sh->socks_mid == 1 || sh->socks_mid == 2);
+	assert_int_equal(sh->fds_after, sh->fds_mid - 2 * (sh->socks_mid - 1));
 	finish();
 }
 
