@@ -352,6 +352,7 @@ void progress_unwatch(struct prog_watch *w)
 	/* awake (prog_wake_at 0): it checks prog_dead before it sleeps */
 	bool asleep = prog_wake_at != 0 && !progress_on_thread();
 	prog_release_fn rel = w->release;
+	void *arg = w->arg; /* once on prog_dead and unlocked, w may be freed at any time */
 	if (running) {
 		/* Asleep: no call of w is running, and none will (the thread takes
 		 * progress_lock after epoll_wait returns, so it sees dead before it dispatches
@@ -366,10 +367,10 @@ void progress_unwatch(struct prog_watch *w)
 	pthread_mutex_unlock(&progress_lock);
 	if (!running) {
 		if (rel)
-			rel(w->arg);
+			rel(arg);
 		free(w);
 	} else if (asleep && rel) {
-		rel(w->arg);
+		rel(arg);
 	}
 }
 
