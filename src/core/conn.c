@@ -281,6 +281,7 @@ void core_conn_info(struct core_conn *c, struct core_conn_info *in)
 	in->sndbuf_queued = tx_sndbuf_queued(c);
 	in->corked = c->sb_hold;
 	in->close_pending = c->cl_pend != 0;
+	in->peer_closed = (c->cl & (CL_RCVD_C | CL_RCVD_A)) != 0;
 	in->inq = (uint32_t)(c->rmbe ? c->rx_peer_prod - c->rx_cons : 0);
 	if (c->rmbe && !c->oobinline && (c->urg == URG_VALID || c->urg == URG_READ) &&
 	    c->urg_abs > c->rx_cons && c->urg_abs <= c->rx_peer_prod)

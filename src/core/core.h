@@ -496,6 +496,9 @@ struct core_conn_info {
 	 * after the consumer cursor, only the bytes before it (0 at the mark, even when bytes
 	 * follow it); otherwise every byte not yet read. readable (above) is poll's count. */
 	uint32_t inq;
+	/* Added by the connect branch: the peer's C or A arrived (it will neither send nor
+	 * read any more; procedures.md 5.1), so its TCP FIN/RST tells nothing new. */
+	bool peer_closed;
 };
 void core_conn_info(struct core_conn *c, struct core_conn_info *info);
 

@@ -264,6 +264,8 @@ void sock_core_event(void *ctx, struct core_conn *c, unsigned events, unsigned r
 	 * end applies the level mask itself after setting SS_SMC, so nothing is lost. */
 	if (atomic_load(&s->state) != SS_SMC)
 		return;
+	if (raised & CORE_EV_RDHUP)
+		hs_peer_closed(s); /* the TCP watch can go (connect branch, docs/parts/connect.md) */
 	/* An arrival for a thread spinning in recv on this socket: that thread takes the
 	 * data itself, so the POLLIN token (a send now, a recv to drain it when the read
 	 * empties the RMBE: 2 system calls per message) is skipped; the spinner writes it if

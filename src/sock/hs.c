@@ -157,6 +157,48 @@ static void hs_watch_fn(void *arg, uint32_t events)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* The peer closed (C or A, procedures.md 5.1): the TCP connection's FIN/RST that follows
+ * tells nothing new, so the watch goes now, on the progress thread that took the C (no
+ * lock or kick), instead of waking that thread again for the FIN and removing it in the
+ * program's close (a wake-up and an epoll_ctl on each connection's path). */
+static void hs_peer_closed_fn(void *arg, uint32_t unused)
+{
+	(void)unused;
+	struct sock *s = arg;
+	/* Busy: the program is in a call on it, most likely its close (which removes the
+	 * watch itself); waiting would be a futex sleep of this thread for nothing. If it was
+	 * another call, the FIN's event finds the watch as before. */
+	if (pthread_mutex_trylock(&s->lock) == 0) {
+		if (atomic_load(&s->state) == SS_SMC && !s->closing && s->watch && s->conn) {
+			struct core_conn_info ci;
+			core_conn_info(s->conn, &ci);
+			if (ci.peer_closed)
+				hs_unwatch_locked(s);
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+	sock_put(s);
+}
+
+void hs_peer_closed(struct sock *s)
+{
+	/* Only on the progress thread: its queued call then runs before it sleeps again (no
+	 * eventfd kick); elsewhere the close removes the watch, as before. */
+	if (!progress_on_thread() || atomic_exchange(&s->peer_closed_seen, true))
+		return;
+	/* The engine's callback holds no reference: s may be in its recycle (count 0,
+	 * core_conn_release firing the last events). Take one only while others hold one. */
+	uint32_t r = atomic_load_explicit(&s->h.ref, memory_order_relaxed);
+	do {
+		if (r == 0)
+			return;
+	} while (!atomic_compare_exchange_weak_explicit(&s->h.ref, &r, r + 1,
+						       memory_order_acquire,
+						       memory_order_relaxed));
+	if (progress_call(hs_peer_closed_fn, s) < 0)
+		sock_put(s);
+}
+
 void hs_unwatch_locked(struct sock *s)
 {
 	if (s->watch) {
@@ -356,6 +398,7 @@ static enum hs_input hs_read(struct sock *s)
 		 * end shows only in the watch's EPOLLRDHUP. */
 		return n == 0 || s->tcp_rdhup ? HS_IN_EOF : HS_IN_NONE;
 	}
+	s->in_more = n > (ssize_t)msglen;
 	n = sock_sys.recv(s->tcp, s->in + s->in_len, msglen, MSG_DONTWAIT);
 	if (n != (ssize_t)msglen)
 		return HS_IN_EOF;
@@ -498,6 +541,7 @@ static void hs_run_locked(struct sock *s, uint32_t tcp_events)
 				hs_fail_locked(s, rc);
 				return;
 			}
+			s->clc_out = true;
 		}
 		switch (r.status) {
 		case CORE_CLC_SMC:
@@ -524,6 +568,11 @@ static void hs_run_locked(struct sock *s, uint32_t tcp_events)
 			hs_timer_arm_locked(s, r.deadline_ns);
 		if (in != HS_IN_MSG)
 			return; /* nothing read: the peer's answer (if any) comes as an event */
+		if (r.out_len && !s->in_more && !s->tcp_rdhup)
+			return; /* we answered and nothing else was queued behind what we read:
+				 * the peer's reply comes as a new event (a new EPOLLET edge, or
+				 * poll's level), a read now would be an EAGAIN (a system call per
+				 * handshake) */
 		may_read = true;
 		now = smcr_now_ns();
 	}
@@ -580,8 +629,14 @@ static void hs_prepare_locked(struct sock *s)
 			s->conn = NULL;
 		}
 	}
-	if (s->role == CORE_SERVER)
-		s->first_byte_deadline = smcr_now_ns() + sock_server_first_wait_ns();
+	if (s->role == CORE_SERVER) {
+		uint64_t w = sock_server_first_wait_ns();
+		/* a listener with TCP_DEFER_ACCEPT reports a silent client after the kernel's
+		 * 1 s (lsn.c): that second counts towards the wait */
+		if (s->accept_deferred)
+			w = w > SMCR_NS_PER_S ? w - SMCR_NS_PER_S : 0;
+		s->first_byte_deadline = smcr_now_ns() + w;
+	}
 	progress_timer_init(&s->timer, hs_timer_fn, s);
 }
 
@@ -608,12 +663,24 @@ int hs_start_locked(struct sock *s)
 	return 0;
 }
 
+/* A server whose Accept went out: open the signal pair now, while the client reads the
+ * Accept and answers (4 system calls off the path between its Confirm and the first data;
+ * as a client does while the server answers). A fallback or failure closes it. */
+static void hs_presig_locked(struct sock *s)
+{
+	if (atomic_load(&s->state) == SS_HANDSHAKE && s->role == CORE_SERVER && s->conn &&
+	    s->clc_out && s->hs_status == CORE_CLC_NEED_INPUT && !s->has_sig && !s->sig_pre &&
+	    sig_open(&s->sig) == 0)
+		s->sig_pre = true;
+}
+
 bool hs_drive_start_locked(struct sock *s)
 {
 	hs_prepare_locked(s);
 	s->inline_hs = true;
 	s->inline_deadline = UINT64_MAX;
 	hs_run_locked(s, 0);
+	hs_presig_locked(s);
 	return atomic_load(&s->state) == SS_HANDSHAKE;
 }
 
@@ -621,6 +688,7 @@ void hs_drive_step_locked(struct sock *s, uint32_t ev)
 {
 	s->inline_deadline = UINT64_MAX;
 	hs_run_locked(s, ev);
+	hs_presig_locked(s);
 }
 
 int hs_drive_release_locked(struct sock *s)

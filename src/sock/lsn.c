@@ -43,6 +43,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <smcr/smcr.h>
 #include <string.h>
@@ -66,6 +67,13 @@ struct lsn_drive {
 };
 
 static void lsn_fill(struct sock *ls, struct lsn_drive *d);
+
+/* The listener whose children this thread drives inside a blocking accept (NULL
+ * elsewhere): a child that completes on this thread while no other is ready needs no
+ * POLLIN token on the placeholder (a send, and a recv to drain it when accept pops it):
+ * this thread pops it next. lq_quiet records such a completion; an accept that leaves
+ * without popping (EINTR) writes the token then (lsn_quiet_flush). */
+static _Thread_local struct sock *lsn_driving;
 
 /* The process's fork generation (a child of fork() has a new one): a queue is set up per
  * process, and getpid() is a system call per accept. */
@@ -105,6 +113,35 @@ static bool lsn_smc_possible(struct sock *s)
 		if ((x->roles & RULE_ROLE_SERVER) && x->action != RULE_TCP &&
 		    fnmatch(x->prog, prog, 0) == 0 && port >= x->port_lo && port <= x->port_hi)
 			return true;
+	}
+	return false;
+}
+
+static bool lsn_wildcard(const struct sockaddr_storage *ss);
+
+/* Does every connection of listener s (address s->laddr, from getsockname) choose SMC-R
+ * by the rules? Bound to one address: the rule for it. A wildcard: the first server rule
+ * for the program and port must cover every address. Never with BPF discovery. */
+static bool lsn_all_smc(struct sock *s)
+{
+	if (s->disc == DISC_BPF)
+		return false;
+	const struct rules *rs = rules_get();
+	const char *prog = rules_prog_name();
+	if (!lsn_wildcard(&s->laddr)) {
+		const struct rule *which = NULL;
+		enum rule_action a = rules_match(rs, RULE_ROLE_SERVER, prog,
+						 (const struct sockaddr *)&s->laddr, &which);
+		return which && a != RULE_TCP;
+	}
+	uint16_t port = ntohs(s->laddr.ss_family == AF_INET
+				      ? ((struct sockaddr_in *)(void *)&s->laddr)->sin_port
+				      : ((struct sockaddr_in6 *)(void *)&s->laddr)->sin6_port);
+	for (size_t i = 0; i < rs->n; i++) {
+		const struct rule *x = &rs->v[i];
+		if ((x->roles & RULE_ROLE_SERVER) && fnmatch(x->prog, prog, 0) == 0 &&
+		    port >= x->port_lo && port <= x->port_hi)
+			return x->family == 0 && x->action != RULE_TCP;
 	}
 	return false;
 }
@@ -166,6 +203,19 @@ static void lsn_fill_later(struct sock *ls)
 		sock_put(ls);
 }
 
+/* Arms (EPOLLIN) or disarms the progress thread's watch on the hidden listener. Disarmed
+ * keeps EPOLLET: a listener's EPOLLHUP (always reported) then fires once, not forever.
+ * Arming re-evaluates readiness (epoll_ctl MOD): connections queued meanwhile give the
+ * progress thread an event at once, so none is left in the kernel's queue when the last
+ * blocking accept leaves. Caller holds lq_lock. */
+static void lsn_watch_arm_locked(struct sock *s, bool on)
+{
+	if (s->lq_watch &&
+	    progress_watch_modify(s->lq_watch, on ? EPOLLIN | EPOLLET : EPOLLET) < 0)
+		SMCR_LOG_RL(SMCR_LOG_WARN, "sock", "listener %d: cannot %s its watch", s->fd,
+			    on ? "arm" : "disarm");
+}
+
 int lsn_activate_locked(struct sock *s)
 {
 	if (!s->lq_want || (s->lq_on && s->lq_pid == atomic_load(&lsn_gen)))
@@ -177,8 +227,9 @@ int lsn_activate_locked(struct sock *s)
 		pthread_mutex_lock(&s->lq_lock);
 		s->lq_pending = s->lq_ready = s->lq_ready_tail = NULL;
 		s->lq_npending = s->lq_nready = 0;
-		pthread_mutex_unlock(&s->lq_lock);
+		s->lq_driving = 0; /* the parent's threads */
 		s->lq_watch = NULL; /* the parent's; progress forgot it at fork */
+		pthread_mutex_unlock(&s->lq_lock);
 		if (s->has_sig) {
 			sig_forget_prog(&s->sig);
 			s->has_sig = false; /* its end is the parent's too: left open */
@@ -215,8 +266,20 @@ int lsn_activate_locked(struct sock *s)
 	/* A listener bound to one address: every child's local address is that one (no
 	 * getsockname per connection). A wildcard one: asked per child. */
 	socklen_t ll = sizeof(s->laddr);
-	s->have_addrs = sock_sys.getsockname(t, (struct sockaddr *)&s->laddr, &ll) == 0 &&
-			!lsn_wildcard(&s->laddr);
+	bool named = sock_sys.getsockname(t, (struct sockaddr *)&s->laddr, &ll) == 0;
+	s->have_addrs = named && !lsn_wildcard(&s->laddr);
+	/* Every child will try SMC-R (its client speaks first, the Proposal): the kernel
+	 * need not report a connection before its first bytes (TCP_DEFER_ACCEPT), which
+	 * saves the accepting thread's wake-up for the bare connection (it would then sleep
+	 * again until the Proposal). A client that never speaks is reported after the
+	 * kernel's 1 s; the first-byte wait counts it (hs.c), so only when that wait is at
+	 * least 1 s, and never with BPF discovery (a plain client is TCP at once there). */
+	s->lq_defer = false;
+	if (named && lsn_all_smc(s) && sock_server_first_wait_ns() >= SMCR_NS_PER_S) {
+		int one = 1;
+		s->lq_defer = sock_sys.setsockopt(t, IPPROTO_TCP, TCP_DEFER_ACCEPT, &one,
+						  sizeof(one)) == 0;
+	}
 	pthread_mutex_lock(&s->lq_lock);
 	s->lq_fd = t;
 	s->lq_closed = false;
@@ -224,11 +287,15 @@ int lsn_activate_locked(struct sock *s)
 	s->lq_on = true;
 	s->lq_pid = atomic_load(&lsn_gen);
 	sock_hold(s); /* the watch's, dropped by lsn_watch_release */
-	rc = progress_watch(t, EPOLLIN | EPOLLET, lsn_watch_fn, s, lsn_watch_release,
-			    &s->lq_watch);
+	struct prog_watch *w = NULL;
+	rc = progress_watch(t, EPOLLIN | EPOLLET, lsn_watch_fn, s, lsn_watch_release, &w);
+	pthread_mutex_lock(&s->lq_lock);
+	s->lq_watch = rc < 0 ? NULL : w;
+	if (w && s->lq_driving)
+		lsn_watch_arm_locked(s, false); /* a blocking accept polls it already */
+	pthread_mutex_unlock(&s->lq_lock);
 	if (rc < 0) {
 		sock_put(s);
-		s->lq_watch = NULL;
 		LOG_WARN("sock", "fd %d: cannot watch the listener (%s); accept takes "
 				 "connections itself", s->fd, sock_err_name(rc));
 	}
@@ -252,6 +319,7 @@ struct lsn_inherit {
 	int linger_secs;
 	struct timeval rcvtimeo, sndtimeo;
 	bool have_local;		/* the listener's own address is every child's */
+	bool deferred;			/* TCP_DEFER_ACCEPT on the listener (lq_defer) */
 	struct sockaddr_storage local;
 };
 
@@ -271,6 +339,7 @@ static void lsn_inherit_of(struct sock *ls, struct lsn_inherit *in)
 	in->rcvtimeo = ls->rcvtimeo;
 	in->sndtimeo = ls->sndtimeo;
 	in->have_local = ls->have_addrs;
+	in->deferred = ls->lq_defer;
 	if (in->have_local)
 		in->local = ls->laddr;
 	pthread_mutex_unlock(&ls->lock);
@@ -280,13 +349,27 @@ static void lsn_inherit_of(struct sock *ls, struct lsn_inherit *in)
 static void lsn_ready_locked(struct sock *ls, struct sock *c)
 {
 	c->lq_next = NULL;
+	bool quiet = lsn_driving == ls && ls->lq_nready == 0;
 	if (ls->lq_ready_tail)
 		ls->lq_ready_tail->lq_next = c;
 	else
 		ls->lq_ready = c;
 	ls->lq_ready_tail = c;
 	ls->lq_nready++;
-	sig_readable(&ls->sig); /* POLLIN, and a new edge per connection; wakes accept */
+	if (quiet)
+		ls->lq_quiet = true; /* this thread's accept pops it next (lsn_driving) */
+	else
+		sig_readable(&ls->sig); /* POLLIN, and a new edge per connection; wakes accept */
+}
+
+/* A blocking accept leaves without popping: a quiet completion gets its token now. */
+static void lsn_quiet_flush(struct sock *ls)
+{
+	pthread_mutex_lock(&ls->lq_lock);
+	if (ls->lq_quiet && ls->lq_nready && !ls->lq_closed)
+		sig_readable(&ls->sig);
+	ls->lq_quiet = false;
+	pthread_mutex_unlock(&ls->lq_lock);
 }
 
 /* Removes c from the pending list. Caller holds ls->lq_lock. */
@@ -407,6 +490,7 @@ static void lsn_new_child(struct sock *ls, int nfd, const struct sockaddr_storag
 	c->paddr = *peer;
 	c->have_addrs = true;
 	c->background = true;
+	c->accept_deferred = in.deferred;
 	sock_hold(ls);
 	c->lsn = ls;
 	if (a == RULE_TCP) {
@@ -475,6 +559,9 @@ static void lsn_fill(struct sock *ls, struct lsn_drive *d)
 			return;
 		}
 		lsn_new_child(ls, nfd, &peer, d);
+		if (d)
+			return; /* a blocking accept polls the listener (level): the next poll
+				 * returns at once if more are queued; no accept4 for EAGAIN */
 	}
 }
 
@@ -516,15 +603,6 @@ static int lsn_deliver(struct sock *c, struct sockaddr *addr, socklen_t *alen, i
 	if (ls)
 		sock_put(ls);
 	return fd;
-}
-
-/* A blocking accept that leaves without taking what the listener holds (the progress
- * thread left it to it): hand it to the progress thread (a poll, no wake-up otherwise). */
-static void lsn_fill_if_queued(struct sock *ls, int lfd)
-{
-	struct pollfd p = { .fd = lfd, .events = POLLIN };
-	if (sock_sys.poll(&p, 1, 0) == 1 && (p.revents & POLLIN))
-		lsn_fill_later(ls);
 }
 
 /* The accepting thread leaves: the children it drove go to the progress thread. */
@@ -585,10 +663,8 @@ static int lsn_wait(struct sock *ls, struct lsn_drive *d, uint64_t deadline)
 	pthread_mutex_lock(&ls->lq_lock);
 	ls->lq_waiters--;
 	pthread_mutex_unlock(&ls->lq_lock);
-	if (n < 0 && perr == EINTR) {
-		lsn_fill_if_queued(ls, lfd);
-		return -SMCR_E_SOCK_INTR;
-	}
+	if (n < 0 && perr == EINTR)
+		return -SMCR_E_SOCK_INTR; /* what the listener holds: lsn_accept's re-arm */
 	uint64_t now = smcr_now_ns();
 	for (int i = 0; i < d->n; i++) {
 		struct sock *c = d->c[i];
@@ -603,24 +679,18 @@ static int lsn_wait(struct sock *ls, struct lsn_drive *d, uint64_t deadline)
 	return (pf[1].revents & POLLIN) ? 1 : 0;
 }
 
-int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flags)
+static int lsn_accept_loop(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flags,
+			   bool nonblock, struct timeval tmo)
 {
-	pthread_mutex_lock(&ls->lock);
-	int rc = lsn_activate_locked(ls);
-	bool nonblock = ls->nonblock;
-	struct timeval tmo = ls->rcvtimeo;
-	pthread_mutex_unlock(&ls->lock);
-	if (rc < 0)
-		return rc;
+	int rc;
 	uint64_t deadline = UINT64_MAX;
 	if (tmo.tv_sec || tmo.tv_usec)
 		deadline = smcr_now_ns() + (uint64_t)tmo.tv_sec * SMCR_NS_PER_S +
 			   (uint64_t)tmo.tv_usec * 1000ull;
 	struct lsn_drive d = { .n = 0 };
-	bool filled = false;
-	/* the last wait saw connections in the kernel's queue that nobody took yet (the
-	 * progress thread leaves them to a waiting accept): hand them over when leaving */
-	bool lpend = false;
+	/* A blocking accept takes connections after its poll saw the listener readable (it
+	 * returns at once when some are queued): no accept4 answered EAGAIN per call. */
+	bool filled = !nonblock;
 	for (;;) {
 		pthread_mutex_lock(&ls->lq_lock);
 		struct sock *c = ls->lq_ready;
@@ -630,8 +700,10 @@ int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flag
 				ls->lq_ready_tail = NULL;
 			c->lq_next = NULL;
 			ls->lq_nready--;
-			if (!ls->lq_nready)
+			if (!ls->lq_nready) {
 				sig_drain_in(&ls->sig); /* POLLIN off until the next completion */
+				ls->lq_quiet = false;
+			}
 			bool was_full = ls->lq_npending + ls->lq_nready + 1 >= ls->lq_max;
 			pthread_mutex_unlock(&ls->lq_lock);
 			if (was_full)
@@ -639,8 +711,6 @@ int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flag
 			int fd = lsn_deliver(c, addr, alen, flags);
 			if (fd >= 0) {
 				lsn_drive_release(&d);
-				if (lpend)
-					lsn_fill_later(ls);
 				return fd;
 			}
 			continue;
@@ -657,15 +727,12 @@ int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flag
 			 * at once: TCP by rule); a blocking accept drives them itself. */
 			lsn_fill(ls, nonblock ? NULL : &d);
 			filled = true;
-			lpend = false;
 			continue;
 		}
 		if (nonblock)
 			return -SMCR_E_SOCK_AGAIN;
 		if (deadline != UINT64_MAX && smcr_now_ns() >= deadline) {
 			lsn_drive_release(&d);
-			if (lpend)
-				lsn_fill_later(ls);
 			return -SMCR_E_SOCK_AGAIN;
 		}
 		/* Sleep on the placeholder (a completion writes its token: no lost wake-up, one
@@ -674,11 +741,41 @@ int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flag
 		rc = lsn_wait(ls, &d, deadline);
 		if (rc < 0) {
 			lsn_drive_release(&d);
+			lsn_quiet_flush(ls);
 			return rc;
 		}
-		lpend = rc == 1;
-		filled = !lpend; /* take from the kernel's queue only when it has some */
+		filled = rc != 1; /* take from the kernel's queue only when it has some */
 	}
+}
+
+int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flags)
+{
+	pthread_mutex_lock(&ls->lock);
+	int rc = lsn_activate_locked(ls);
+	bool nonblock = ls->nonblock;
+	struct timeval tmo = ls->rcvtimeo;
+	pthread_mutex_unlock(&ls->lock);
+	if (rc < 0)
+		return rc;
+	if (nonblock)
+		return lsn_accept_loop(ls, addr, alen, flags, true, tmo);
+	/* A blocking accept polls the hidden listener itself: the progress thread's watch
+	 * is disarmed meanwhile (an EPOLLET edge per connection would wake it for nothing).
+	 * The last one out re-arms it; connections still queued then give the progress
+	 * thread an event at once (lsn_watch_arm_locked), as they must: once a process
+	 * accepted on a listener, its handshakes run even while nobody is in accept. */
+	pthread_mutex_lock(&ls->lq_lock);
+	if (ls->lq_driving++ == 0)
+		lsn_watch_arm_locked(ls, false);
+	pthread_mutex_unlock(&ls->lq_lock);
+	lsn_driving = ls;
+	rc = lsn_accept_loop(ls, addr, alen, flags, false, tmo);
+	lsn_driving = NULL;
+	pthread_mutex_lock(&ls->lq_lock);
+	if (--ls->lq_driving == 0 && !ls->lq_closed)
+		lsn_watch_arm_locked(ls, true);
+	pthread_mutex_unlock(&ls->lq_lock);
+	return rc;
 }
 
 /* ---- close ---- */
@@ -694,15 +791,16 @@ void lsn_close_locked(struct sock *ls)
 		ls->lq_closed = true;
 		ls->lq_pending = ls->lq_ready = ls->lq_ready_tail = NULL;
 		ls->lq_npending = ls->lq_nready = 0;
-		pthread_mutex_unlock(&ls->lq_lock);
 		ls->lq_watch = NULL;
+		pthread_mutex_unlock(&ls->lq_lock);
 		return;
 	}
+	pthread_mutex_lock(&ls->lq_lock);
 	if (ls->lq_watch) {
+		/* its release (the listener's reference) may run here: the closer holds one */
 		progress_unwatch(ls->lq_watch);
 		ls->lq_watch = NULL;
 	}
-	pthread_mutex_lock(&ls->lq_lock);
 	ls->lq_closed = true;
 	struct sock *p = ls->lq_pending, *r = ls->lq_ready;
 	ls->lq_pending = ls->lq_ready = ls->lq_ready_tail = NULL;

@@ -350,18 +350,27 @@ void progress_unwatch(struct prog_watch *w)
 		(void)epoll_ctl(prog_epfd, EPOLL_CTL_DEL, w->fd, NULL);
 	bool running = prog_started;
 	/* awake (prog_wake_at 0): it checks prog_dead before it sleeps */
-	bool asleep = prog_wake_at != 0;
+	bool asleep = prog_wake_at != 0 && !progress_on_thread();
+	prog_release_fn rel = w->release;
+	void *arg = w->arg; /* once on prog_dead and unlocked, w may be freed at any time */
 	if (running) {
+		/* Asleep: no call of w is running, and none will (the thread takes
+		 * progress_lock after epoll_wait returns, so it sees dead before it dispatches
+		 * anything, and the registration is gone): release here, and leave only the
+		 * memory to free at its next turn (a batch it is about to dispatch may still
+		 * hold w). No eventfd kick and wake-up per close (docs/parts/connect.md). */
+		if (asleep)
+			w->release = NULL;
 		w->next_dead = prog_dead;
 		prog_dead = w;
 	}
 	pthread_mutex_unlock(&progress_lock);
 	if (!running) {
-		if (w->release)
-			w->release(w->arg);
+		if (rel)
+			rel(arg);
 		free(w);
-	} else if (asleep && !progress_on_thread()) {
-		progress_kick(); /* release soon, not at the next unrelated wake-up */
+	} else if (asleep && rel) {
+		rel(arg);
 	}
 }
 

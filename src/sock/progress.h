@@ -18,9 +18,11 @@
  * Lifetime of a watch: progress_watch returns a handle; progress_unwatch (any thread, at
  * most once) stops further calls as soon as it returns, except a call already running on
  * the progress thread; the release function given at watch time runs on the progress
- * thread once no call can be running any more (or at once, inside progress_unwatch, when
- * the thread is not running). So release is the place to drop the reference the watch
- * held on arg.
+ * thread once no call can be running any more, or at once, inside progress_unwatch, when
+ * the thread is not running or is asleep (then no call can be running: the caller's
+ * thread runs release, with the caller's locks held, so a caller must hold its own
+ * reference to arg besides the watch's). So release is the place to drop the reference
+ * the watch held on arg.
  *
  * Locks: progress_lock (static in progress.c) protects the timer list, call queue and
  * removed-watch list and the started/stopping flags; it is never held while a callback

@@ -125,6 +125,9 @@ struct sock {
 	size_t in_len;
 	bool got_bytes;			  /* any byte ever seen from the peer */
 	bool tcp_rdhup;			  /* the TCP peer shut down or reset (EPOLLRDHUP/HUP/ERR) */
+	bool in_more;			  /* the last hs_read's peek saw bytes after its message */
+	bool clc_out;			  /* a CLC message of ours went out (server: the Accept) */
+	_Atomic bool peer_closed_seen;	  /* hs_peer_closed queued its call (once per socket) */
 	uint64_t first_byte_deadline;	  /* server: fall back if no byte by then (ns) */
 	struct prog_watch *watch;	  /* (L) the TCP watch (handshake, then FIN/RST) */
 	struct prog_timer timer;	  /* handshake deadline; armed under lock */
@@ -160,7 +163,16 @@ struct sock {
 	unsigned lq_waiters;		  /* (lq_lock) blocking accepts polling the listener
 					   * themselves: the progress thread leaves new
 					   * connections to them */
-	struct prog_watch *lq_watch;	  /* (L) the hidden listening socket's watch */
+	bool lq_defer;			  /* (L) TCP_DEFER_ACCEPT set on the hidden listener */
+	bool accept_deferred;		  /* a child of such a listener (first-byte wait) */
+	bool lq_quiet;			  /* (lq_lock) a ready child got no POLLIN token: the
+					   * blocking accept that drove it pops it (lsn.c) */
+	unsigned lq_driving;		  /* (lq_lock) blocking accepts inside lsn_accept: while
+					   * > 0 the listener's watch is disarmed (they poll the
+					   * listener themselves: no progress-thread wake-up per
+					   * connection); the last one out re-arms it */
+	struct prog_watch *lq_watch;	  /* (L and lq_lock to change; either to read) the hidden
+					   * listening socket's watch */
 	/* A listener's child: */
 	struct sock *lsn;		  /* (L) its listener (a reference), until accepted */
 	struct sock *lq_next;		  /* (listener's lq_lock) */
@@ -265,6 +277,9 @@ void hs_abort_locked(struct sock *s);
 void hs_kick(struct sock *s);
 /* Stops watching the TCP socket (close of an SMC connection). Caller holds s->lock. */
 void hs_unwatch_locked(struct sock *s);
+/* The engine's callback saw the peer stop (CORE_EV_RDHUP): on the progress thread, queues
+ * the removal of the TCP watch if the peer closed (C or A). No lock held. */
+void hs_peer_closed(struct sock *s);
 
 /* SMC-R is up on a socket whose number still holds the TCP file (fd_is_tcp): opens the
  * signal pair and puts its program end at s->fd. Caller holds s->lock. */

@@ -1,5 +1,6 @@
 /* test_progress.c: the progress thread (src/sock/progress.h): watches fire on readiness and
- * stop after unwatch, release runs once no call can run, timers fire in deadline order and
+ * stop after unwatch, release runs once no call can run (at once, without a wake-up, when
+ * the thread sleeps), timers fire in deadline order and
  * can be cancelled, calls run on the thread, the hook is called, and an idle thread sleeps
  * (no spinning on 2 cores). Label threads. */
 #define _GNU_SOURCE
@@ -67,6 +68,43 @@ static void test_watch(void **state)
 	assert_int_equal(write(efd, &one, 8), 8);
 	usleep(20000);
 	assert_int_equal(atomic_load(&fired), before);
+	assert_int_equal(atomic_load(&released), 1);
+	close(efd);
+}
+
+/* An unwatch while the thread sleeps releases at once, on the caller's thread (no
+ * wake-up of the progress thread per close: docs/parts/connect.md), and the thread's
+ * turn counter shows it was not woken for it; the watch never fires again. */
+static void test_unwatch_asleep_releases_now(void **state)
+{
+	(void)state;
+	static int efd;
+	efd = eventfd(0, EFD_NONBLOCK);
+	struct prog_watch *w;
+	atomic_store(&fired, 0);
+	atomic_store(&released, 0);
+	assert_int_equal(progress_watch(efd, 0x001 | (1u << 31) /* EPOLLET */, on_ready, &efd,
+				      on_release, &w), 0);
+	uint64_t one = 1;
+	assert_int_equal(write(efd, &one, 8), 8);
+	wait_for(&fired, 1);
+	/* let it go to sleep: no timers or calls pending here */
+	uint64_t t = progress_turns();
+	for (int i = 0; i < 50; i++) {
+		usleep(2000);
+		if (progress_turns() == t)
+			break;
+		t = progress_turns();
+	}
+	usleep(20000);
+	t = progress_turns();
+	progress_unwatch(w);
+	assert_int_equal(atomic_load(&released), 1); /* before progress_unwatch returned */
+	usleep(20000);
+	assert_int_equal(progress_turns(), t);	     /* no wake-up for it */
+	assert_int_equal(write(efd, &one, 8), 8);
+	usleep(20000);
+	assert_int_equal(atomic_load(&fired), 1);
 	assert_int_equal(atomic_load(&released), 1);
 	close(efd);
 }
@@ -149,6 +187,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_watch),
+		cmocka_unit_test(test_unwatch_asleep_releases_now),
 		cmocka_unit_test(test_timers),
 		cmocka_unit_test(test_calls_hook_idle),
 	};
