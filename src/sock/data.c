@@ -210,8 +210,14 @@ static void wait_note(struct sock *s, int dir, uint64_t ns)
 }
 
 /* Waits until ready(s, want, have). Returns 0 (the caller tries again),
- * -SMCR_E_SOCK_AGAIN when the deadline passed, -SMCR_E_SOCK_INTR on a signal. */
-static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t have)
+ * -SMCR_E_SOCK_AGAIN when the deadline passed, -SMCR_E_SOCK_INTR on a signal.
+ * held: the caller brackets its whole call with core_engine_spin_begin/end (call_spin):
+ * the spin needs no bracket of its own, and a sleep ends the caller's bracket before it
+ * (the CQs must be armed for a sleeper) and begins it again after. */
+static int sleep_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t have,
+		     uint64_t t0);
+
+static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t have, bool held)
 {
 	/* an smcr_epoll_wait spin this thread holds would keep the CQs unarmed past our own
 	 * spin_end (conns branch) */
@@ -228,7 +234,8 @@ static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t h
 	int dir = rx ? 0 : 1;
 	uint64_t budget = spin_budget(s, dir), now = t0;
 	unsigned turns = 0;
-	core_engine_spin_begin(e, t0);
+	if (!held)
+		core_engine_spin_begin(e, t0);
 	do {
 		if (ready(s, want, have)) {
 			ok = true;
@@ -240,13 +247,28 @@ static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t h
 		if ((++turns & 3) == 0)
 			now = smcr_now_ns();
 	} while (now - t0 < budget);
-	core_engine_spin_end(e);
+	if (!held || !ok)
+		core_engine_spin_end(e);
 	if (rx)
 		atomic_fetch_sub_explicit(&s->rx_spin, SOCK_RX_SPIN_ONE, memory_order_acq_rel);
 	if (ok) {
 		wait_note(s, dir, smcr_now_ns() - t0);
 		return 0; /* a deferred arrival is flushed by the receive after its read */
 	}
+	int rc = sleep_for(s, want, deadline, have, t0);
+	if (held)
+		core_engine_spin_begin(e, smcr_now_ns());
+	return rc;
+}
+
+/* wait_for's sleep: the spin ended without the event (no spin bracket held). */
+static int sleep_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t have,
+		     uint64_t t0)
+{
+	struct core_engine *e = sock_engine();
+	bool rx = want == CORE_EV_IN;
+	int dir = rx ? 0 : 1;
+	uint64_t now;
 	/* 2. turn the program end's bit off, so the next arrival (a token, or the drain of
 	 * the filler) wakes poll; check again for one that came in between */
 	if (rx)
@@ -330,11 +352,36 @@ static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t h
 	return 0;
 }
 
+/* A blocking data call is one spin for the engine (core_engine_spin_begin/end), from its
+ * start to its end, not only while it waits: the thread polls the CQs whenever it waits,
+ * and ends the bracket (arming them) before it sleeps or returns, so nothing is lost. In
+ * between, while it copies, the peer's CDCs then write no eventfd and wake no progress
+ * thread that would take the CPU and the engine's locks from the copying threads
+ * (perf of a 64 KiB stream: futex wake/wait and finish_task_switch of the progress
+ * thread, 0.4 context switches per write and side). Returns the engine to pass to
+ * call_spin_end, NULL when not bracketed (non-blocking calls never poll). */
+static struct core_engine *call_spin_begin(bool nowait)
+{
+	if (nowait)
+		return NULL;
+	struct core_engine *e = sock_engine();
+	if (e)
+		core_engine_spin_begin(e, smcr_now_ns());
+	return e;
+}
+
+static void call_spin_end(struct core_engine *e)
+{
+	if (e)
+		core_engine_spin_end(e);
+}
+
 /* core said "not now" (-SMCR_E_AGAIN): a call that may not block fails with EAGAIN, one that
  * may blocks until the event or the deadline (the one rule of every data call's loop). */
-static int block_or_again(struct sock *s, bool nowait, unsigned want, uint64_t deadline)
+static int block_or_again(struct sock *s, bool nowait, unsigned want, uint64_t deadline,
+			  bool held)
 {
-	return nowait ? -SMCR_E_SOCK_AGAIN : wait_for(s, want, deadline, 0);
+	return nowait ? -SMCR_E_SOCK_AGAIN : wait_for(s, want, deadline, 0, held);
 }
 
 static size_t iov_total(const struct iovec *iov, int n)
@@ -403,6 +450,7 @@ static ssize_t smc_send(struct sock *s, const struct iovec *uiov, int cnt, int f
 	} else if (flags & MSG_OOB) {
 		cflags |= CORE_MSG_OOB;
 	}
+	struct core_engine *held = call_spin_begin(nowait);
 	while (done < want || (want == 0 && done == 0 && oob_idx < 0)) {
 		uint64_t timer = UINT64_MAX;
 		long n = core_conn_send_at(s->conn, iov + idx, cnt - idx, cflags,
@@ -420,7 +468,7 @@ static ssize_t smc_send(struct sock *s, const struct iovec *uiov, int cnt, int f
 			rc = (int)n;
 			break;
 		}
-		rc = block_or_again(s, nowait, CORE_EV_OUT, deadline);
+		rc = block_or_again(s, nowait, CORE_EV_OUT, deadline, held != NULL);
 		if (rc < 0)
 			break;
 	}
@@ -435,11 +483,12 @@ static ssize_t smc_send(struct sock *s, const struct iovec *uiov, int cnt, int f
 				rc = (int)n;
 				break;
 			}
-			rc = block_or_again(s, nowait, CORE_EV_OUT, deadline);
+			rc = block_or_again(s, nowait, CORE_EV_OUT, deadline, held != NULL);
 			if (rc < 0)
 				break;
 		}
 	}
+	call_spin_end(held);
 	sock_sync_after_call(s);
 	if (done > 0)
 		return (ssize_t)done; /* an error after some bytes shows at the next call */
@@ -479,6 +528,7 @@ static ssize_t smc_recv(struct sock *s, const struct iovec *uiov, int cnt, int f
 		return n >= 0 ? (ssize_t)n : sock_fail((int)n);
 	}
 	bool waitall = (flags & MSG_WAITALL) && !nowait;
+	struct core_engine *held = call_spin_begin(nowait);
 	for (;;) {
 		long n = core_conn_recv(s->conn, iov + idx, cnt - idx, cflags);
 		if (n > 0 && (flags & MSG_PEEK)) {
@@ -486,7 +536,7 @@ static ssize_t smc_recv(struct sock *s, const struct iovec *uiov, int cnt, int f
 			done = (size_t)n;
 			if (!waitall || (size_t)n >= want)
 				break;
-			rc = wait_for(s, CORE_EV_IN, deadline, (uint32_t)n);
+			rc = wait_for(s, CORE_EV_IN, deadline, (uint32_t)n, held != NULL);
 			if (rc < 0)
 				break;
 			continue;
@@ -506,10 +556,11 @@ static ssize_t smc_recv(struct sock *s, const struct iovec *uiov, int cnt, int f
 		}
 		if (done > 0 && !waitall)
 			break;
-		rc = block_or_again(s, nowait, CORE_EV_IN, deadline);
+		rc = block_or_again(s, nowait, CORE_EV_IN, deadline, held != NULL);
 		if (rc < 0)
 			break;
 	}
+	call_spin_end(held);
 	sock_rx_flush(s);
 	sock_sync_after_call(s);
 	if (done > 0)
