@@ -9,7 +9,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "sock/errmap.h"
@@ -134,26 +133,6 @@ static void run_calls(void)
 	}
 }
 
-/* epoll_wait with a timeout in ns (UINT64_MAX: none): a deadline below a millisecond
- * away (a hand-over's bound, core_engine_handoff; a spinner's grace) is kept, not rounded
- * up to 1 ms. epoll_pwait2 (Linux 5.11); where the kernel lacks it, milliseconds rounded
- * up as before. */
-static int prog_epoll_wait(int epfd, struct epoll_event *evs, int max, uint64_t tmo_ns)
-{
-	static _Atomic bool no_pwait2;
-	if (!atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
-		struct timespec ts = { .tv_sec = (time_t)(tmo_ns / 1000000000ull),
-				       .tv_nsec = (long)(tmo_ns % 1000000000ull) };
-		int n = epoll_pwait2(epfd, evs, max, tmo_ns == UINT64_MAX ? NULL : &ts, NULL);
-		if (n >= 0 || errno != ENOSYS)
-			return n;
-		atomic_store_explicit(&no_pwait2, true, memory_order_relaxed);
-	}
-	int ms = tmo_ns == UINT64_MAX ? -1
-				      : (int)((tmo_ns + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS);
-	return epoll_wait(epfd, evs, max, ms);
-}
-
 static void *progress_main(void *unused)
 {
 	(void)unused;
@@ -180,23 +159,24 @@ static void *progress_main(void *unused)
 		/* timers armed by the calls and the hook just run count too */
 		if (prog_timers && (!next || prog_timers->deadline < next))
 			next = prog_timers->deadline;
-		uint64_t wake = UINT64_MAX, tmo_ns = UINT64_MAX;
+		int timeout = -1;
+		uint64_t wake = UINT64_MAX;
 		if (prog_dead || prog_calls) {
 			/* queued while awake (no kick then: progress_unwatch, progress_call) */
 			next = 1;
 		}
 		if (next) {
 			now = smcr_now_ns();
-			tmo_ns = next > now ? next - now : 0;
-			if (tmo_ns > 60000 * SMCR_NS_PER_MS)
-				tmo_ns = 60000 * SMCR_NS_PER_MS;
-			wake = now + tmo_ns;
+			uint64_t ms = next > now ? (next - now + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS
+						 : 0;
+			timeout = ms > 60000 ? 60000 : (int)ms;
+			wake = now + (uint64_t)timeout * SMCR_NS_PER_MS;
 		}
 		prog_wake_at = wake;
 		pthread_mutex_unlock(&progress_lock);
 		if (stop)
 			break;
-		int n = prog_epoll_wait(epfd, evs, 64, tmo_ns);
+		int n = epoll_wait(epfd, evs, 64, timeout);
 		/* Awake: arms need no kick until the list is read again. Watches are published
 		 * under progress_lock (progress_watch adds the epoll registration while holding
 		 * it): taking it here orders our reads of each watch after its initialisation

@@ -255,7 +255,8 @@ extern _Atomic uint64_t sock_rx_deferred_total;
 void sock_handoff_wake(struct sock *s, int dir);
 /* Hand-overs made, since start (tests, diagnostics). */
 extern _Atomic uint64_t sock_handoff_total;
-#define SOCK_HANDOFF_NS 50000ull /* a hand-over holds the CQs' arm off this long at most */
+#define SOCK_HANDOFF_NS 1000000ull /* a hand-over holds the CQs' arm off this long at most
+				    * (the spin grace, CORE_SPIN_GRACE_NS: a proxy spin) */
 /* Core's event callback for every connection (ctx = struct sock). */
 void sock_core_event(void *ctx, struct core_conn *c, unsigned events, unsigned raised);
 /* Server: how long to wait for the client's first byte before deciding it is a plain TCP
