@@ -163,9 +163,9 @@ static void sock_rx_flush(struct sock *s)
  * sleeps (the CQs armed: the peer's next message writes our eventfd and wakes the
  * progress thread), and begins it again as soon as it wakes, polling the CQs itself. The
  * progress thread that wakes it (the POLLIN token, the POLLOUT drain) used to arm the
- * CQs again right after: the peer's next messages (a stream writer sends one every few
- * µs) then fired it again and again before the woken thread got a CPU, ~10 progress
- * wake-ups per reader sleep, each taking the other core from the peer's copy. Now such
+ * CQs again right after: the peer's next message (a stream writer sends one every few
+ * µs) then fired it again before the woken thread got a CPU (2.1 progress wake-ups per
+ * reader sleep measured, each taking the other core from the peer's copy). Now such
  * a sleeper offers a hand-over (s->handoff[dir] = an address of its sleep); the waker,
  * just before the write that wakes it, takes the offer and tells the engine
  * (core_engine_handoff): the CQs stay unarmed until the woken thread has begun its
