@@ -190,6 +190,20 @@ bool core_engine_spinning(struct core_engine *e);
  * (prepare_sleep may have armed them once the grace passed). No-op without a spinner.
  * Added by the conns branch (additive). */
 void core_engine_spin_renew(struct core_engine *e, uint64_t now_ns);
+/* Hand-over of a bracket (wake branch, docs/parts/stream.md "Round 2"). A thread that
+ * sleeps inside a blocking call's bracket (it ended the bracket before the sleep, and
+ * begins it again, polling, as soon as it wakes) lets the CQs be armed while it sleeps;
+ * the arrival that wakes it fires the progress thread, which would arm them again right
+ * after writing the wake-up, so the peer's next message fires it again before the woken
+ * thread even runs. The waker calls core_engine_handoff when it wakes such a thread:
+ * until that thread calls core_engine_handoff_done (after its spin_begin) or until
+ * until_ns, whichever is first, prepare_sleep (and core_reap) do not arm the CQs, and
+ * core_engine_progress reports until_ns as a deadline. So an arrival for another
+ * connection in that window is late by at most until_ns - now (the progress thread arms
+ * then, and polls). Lock-free (atomics only): callable from an event callback. Each
+ * handoff is followed by exactly one handoff_done, from any thread, in any order. */
+void core_engine_handoff(struct core_engine *e, uint64_t until_ns);
+void core_engine_handoff_done(struct core_engine *e);
 
 struct core_engine_stats {
 	struct wire_peer_id peer_id;

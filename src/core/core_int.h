@@ -349,6 +349,14 @@ struct core_engine {
 	unsigned spinners;		/* [E] */
 	uint64_t spin_since;		/* [E] now_ns of the spin_begin that made spinners 1 */
 	uint64_t last_now;		/* [E] latest now_ns seen by progress */
+	/* Hand-overs (core_engine_handoff, wake branch): program threads woken from a
+	 * bracketed sleep that have not begun their bracket again. While handoffs > 0 and
+	 * last_now < handoff_until, prepare_sleep does not arm (the woken thread polls as
+	 * soon as it runs). Atomics: written by any thread (the waker runs in an event
+	 * callback, where eng->lock may not be taken), read under eng->lock. handoffs may be
+	 * -1 for a moment (the woken thread's done before the waker's count). */
+	_Atomic int handoffs;
+	_Atomic uint64_t handoff_until;	/* now_ns bound of the latest hand-over */
 	bool freed;			/* [E] core_engine_free ran */
 	_Atomic uint32_t refcnt;	/* the owner's + one per conn object */
 	struct core_conn *ev_head;	/* [V] */

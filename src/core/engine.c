@@ -127,6 +127,8 @@ int core_engine_new(const struct core_engine_params *p, struct core_engine **out
 	pthread_mutex_init(&e->ev_lock, NULL);
 	atomic_init(&e->refcnt, 1);
 	atomic_init(&e->rand_state, seed64());
+	atomic_init(&e->handoffs, 0);
+	atomic_init(&e->handoff_until, 0);
 	e->next_deadline = CORE_NEVER;
 	e->next_lg_id = 1;
 	e->next_link_id = 1;
@@ -280,6 +282,11 @@ int core_engine_progress(struct core_engine *e, uint64_t now_ns, uint64_t *next_
 		uint64_t g = e->spin_since + CORE_SPIN_GRACE_NS;
 		if (e->spinners && g > now_ns && g < next)
 			next = g;
+		/* A hand-over holds the arms off until its bound: arm then. */
+		uint64_t hu = atomic_load_explicit(&e->handoff_until, memory_order_acquire);
+		if (atomic_load_explicit(&e->handoffs, memory_order_acquire) > 0 && hu > now_ns &&
+		    hu < next)
+			next = hu;
 		*next_deadline_ns = next;
 		pthread_mutex_unlock(&e->lock);
 	}
@@ -306,10 +313,33 @@ static int arm_solicited_locked(struct core_engine *e, const struct core_dev *cd
 }
 
 /* Whether CQs are to be armed now: not while a thread spins (it polls), unless that spin
- * has lasted beyond its grace. eng->lock held. */
+ * has lasted beyond its grace; not while a woken thread that will poll has not begun its
+ * spin (core_engine_handoff), within the hand-over's bound. eng->lock held. */
 static bool arm_allowed_locked(const struct core_engine *e)
 {
-	return !e->spinners || e->last_now > e->spin_since + CORE_SPIN_GRACE_NS;
+	if (e->spinners && e->last_now <= e->spin_since + CORE_SPIN_GRACE_NS)
+		return false;
+	if (atomic_load_explicit(&e->handoffs, memory_order_acquire) > 0 &&
+	    e->last_now < atomic_load_explicit(&e->handoff_until, memory_order_acquire))
+		return false;
+	return true;
+}
+
+void core_engine_handoff(struct core_engine *e, uint64_t until_ns)
+{
+	/* the bound first: a reader that sees the count sees a bound at least this late
+	 * (or an older one, which only arms sooner) */
+	uint64_t cur = atomic_load_explicit(&e->handoff_until, memory_order_relaxed);
+	while (cur < until_ns &&
+	       !atomic_compare_exchange_weak_explicit(&e->handoff_until, &cur, until_ns,
+						      memory_order_acq_rel, memory_order_relaxed))
+		;
+	atomic_fetch_add_explicit(&e->handoffs, 1, memory_order_acq_rel);
+}
+
+void core_engine_handoff_done(struct core_engine *e)
+{
+	atomic_fetch_sub_explicit(&e->handoffs, 1, memory_order_acq_rel);
 }
 
 /* After an arm: whatever completed before it does not wake the fd, so poll once more.

@@ -157,6 +157,72 @@ static void sock_rx_flush(struct sock *s)
 		sig_readable(&s->sig);
 }
 
+/* ---- Hand-over (wake branch; docs/parts/stream.md "Round 2") ----
+ *
+ * A thread in a bracketed blocking call (call_spin_begin) ends its bracket before it
+ * sleeps (the CQs armed: the peer's next message writes our eventfd and wakes the
+ * progress thread), and begins it again as soon as it wakes, polling the CQs itself. The
+ * progress thread that wakes it (the POLLIN token, the POLLOUT drain) used to arm the
+ * CQs again right after: the peer's next message (a stream writer sends one every few
+ * µs) then fired it again before the woken thread got a CPU (2.1 progress wake-ups per
+ * reader sleep measured, each taking the other core from the peer's copy). Now such
+ * a sleeper offers a hand-over (s->handoff[dir] = an address of its sleep); the waker,
+ * just before the write that wakes it, takes the offer and tells the engine
+ * (core_engine_handoff): the CQs stay unarmed until the woken thread has begun its
+ * bracket (core_engine_handoff_done, after its spin_begin) or SOCK_HANDOFF_NS passed,
+ * whichever is first; the progress thread arms then (its deadline). So an arrival for
+ * another socket meanwhile is late by at most SOCK_HANDOFF_NS (plus the progress
+ * thread's wake-up). The offer belongs to the thread, not to "some sleeper exists": an
+ * idle thread blocked in recv (smcr-perf's control connection) is handed over only
+ * when its own socket's event wakes it. One offer per socket and direction (a second
+ * sleeper there just sleeps as before). Each offer taken by a waker is counted once in
+ * the engine and uncounted once by its sleeper (whose compare-and-swap back fails), in
+ * either order. $SMCR_HANDOFF_US (read once) changes the bound; 0 turns hand-overs off. */
+_Atomic uint64_t sock_handoff_total;
+
+static uint64_t handoff_ns(void)
+{
+	static _Atomic uint64_t v = UINT64_MAX;
+	uint64_t x = atomic_load_explicit(&v, memory_order_relaxed);
+	if (x == UINT64_MAX) {
+		const char *e = getenv("SMCR_HANDOFF_US");
+		x = e && *e ? (uint64_t)strtoull(e, NULL, 10) * 1000 : SOCK_HANDOFF_NS;
+		atomic_store_explicit(&v, x, memory_order_relaxed);
+	}
+	return x;
+}
+
+void sock_handoff_wake(struct sock *s, int dir)
+{
+	if (!atomic_load_explicit(&s->handoff[dir], memory_order_relaxed))
+		return; /* fast path: nobody offers */
+	if (!atomic_exchange_explicit(&s->handoff[dir], NULL, memory_order_acq_rel))
+		return;
+	struct core_engine *e = sock_engine_if_up();
+	if (!e)
+		return; /* cannot be (the offer is made in a bracket); nothing counted */
+	core_engine_handoff(e, smcr_now_ns() + handoff_ns());
+	atomic_fetch_add_explicit(&sock_handoff_total, 1, memory_order_relaxed);
+}
+
+/* The sleeper's side: offer before the last readiness check (a waker after it sees the
+ * offer), settle after the bracket began again (the engine then needs no hold). */
+static bool handoff_offer(struct sock *s, int dir, void *me)
+{
+	void *none = NULL;
+	return handoff_ns() > 0 &&
+	       atomic_compare_exchange_strong_explicit(&s->handoff[dir], &none, me,
+						       memory_order_acq_rel, memory_order_relaxed);
+}
+
+static void handoff_settle(struct sock *s, int dir, void *me, struct core_engine *e)
+{
+	void *mine = me;
+	if (!atomic_compare_exchange_strong_explicit(&s->handoff[dir], &mine, NULL,
+						     memory_order_acq_rel, memory_order_relaxed))
+		core_engine_handoff_done(e); /* a waker took the offer and counted it */
+}
+
 static _Atomic int eng_sleepers; /* program threads sleeping on the engine's fds (<= 1) */
 
 /* $SMCR_SLEEP_ON_ENGINE=1 turns the engine-fd sleep on. Off by default: measured at
@@ -255,9 +321,14 @@ static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t h
 		wait_note(s, dir, smcr_now_ns() - t0);
 		return 0; /* a deferred arrival is flushed by the receive after its read */
 	}
+	/* held: the waker may hand the CQs over to us (data.c "Hand-over") */
+	char me;
+	bool offered = held && handoff_offer(s, dir, &me);
 	int rc = sleep_for(s, want, deadline, have, t0);
 	if (held)
 		core_engine_spin_begin(e, smcr_now_ns());
+	if (offered)
+		handoff_settle(s, dir, &me, e);
 	return rc;
 }
 

@@ -267,12 +267,16 @@ void sock_apply_events(struct sock *s, unsigned ev, unsigned raised, bool from_p
 		sig_pri_on(&s->sig);
 	else if (from_program)
 		(void)sig_pri_off(&s->sig);
-	if (raised & (CORE_EV_IN | CORE_EV_IN_NEW))
+	if (raised & (CORE_EV_IN | CORE_EV_IN_NEW)) {
+		sock_handoff_wake(s, 0); /* before the token that wakes the sleeper */
 		sig_readable(&s->sig);
-	else if ((ev & CORE_EV_IN) && from_program)
+	} else if ((ev & CORE_EV_IN) && from_program) {
 		sig_readable_if_none(&s->sig);
-	if (ev & CORE_EV_OUT)
+	}
+	if (ev & CORE_EV_OUT) {
+		sock_handoff_wake(s, 1);
 		sig_unblock_out(&s->sig);
+	}
 	if (ev & CORE_EV_RDHUP)
 		sig_rdhup(&s->sig);
 }

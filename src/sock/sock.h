@@ -105,6 +105,12 @@ struct sock {
 	 * adaptive spin (data.c spin_budget). Relaxed atomics: a lost update only skews a
 	 * heuristic. */
 	_Atomic uint64_t wait_avg[2];
+	/* The thread sleeping in a bracketed blocking receive ([0]) / send ([1]) on this
+	 * socket that offers a hand-over to its waker (data.c "Hand-over"; wake branch), NULL
+	 * when none: set by that thread (compare-and-swap from NULL), taken by the waker
+	 * (exchange to NULL) or taken back by the thread (compare-and-swap to NULL). The
+	 * pointer identifies the sleep (a stack address), never dereferenced. */
+	_Atomic(void *) handoff[2];
 	struct core_conn *conn;		  /* set once when the handshake starts; released at
 					   * recycle (valid for any holder of a reference) */
 	int error;			  /* (L) pending SO_ERROR (errno), 0 none */
@@ -243,6 +249,14 @@ void sock_engine_watch_pause(bool pause);
 bool sock_rx_defer(struct sock *s);
 /* Arrivals whose token was skipped that way, since start (tests, diagnostics). */
 extern _Atomic uint64_t sock_rx_deferred_total;
+/* The engine's callback is about to wake the readers (dir 0) / writers (dir 1) of s:
+ * if a bracketed sleeper offered a hand-over, tell the engine not to arm the CQs until it
+ * runs (core_engine_handoff, bounded by SOCK_HANDOFF_NS). Lock-free; wake branch. */
+void sock_handoff_wake(struct sock *s, int dir);
+/* Hand-overs made, since start (tests, diagnostics). */
+extern _Atomic uint64_t sock_handoff_total;
+#define SOCK_HANDOFF_NS 1000000ull /* a hand-over holds the CQs' arm off this long at most
+				    * (the spin grace, CORE_SPIN_GRACE_NS: a proxy spin) */
 /* Core's event callback for every connection (ctx = struct sock). */
 void sock_core_event(void *ctx, struct core_conn *c, unsigned events, unsigned raised);
 /* Server: how long to wait for the client's first byte before deciding it is a plain TCP
