@@ -230,7 +230,7 @@ struct core_link *link_by_id(struct core_engine *e, uint32_t id)
 
 /* ---- send slots --------------------------------------------------------------------------- */
 
-int link_slot_get(struct core_link *l, unsigned nwr, bool llc, bool waiter)
+int link_slot_get(struct core_link *l, unsigned nwr, bool llc, unsigned waiter)
 {
 	int slot = -SMCR_E_AGAIN;
 	pthread_mutex_lock(&l->tx_lock);
@@ -247,8 +247,13 @@ int link_slot_get(struct core_link *l, unsigned nwr, bool llc, bool waiter)
 			}
 		}
 	}
-	if (slot < 0 && waiter)
+	if (slot < 0 && waiter) {
 		l->slot_waiters = true;
+		if (waiter < CORE_LG_SLOTS)
+			l->starved[waiter / 64] |= 1ull << (waiter % 64);
+		else
+			l->starved_all = true;
+	}
 	pthread_mutex_unlock(&l->tx_lock);
 	return slot;
 }
@@ -293,7 +298,7 @@ int link_send_msg(struct core_link *l, const uint8_t msg[44])
 {
 	if (l->state == CORE_LINK_DOWN)
 		return -SMCR_E_CORE_LINK_DOWN;
-	int slot = link_slot_get(l, 1, true, false);
+	int slot = link_slot_get(l, 1, true, 0);
 	if (slot < 0) {
 		SMCR_LOG_RL(SMCR_LOG_WARN, CORE_UNIT, "link %u: no send slot for an LLC message", l->id);
 		return slot;
@@ -337,8 +342,17 @@ void link_run_wakes(struct core_engine *e)
 		if (!l->wake_due)
 			continue;
 		l->wake_due = false;
+		/* the starved connections, taken under tx_lock: one that starves again while
+		 * we visit sets its bit (and slot_waiters) anew, for the next completion */
+		uint64_t bits[CORE_LG_SLOTS / 64];
+		pthread_mutex_lock(&l->tx_lock);
+		memcpy(bits, l->starved, sizeof(bits));
+		memset(l->starved, 0, sizeof(l->starved));
+		bool all = l->starved_all;
+		l->starved_all = false;
+		pthread_mutex_unlock(&l->tx_lock);
 		if (l->state == CORE_LINK_ACTIVE && l->lg->state != CORE_LG_DEAD)
-			tx_wake_waiters(l->lg);
+			tx_wake_waiters(l->lg, bits, all);
 	}
 }
 

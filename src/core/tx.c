@@ -51,7 +51,7 @@ int tx_cdc_locked(struct core_conn *c, bool urg)
 	if (!can_cdc(c))
 		return -SMCR_E_CORE_NOTCONN;
 	struct core_link *l = c->link;
-	int slot = link_slot_get(l, 1, false, true);
+	int slot = link_slot_get(l, 1, false, c->slot);
 	if (slot < 0) {
 		c->upd_pending = true;	/* sent by tx_wake_waiters when a slot frees */
 		return slot;
@@ -92,32 +92,49 @@ void tx_cons_update_locked(struct core_conn *c, bool force)
 		c->peer_req = false;
 }
 
-void tx_wake_waiters(struct core_lgr *lg)
+/* Visits the connection in LG slot i (eng->lock held). */
+static void wake_one(struct core_lgr *lg, unsigned i)
 {
-	for (unsigned i = 1; i < CORE_LG_SLOTS; i++) {
-		struct core_conn *c = lg->slots[i];
-		if (!c)
-			continue;
-		bool wake = false;
-		unsigned bits = 0;
-		pthread_mutex_lock(&c->lock);
-		/* A CDC that found no slot: cursors and close flags are taken afresh. */
-		if (c->upd_pending && c->mode == CORE_MODE_SMC)
-			(void)tx_cdc_locked(c, false);
-		/* Ring bytes that found no slot (docs/parts/sndbuf.md "Flush triggers"). */
-		if (c->sb_tail < c->sb_head || c->cl_pend)
-			bits = tx_flush_locked(c, false);
-		if (c->tx_wait && tx_sndbuf_writable_locked(c)) {
-			c->tx_wait = false;
-			wake = true;
-		}
-		pthread_mutex_unlock(&c->lock);
-		if (wake || (bits & TX_FLUSH_OUT))
-			core_ev_raise(c, CORE_EV_OUT);
-		if (bits & TX_FLUSH_CLOSE) {
-			conn_hold(c);
-			close_maybe_finish_elocked(c, lg->eng->last_now);
-			conn_put(c);
+	struct core_conn *c = lg->slots[i];
+	if (!c)
+		return;
+	bool wake = false;
+	unsigned bits = 0;
+	pthread_mutex_lock(&c->lock);
+	/* A CDC that found no slot: cursors and close flags are taken afresh. */
+	if (c->upd_pending && c->mode == CORE_MODE_SMC)
+		(void)tx_cdc_locked(c, false);
+	/* Ring bytes that found no slot (docs/parts/sndbuf.md "Flush triggers"). */
+	if (c->sb_tail < c->sb_head || c->cl_pend)
+		bits = tx_flush_locked(c, false);
+	if (c->tx_wait && tx_sndbuf_writable_locked(c)) {
+		c->tx_wait = false;
+		wake = true;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (wake || (bits & TX_FLUSH_OUT))
+		core_ev_raise(c, CORE_EV_OUT);
+	if (bits & TX_FLUSH_CLOSE) {
+		conn_hold(c);
+		close_maybe_finish_elocked(c, lg->eng->last_now);
+		conn_put(c);
+	}
+}
+
+/* Only the connections that found no send slot (link.c starved bits, conns2 branch): a
+ * sender waiting for the peer's RMBE or its own ring is woken by the CDC that frees it
+ * (rx.c flush), and every path that waits for a slot goes through link_slot_get, which
+ * sets the bit. Was: every connection of the LG, locked in turn, at every wake. */
+void tx_wake_waiters(struct core_lgr *lg, const uint64_t *starved, bool all)
+{
+	for (unsigned w = 0; w < CORE_LG_SLOTS / 64; w++) {
+		uint64_t m = all ? ~0ull : starved[w];
+		while (m) {
+			unsigned b = (unsigned)__builtin_ctzll(m);
+			m &= m - 1;
+			unsigned i = w * 64 + b;
+			if (i >= 1)
+				wake_one(lg, i);
 		}
 	}
 }
@@ -389,7 +406,7 @@ static long post_locked(struct core_conn *c, const struct iovec *iov, int iovcnt
 			n = CORE_STAGE;
 		struct curs_chunk ch[2];
 		int nch = curs_split((uint32_t)(c->tx_prod % c->peer_size), n, c->peer_size, ch);
-		slot = link_slot_get(l, (unsigned)nch + 1, false, true);
+		slot = link_slot_get(l, (unsigned)nch + 1, false, c->slot);
 		if (slot >= 0)
 			plan_staged(c, iov, iovcnt, n, slot, &pl);
 	} else {
@@ -397,7 +414,7 @@ static long post_locked(struct core_conn *c, const struct iovec *iov, int iovcnt
 			*starved = true;
 			return -SMCR_E_AGAIN;
 		}
-		slot = link_slot_get(l, (unsigned)pl.nwr + 1, false, true);
+		slot = link_slot_get(l, (unsigned)pl.nwr + 1, false, c->slot);
 	}
 	if (slot < 0) {
 		*starved = true;

@@ -273,5 +273,9 @@ void sock_core_event(void *ctx, struct core_conn *c, unsigned events, unsigned r
 	if ((raised & (CORE_EV_IN | CORE_EV_IN_NEW)) && !(events & CORE_EV_ERR) &&
 	    sock_rx_defer(s))
 		raised &= ~(unsigned)(CORE_EV_IN | CORE_EV_IN_NEW);
+	/* An arrival for the smcr_epoll_wait call running on this thread, whose only watcher
+	 * is that call: returned by it, no token (epoll.c "Token-free arrivals"). */
+	if ((raised & (CORE_EV_IN | CORE_EV_IN_NEW)) && sock_epoll_defer(s, events))
+		raised &= ~(unsigned)(CORE_EV_IN | CORE_EV_IN_NEW);
 	sock_apply_events(s, events, raised, false);
 }

@@ -316,6 +316,8 @@ int smcr_fcntl(int fd, int cmd, ...)
 		rc = FCNTL_SYS(fd);
 		if (rc == 0)
 			s->nonblock = (iarg & O_NONBLOCK) != 0;
+		if (rc == 0 && s->has_sig) /* prog's flag just changed: its mirror in sig */
+			atomic_store_explicit(&s->sig.nonblock, s->nonblock, memory_order_relaxed);
 		break;
 	case F_SETFD:
 		rc = FCNTL_SYS(fd);

@@ -126,6 +126,7 @@ void sig_set_nonblock(struct sig *s, bool on)
 	int fl = sock_sys.fcntl(s->prog, F_GETFL);
 	if (fl >= 0)
 		(void)sock_sys.fcntl(s->prog, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
+	atomic_store_explicit(&s->nonblock, on, memory_order_relaxed);
 	pthread_mutex_unlock(&s->lock);
 }
 

@@ -79,6 +79,10 @@ struct sig {
 	_Atomic bool pri;     /* an OOB byte is queued end -> prog (POLLPRI) */
 	unsigned pre;	      /* of tokens: queued before that OOB byte (a plain read of
 			       * more would pass the mark and drop it) */
+	_Atomic bool nonblock; /* prog's O_NONBLOCK as last set by sig_set_nonblock (the
+				* program's setting); read without the lock by the engine's
+				* callback (epoll.c "Token-free arrivals": only non-blocking fds,
+				* so no blocking receive of ours sleeps in poll on prog) */
 };
 
 /* Creates the pair: prog at any free number (close-on-exec), end at a hidden one. */
@@ -97,7 +101,16 @@ void sig_forget_prog(struct sig *s);
  * sk_err when it reports it). */
 void sig_clear_error(struct sig *s);
 void sig_set_nonblock(struct sig *s, bool on);
-/* One more arrival (data, EOF, error): POLLIN, and a new edge. */
+/* One more arrival (data, EOF, error): POLLIN, and a new edge. Exception (conns2 branch,
+ * epoll.c "Token-free arrivals"): an arrival taken by a thread inside smcr_epoll_wait for
+ * a non-blocking socket whose only registration is a level-triggered EPOLLIN one in that
+ * epoll instance writes no token: the thread returns the event itself (with the
+ * registration's data) and reports it again while the socket is readable and its program
+ * reads it; the token is written (POLLIN for everybody else) as soon as the program skips
+ * the socket for one loop turn, the registrations change (smcr_epoll_ctl), another thread
+ * reads it, the thread blocks or sleeps, or 2 ms after the thread's last call (the
+ * progress thread). So a poll() or another epoll on the fd sees POLLIN at most one loop
+ * turn or 2 ms late, never not at all. */
 void sig_readable(struct sig *s);
 /* POLLIN on if no token is queued (no new edge otherwise). */
 void sig_readable_if_none(struct sig *s);

@@ -283,6 +283,7 @@ void sock_apply_events(struct sock *s, unsigned ev, unsigned raised, bool from_p
 
 void sock_sync_after_call(struct sock *s)
 {
+	sock_epoll_note_call(s); /* a token-free arrival (epoll.c): read, or ours to show */
 	unsigned ev = core_conn_events(s->conn);
 	/* the urgent byte was read or passed (TCP's rule); it emptied the tokens too */
 	if (!(ev & (CORE_EV_PRI | CORE_EV_ERR)) && sig_pri_off(&s->sig))

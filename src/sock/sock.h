@@ -185,6 +185,19 @@ struct sock {
 	/* epoll registrations (smcr_epoll_ctl) */
 	struct sock_epreg *regs; /* (L) */
 	size_t nregs, capregs;	 /* (L) */
+	/* Token-free arrivals (epoll.c; conns2 branch). ep_solo: the only registration when
+	 * it qualifies (level-triggered, EPOLLIN, no EPOLLOUT): (epfd + 1) << 32 | events,
+	 * 0 otherwise, with its data in ep_solo_data; written under lock by smcr_epoll_ctl
+	 * (0 first, then data, then the value), read by the engine's callback without it.
+	 * ep_owner: the smcr_epoll_wait thread (struct ep_thread) whose list holds an
+	 * arrival of s that has no POLLIN token; whoever clears it (exchange) writes the
+	 * token if s is still readable. ep_read: the owner thread read s since the list
+	 * last reported it. ep_idx: its index in the owner's list (owner thread only). */
+	_Atomic uint64_t ep_solo;
+	_Atomic uint64_t ep_solo_data;
+	_Atomic(void *) ep_owner;
+	_Atomic bool ep_read;
+	unsigned ep_idx;
 	/* pool link (pool lock) */
 	struct sock *pool_next;
 };
@@ -335,6 +348,21 @@ bool sock_epoll_has_smcr(int epfd);
 /* Gives up the engine spin this thread holds between smcr_epoll_wait calls, if any (a
  * blocking call of the same thread, before its own spin and sleep). */
 void sock_epoll_release_hold(void);
+/* The engine's callback, for an arrival (CORE_EV_IN) on s: true when it was taken
+ * token-free by the smcr_epoll_wait call running on this thread (the caller then writes
+ * no token). */
+bool sock_epoll_defer(struct sock *s, unsigned events);
+/* After a program call on s (sock_sync_after_call): if another thread's list holds a
+ * token-free arrival of s, take it back (the caller's resync writes the token if data is
+ * left); if this thread's, note the read. */
+void sock_epoll_note_call(struct sock *s);
+/* close: s leaves every list, and is never taken token-free again. Caller holds lock. */
+void sock_epoll_forget_locked(struct sock *s);
+/* A thread's token-free arrivals become tokens (the progress thread, by a timer) when it
+ * has not called smcr_epoll_wait for this long (epoll.c). */
+#define SOCK_EP_GRACE_NS 2000000ull
+/* Arrivals returned token-free since start (tests, diagnostics). */
+extern _Atomic uint64_t sock_ep_tokenfree_total;
 
 /* ---- helpers ---- */
 

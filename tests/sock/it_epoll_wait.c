@@ -3,7 +3,11 @@
  * one epoll set moves exact bytes both ways' worth of checks (SHA-256 per connection), only
  * the program's own registrations are ever returned (never an engine fd), level-triggered
  * registrations keep reporting unread data and edge-triggered ones get one edge per
- * arrival, timeouts and EINTR behave as epoll_wait's. */
+ * arrival, timeouts and EINTR behave as epoll_wait's; arrivals returned without a POLLIN
+ * token (epoll.c "Token-free arrivals") keep their bytes, are reported again while read
+ * from and readable, and become a token that a plain poll() (another thread's too) or
+ * the kernel's epoll_wait sees once the loop skips the socket, the registration changes
+ * or the thread leaves the loop. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,10 +19,14 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/epoll.h>
 #include <sys/time.h>
 
 #include "itlib.h"
+#include "sock/sock.h"
 #include "util/clock.h"
 
 #define NCONN 8
@@ -381,6 +389,255 @@ static void test_timeout_eintr_errors(void **state)
 	assert_int_equal(it_run_pair(lfd, tmo_server, NULL, tmo_client, NULL, 30000), 0);
 }
 
+/* ---- 4. token-free arrivals (epoll.c "Token-free arrivals", sig.h sig_readable) ---- */
+
+#define TF_MSG 100
+#define TF_TAG (TAG | 2)
+
+static int tf_fd, tf_req;
+static _Atomic int tf_poll_rc;
+static _Atomic int tf_revents;
+
+static void tf_msg(int n, uint8_t *m)
+{
+	for (int i = 0; i < TF_MSG; i++)
+		m[i] = (uint8_t)(n * 7 + i * 13);
+}
+
+static uint64_t tf_count(void)
+{
+	return atomic_load(&sock_ep_tokenfree_total);
+}
+
+/* The client writes message n (TF_MSG bytes) when sstage becomes n. */
+static void tf_request(void)
+{
+	sh->sstage = ++tf_req;
+}
+
+/* One smcr_epoll_wait on ep: its events (0: none); exactly one registration, never twice. */
+static uint32_t tf_ev(int ep, int ms)
+{
+	struct epoll_event evs[4];
+	int n = smcr_epoll_wait(ep, evs, 4, ms);
+	IT_CHECK(n >= 0 && n <= 1);
+	if (n == 0)
+		return 0;
+	IT_CHECK(evs[0].data.u64 == TF_TAG);
+	return evs[0].events;
+}
+
+/* Calls with timeout 0 (the thread stays in its loop, holding the engine) until an event. */
+static uint32_t tf_spin(int ep)
+{
+	uint64_t end = smcr_now_ns() + 5 * SMCR_NS_PER_S;
+	while (smcr_now_ns() < end) {
+		uint32_t e = tf_ev(ep, 0);
+		if (e)
+			return e;
+	}
+	return 0;
+}
+
+/* The kernel's view of the program's fd: POLLIN within ms. */
+static bool tf_pollin(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int n = poll(&p, 1, ms);
+	IT_CHECK(n >= 0);
+	return n == 1 && (p.revents & POLLIN);
+}
+
+/* Reads len bytes of message n from offset off; checks them. */
+static void tf_read(int fd, int off, int len, int n)
+{
+	uint8_t m[TF_MSG], b[TF_MSG];
+	tf_msg(n, m);
+	int got = 0;
+	uint64_t end = smcr_now_ns() + 5 * SMCR_NS_PER_S;
+	while (got < len) {
+		IT_CHECK(smcr_now_ns() < end);
+		ssize_t r = smcr_recv(fd, b + got, (size_t)(len - got), 0);
+		if (r < 0) {
+			IT_CHECK(errno == EAGAIN);
+			continue;
+		}
+		IT_CHECK(r > 0);
+		got += (int)r;
+	}
+	IT_CHECK(memcmp(b, m + off, (size_t)len) == 0);
+}
+
+/* All read: EAGAIN, no POLLIN for the kernel, nothing reported. */
+static void tf_quiet(int ep, int fd)
+{
+	char c;
+	IT_CHECK(smcr_recv(fd, &c, 1, 0) == -1 && errno == EAGAIN);
+	IT_CHECK(!tf_pollin(fd, 0));
+	IT_CHECK(tf_ev(ep, 0) == 0);
+}
+
+static void *tf_poller(void *arg)
+{
+	(void)arg;
+	struct pollfd p = { .fd = tf_fd, .events = POLLIN };
+	int n = poll(&p, 1, 5000); /* the libc call: the kernel's readiness of the fd */
+	atomic_store(&tf_revents, p.revents);
+	atomic_store(&tf_poll_rc, n);
+	return NULL;
+}
+
+static int tf_server(void *arg)
+{
+	(void)arg;
+	int fd = it_accept_smc(lfd);
+	int fl = smcr_fcntl(fd, F_GETFL);
+	IT_CHECK(smcr_fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0);
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.u64 = TF_TAG };
+	IT_CHECK(smcr_epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+	tf_fd = fd;
+	tf_req = 0;
+	IT_CHECK(tf_ev(ep, 0) == 0);
+	/* A. every message's bytes; quiet after each read (no token left behind) */
+	uint64_t c0 = tf_count();
+	for (int i = 0; i < 20; i++) {
+		tf_request();
+		IT_CHECK(tf_spin(ep) == EPOLLIN);
+		tf_read(fd, 0, TF_MSG, tf_req);
+		tf_quiet(ep, fd);
+	}
+	IT_CHECK(tf_count() > c0); /* the loop took (some of) them token-free */
+	/* B. level-triggered: reported again after a partial read; a turn without a read
+	 * makes it a token (the kernel's poll sees it); one event each time, never two */
+	bool seen = false;
+	for (int i = 0; i < 10 && !seen; i++) {
+		c0 = tf_count();
+		tf_request();
+		IT_CHECK(tf_spin(ep) == EPOLLIN);
+		seen = tf_count() > c0;
+		tf_read(fd, 0, 10, tf_req);
+		IT_CHECK(tf_ev(ep, 0) == EPOLLIN); /* read from, still readable */
+		IT_CHECK(tf_ev(ep, 0) == EPOLLIN); /* not read from: the token's */
+		IT_CHECK(tf_pollin(fd, 0));
+		IT_CHECK(tf_ev(ep, 0) == EPOLLIN);
+		tf_read(fd, 10, TF_MSG - 10, tf_req);
+		tf_quiet(ep, fd);
+	}
+	IT_CHECK(seen);
+	/* C. another thread's poll() on the fd sees POLLIN while this one loops on it */
+	seen = false;
+	for (int i = 0; i < 10 && !seen; i++) {
+		c0 = tf_count();
+		atomic_store(&tf_poll_rc, -2);
+		pthread_t th;
+		IT_CHECK(pthread_create(&th, NULL, tf_poller, NULL) == 0);
+		/* 20 ms for it to sleep in poll; this thread keeps calling meanwhile (it
+		 * holds the engine: the arrival comes to its loop, not the progress thread) */
+		uint64_t until = smcr_now_ns() + 20 * SMCR_NS_PER_MS;
+		while (smcr_now_ns() < until)
+			IT_CHECK(tf_ev(ep, 0) == 0);
+		tf_request();
+		int reports = 0;
+		uint64_t end = smcr_now_ns() + 5 * SMCR_NS_PER_S;
+		while (atomic_load(&tf_poll_rc) == -2 && smcr_now_ns() < end)
+			reports += tf_ev(ep, 0) != 0;
+		IT_CHECK(pthread_join(th, NULL) == 0);
+		IT_CHECK(atomic_load(&tf_poll_rc) == 1 && (atomic_load(&tf_revents) & POLLIN));
+		seen = tf_count() > c0 && reports > 0;
+		tf_read(fd, 0, TF_MSG, tf_req);
+		tf_quiet(ep, fd);
+	}
+	IT_CHECK(seen);
+	/* D. the thread leaves the loop: the arrival becomes a token (the progress thread,
+	 * 2 ms after the last call), for poll() and the kernel's own epoll_wait */
+	seen = false;
+	for (int i = 0; i < 10 && !seen; i++) {
+		c0 = tf_count();
+		tf_request();
+		IT_CHECK(tf_spin(ep) == EPOLLIN);
+		seen = tf_count() > c0;
+		IT_CHECK(tf_pollin(fd, 2000));
+		struct epoll_event kev[2];
+		IT_CHECK(epoll_wait(ep, kev, 2, 0) == 1);
+		IT_CHECK(kev[0].data.u64 == TF_TAG && (kev[0].events & EPOLLIN));
+		tf_read(fd, 0, TF_MSG, tf_req);
+		tf_quiet(ep, fd);
+	}
+	IT_CHECK(seen);
+	/* E. the registration changes with an arrival pending: it becomes a token, which
+	 * the new (edge-triggered) registration sees as its edge */
+	seen = false;
+	for (int i = 0; i < 10 && !seen; i++) {
+		ev.events = EPOLLIN | EPOLLRDHUP;
+		IT_CHECK(smcr_epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev) == 0);
+		c0 = tf_count();
+		tf_request();
+		IT_CHECK(tf_spin(ep) == EPOLLIN);
+		seen = tf_count() > c0;
+		ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+		IT_CHECK(smcr_epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev) == 0);
+		IT_CHECK(tf_pollin(fd, 0));
+		IT_CHECK(tf_ev(ep, 0) == EPOLLIN);
+		IT_CHECK(tf_ev(ep, 0) == 0);
+		tf_read(fd, 0, TF_MSG, tf_req);
+		tf_quiet(ep, fd);
+	}
+	IT_CHECK(seen);
+	/* F. edge-triggered alone in the set: never token-free, one edge per arrival */
+	c0 = tf_count();
+	for (int i = 0; i < 3; i++) {
+		tf_request();
+		IT_CHECK(tf_spin(ep) == EPOLLIN);
+		IT_CHECK(tf_ev(ep, 20) == 0);
+		tf_request();
+		wait_stage(&sh->cstage, tf_req);
+		IT_CHECK(tf_spin(ep) == EPOLLIN);
+		IT_CHECK(tf_ev(ep, 20) == 0);
+		tf_read(fd, 0, TF_MSG, tf_req - 1);
+		tf_read(fd, 0, TF_MSG, tf_req);
+		tf_quiet(ep, fd);
+	}
+	IT_CHECK(tf_count() == c0);
+	sh->sstage = 999;
+	close(ep);
+	smcr_close(fd);
+	return 0;
+}
+
+static int tf_client(void *arg)
+{
+	(void)arg;
+	it_child_env(1);
+	smcr_close(lfd);
+	int fd = it_connect(false, port);
+	IT_CHECK(fd >= 0);
+	for (int last = 0;;) {
+		wait_stage(&sh->sstage, last + 1);
+		int n = sh->sstage;
+		if (n == 999)
+			break;
+		IT_CHECK(n == last + 1);
+		uint8_t m[TF_MSG];
+		tf_msg(n, m);
+		IT_CHECK(it_write_all(fd, m, TF_MSG));
+		sh->cstage = n;
+		last = n;
+	}
+	smcr_close(fd);
+	return 0;
+}
+
+static void test_tokenfree(void **state)
+{
+	(void)state;
+	memset(sh, 0, sizeof(*sh));
+	it_rules("use smc both * *");
+	lfd = it_listen(false, &port);
+	assert_true(lfd >= 0);
+	assert_int_equal(it_run_pair(lfd, tf_server, NULL, tf_client, NULL, 60000), 0);
+}
+
 int main(void)
 {
 	char port_s[16];
@@ -393,6 +650,7 @@ int main(void)
 		cmocka_unit_test(test_event_loop_bytes),
 		cmocka_unit_test(test_lt_and_et),
 		cmocka_unit_test(test_timeout_eintr_errors),
+		cmocka_unit_test(test_tokenfree),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
