@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "sock/errmap.h"
@@ -594,6 +595,7 @@ static void hs_run_locked(struct sock *s, uint32_t tcp_events)
  * spin off for a while, so a spinner does not keep taking the CPU its peer needs. */
 
 _Atomic uint64_t hs_spin_runs[HS_SPIN_SITES], hs_spin_hits[HS_SPIN_SITES];
+_Atomic uint64_t hs_spin_busy[HS_SPIN_SITES];
 /* Per site: the recent spins' hit rate, a moving average (1/16 per spin) scaled to
  * HS_SPIN_SCALE; starts at "every spin hits". */
 #define HS_SPIN_SCALE 1024u
@@ -646,6 +648,18 @@ int hs_spin_poll(struct pollfd *pf, unsigned n, enum hs_spin_site site)
 	    atomic_fetch_add_explicit(&hs_spin_waits[site], 1, memory_order_relaxed) %
 			    HS_SPIN_PROBE != 0)
 		return 0;
+	/* A thread preempted since its last wait here is on an oversubscribed machine: its
+	 * spin would take a CPU someone needs (the peer, our progress threads); it sleeps. */
+	static _Thread_local long last_nivcsw = -1;
+	struct rusage ru;
+	if (getrusage(RUSAGE_THREAD, &ru) == 0) {
+		bool preempted = last_nivcsw >= 0 && ru.ru_nivcsw != last_nivcsw;
+		last_nivcsw = ru.ru_nivcsw;
+		if (preempted) {
+			atomic_fetch_add_explicit(&hs_spin_busy[site], 1, memory_order_relaxed);
+			return 0;
+		}
+	}
 	atomic_fetch_add_explicit(&hs_spin_runs[site], 1, memory_order_relaxed);
 	uint64_t t0 = smcr_now_ns();
 	int r;

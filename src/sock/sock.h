@@ -290,6 +290,8 @@ struct pollfd;
 int hs_spin_poll(struct pollfd *pf, unsigned n, enum hs_spin_site site);
 /* Spins run, spins that caught the answer, since start, per site (tests, diagnostics). */
 extern _Atomic uint64_t hs_spin_runs[HS_SPIN_SITES], hs_spin_hits[HS_SPIN_SITES];
+/* Waits that did not spin because the thread was preempted since its last one. */
+extern _Atomic uint64_t hs_spin_busy[HS_SPIN_SITES];
 
 /* Fails a handshake that could not start (state HANDSHAKE already). Caller holds lock. */
 void hs_fail_start_locked(struct sock *s, int code);
