@@ -10,7 +10,9 @@
  *     far below the wait (the spin is bounded: a spin through the wait would cost LATE_MS
  *     of CPU), no spin caught anything, and after the first misses the spin is off (only
  *     the probe every HS_SPIN_PROBE-th wait runs): at most HS_SPIN_OFF_AFTER +
- *     ceil((NLATE - HS_SPIN_OFF_AFTER) / HS_SPIN_PROBE) spins for NLATE waits;
+ *     ceil((NLATE - HS_SPIN_OFF_AFTER) / HS_SPIN_PROBE) spins for NLATE waits (fewer
+ *     when the thread was preempted between waits: then it does not spin at all), and at
+ *     least one (the first wait of a thread always may);
  *   - server: a fake client sends a Proposal, reads the Accept, and declines only LATE_MS
  *     later: the blocking accept returns the connection (TCP, the client's reason and the
  *     data after the Decline), its thread's CPU time stays far below the wait, and the
