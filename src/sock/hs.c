@@ -671,7 +671,9 @@ int hs_spin_poll(struct pollfd *pf, unsigned n, enum hs_spin_site site)
 	if (r > 0)
 		atomic_fetch_add_explicit(&hs_spin_hits[site], 1, memory_order_relaxed);
 	hs_spin_note(site, r > 0);
-	return r > 0 ? r : 0; /* an error (EINTR...): the caller's blocking poll says it */
+	/* < 0 with errno (EINTR: a signal came during the spin; a blocking poll after it
+	 * would sleep through it, so the caller treats it as its own poll's EINTR) */
+	return r;
 }
 
 /* ---- entry points ---- */
@@ -852,7 +854,7 @@ void hs_connect_inline_locked(struct sock *s)
 		bool spin = s->clc_out && s->hs_status == CORE_CLC_NEED_INPUT;
 		pthread_mutex_unlock(&s->lock);
 		int n = spin ? hs_spin_poll(&pf, 1, HS_SPIN_CLIENT) : 0;
-		if (n <= 0)
+		if (n == 0)
 			n = sock_sys.poll(&pf, 1, ms);
 		pthread_mutex_lock(&s->lock);
 		ev = 0;

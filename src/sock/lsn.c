@@ -665,8 +665,8 @@ static int lsn_wait(struct sock *ls, struct lsn_drive *d, uint64_t deadline)
 	 * slow: spin for it first (hs.c; bounded, off after misses). A silent or stalled
 	 * client costs at most the spin, once, and turns it off when it repeats. */
 	int n = answered ? hs_spin_poll(pf, (unsigned)k, HS_SPIN_SERVER) : 0;
-	if (n <= 0)
-		n = sock_sys.poll(pf, (nfds_t)k, ms);
+	if (n == 0)
+		n = sock_sys.poll(pf, (nfds_t)k, ms); /* < 0 from the spin: EINTR as this poll's */
 	int perr = errno;
 	pthread_mutex_lock(&ls->lq_lock);
 	ls->lq_waiters--;

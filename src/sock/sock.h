@@ -275,7 +275,8 @@ SMCR_MUST_CHECK int hs_drive_release_locked(struct sock *s);
  * caught the answer, only every HS_SPIN_PROBE-th wait spins (a loaded machine, or a peer
  * that answers late: the spin would take the CPU the peer needs).
  * Returns poll()'s answer for the last non-blocking poll (> 0: pf[].revents are set; the
- * caller skips its sleep), 0 when the spin ended without an event or did not run.
+ * caller skips its sleep; < 0 with errno, e.g. EINTR: as its own poll's), 0 when the spin
+ * ended without an event or did not run.
  * $SMCR_CLC_SPIN_US overrides the budget (0 turns the spin off). No lock held. */
 enum hs_spin_site {
 	HS_SPIN_CLIENT, /* a blocking connect waits for the Accept (or Decline) */
