@@ -636,11 +636,14 @@ static int lsn_wait(struct sock *ls, struct lsn_drive *d, uint64_t deadline)
 	pf[k++] = (struct pollfd){ .fd = lfd, .events = POLLIN };
 	uint64_t dl = deadline;
 	int j = 0;
+	bool answered = false; /* a child's Accept went out: its Confirm is due */
 	for (int i = 0; i < d->n; i++) {
 		struct sock *c = d->c[i];
 		pthread_mutex_lock(&c->lock);
 		bool live = atomic_load(&c->state) == SS_HANDSHAKE && !c->closing;
 		if (live) {
+			if (c->clc_out && c->hs_status == CORE_CLC_NEED_INPUT)
+				answered = true;
 			pf[k++] = (struct pollfd){ .fd = c->tcp, .events = POLLIN | POLLRDHUP };
 			if (c->inline_deadline < dl)
 				dl = c->inline_deadline;
@@ -658,7 +661,12 @@ static int lsn_wait(struct sock *ls, struct lsn_drive *d, uint64_t deadline)
 		uint64_t t = dl > now ? (dl - now + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS : 0;
 		ms = t > 1000000 ? 1000000 : (int)t;
 	}
-	int n = sock_sys.poll(pf, (nfds_t)k, ms);
+	/* The client's Confirm follows our Accept within microseconds unless the client is
+	 * slow: spin for it first (hs.c; bounded, off after misses). A silent or stalled
+	 * client costs at most the spin, once, and turns it off when it repeats. */
+	int n = answered ? hs_spin_poll(pf, (unsigned)k, HS_SPIN_SERVER) : 0;
+	if (n == 0)
+		n = sock_sys.poll(pf, (nfds_t)k, ms); /* < 0 from the spin: EINTR as this poll's */
 	int perr = errno;
 	pthread_mutex_lock(&ls->lq_lock);
 	ls->lq_waiters--;

@@ -294,6 +294,33 @@ void hs_connect_inline_locked(struct sock *s);
 bool hs_drive_start_locked(struct sock *s);
 void hs_drive_step_locked(struct sock *s, uint32_t ev);
 SMCR_MUST_CHECK int hs_drive_release_locked(struct sock *s);
+/* The CLC answer's bounded spin (hs.c): before a thread that just sent a CLC message
+ * sleeps in poll() for the peer's answer, it polls the same fds without blocking for at
+ * most HS_SPIN_NS / HS_SPIN_SERVER_NS (the answer usually comes within tens of
+ * microseconds, a wake-up from poll costs as much again on a busy machine). Adaptive
+ * per site and process: while fewer than HS_SPIN_MIN_RATE_PCT % of the recent spins
+ * caught the answer, only every HS_SPIN_PROBE-th wait spins (a loaded machine, or a peer
+ * that answers late: the spin would take the CPU the peer needs).
+ * Returns poll()'s answer for the last non-blocking poll (> 0: pf[].revents are set; the
+ * caller skips its sleep; < 0 with errno, e.g. EINTR: as its own poll's), 0 when the spin
+ * ended without an event or did not run.
+ * $SMCR_CLC_SPIN_US overrides the budget (0 turns the spin off). No lock held. */
+enum hs_spin_site {
+	HS_SPIN_CLIENT, /* a blocking connect waits for the Accept (or Decline) */
+	HS_SPIN_SERVER, /* a blocking accept waits for the Confirm of a child it answered */
+	HS_SPIN_SITES,
+};
+#define HS_SPIN_NS 50000ull	    /* the client's spin for the Accept */
+#define HS_SPIN_SERVER_NS 20000ull /* the server's spin for the Confirm */
+#define HS_SPIN_MIN_RATE_PCT 75u
+#define HS_SPIN_PROBE 8
+struct pollfd;
+int hs_spin_poll(struct pollfd *pf, unsigned n, enum hs_spin_site site);
+/* Spins run, spins that caught the answer, since start, per site (tests, diagnostics). */
+extern _Atomic uint64_t hs_spin_runs[HS_SPIN_SITES], hs_spin_hits[HS_SPIN_SITES];
+/* Waits that did not spin because the thread was preempted since its last one. */
+extern _Atomic uint64_t hs_spin_busy[HS_SPIN_SITES];
+
 /* Fails a handshake that could not start (state HANDSHAKE already). Caller holds lock. */
 void hs_fail_start_locked(struct sock *s, int code);
 /* Waits (blocking connect/accept) until s leaves HANDSHAKE. Caller holds s->lock. */
