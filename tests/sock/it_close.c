@@ -37,13 +37,6 @@ static long long now_ns(void)
 	return (long long)t.tv_sec * 1000000000ll + t.tv_nsec;
 }
 
-static void wait_stage(int s)
-{
-	for (int i = 0; i < 20000 && sh->stage < s; i++)
-		usleep(500);
-	IT_CHECK(sh->stage >= s);
-}
-
 static volatile sig_atomic_t sigpipes;
 static void on_sigpipe(int sig)
 {
@@ -153,7 +146,7 @@ static int lg_server(void *a)
 {
 	(void)a;
 	int fd = it_accept_smc(lfd);
-	wait_stage(1);
+	it_wait_at_least(&sh->stage, 1);
 	/* the reset arrives: POLLERR (and HUP), then ECONNRESET; bytes that arrived before
 	 * it may be read first */
 	short r = poll_until(fd, POLLERR, 3000);
@@ -205,7 +198,7 @@ static int ur_server(void *a)
 {
 	(void)a;
 	int fd = it_accept_smc(lfd);
-	wait_stage(1); /* the client's bytes are in our RMBE, unread */
+	it_wait_at_least(&sh->stage, 1); /* the client's bytes are in our RMBE, unread */
 	IT_CHECK(smcr_close(fd) == 0);
 	return 0;
 }

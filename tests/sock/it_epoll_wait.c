@@ -43,13 +43,6 @@ struct shared {
 };
 static struct shared *sh;
 
-static void wait_stage(volatile int *v, int s)
-{
-	for (int i = 0; i < 20000 && *v < s; i++)
-		usleep(500);
-	IT_CHECK(*v >= s);
-}
-
 static uint64_t seed_of(unsigned i)
 {
 	return 0x9e3779b97f4a7c15ull * (i + 1);
@@ -131,7 +124,7 @@ static int loop_server(void *arg)
 		}
 	}
 	IT_CHECK(piped && pipe_events == 1);
-	wait_stage(&sh->cstage, 1); /* the client's hashes are written */
+	it_wait_at_least(&sh->cstage, 1); /* the client's hashes are written */
 	for (unsigned i = 0; i < NCONN; i++) {
 		uint8_t h[32];
 		it_sha_final(sha[i], h);
@@ -259,7 +252,7 @@ static int ltet_server(void *arg)
 		IT_CHECK(ev_of(et, 50) == 0);
 		/* the next arrival, still unread: one more edge, exactly one */
 		sh->sstage = 2 + 2 * round;
-		wait_stage(&sh->cstage, 2 + 2 * round);
+		it_wait_at_least(&sh->cstage, 2 + 2 * round);
 		IT_CHECK(ev_of(et, 5000) & EPOLLIN);
 		IT_CHECK(ev_of(et, 50) == 0);
 		IT_CHECK(ev_of(lt, 0) & EPOLLIN);
@@ -285,13 +278,13 @@ static int ltet_client(void *arg)
 	smcr_close(lfd);
 	int fd = it_connect(false, port);
 	IT_CHECK(fd >= 0);
-	wait_stage(&sh->sstage, 1);
+	it_wait_at_least(&sh->sstage, 1);
 	for (int round = 0; round < 3; round++) {
 		IT_CHECK(smcr_send(fd, "aaa", 3, 0) == 3);
-		wait_stage(&sh->sstage, 2 + 2 * round);
+		it_wait_at_least(&sh->sstage, 2 + 2 * round);
 		IT_CHECK(smcr_send(fd, "bbb", 3, 0) == 3);
 		sh->cstage = 2 + 2 * round;
-		wait_stage(&sh->sstage, 3 + 2 * round);
+		it_wait_at_least(&sh->sstage, 3 + 2 * round);
 	}
 	smcr_close(fd);
 	return 0;
@@ -368,9 +361,9 @@ static int tmo_client(void *arg)
 	smcr_close(lfd);
 	int fd = it_connect(false, port);
 	IT_CHECK(fd >= 0);
-	wait_stage(&sh->sstage, 1);
+	it_wait_at_least(&sh->sstage, 1);
 	IT_CHECK(it_write_all(fd, "hello", 5));
-	wait_stage(&sh->sstage, 2);
+	it_wait_at_least(&sh->sstage, 2);
 	usleep(20000); /* the server sleeps in its blocking recv by now */
 	IT_CHECK(it_write_all(fd, "world", 5));
 	char c;
@@ -591,7 +584,7 @@ static int tf_server(void *arg)
 		IT_CHECK(tf_spin(ep) == EPOLLIN);
 		IT_CHECK(tf_ev(ep, 20) == 0);
 		tf_request();
-		wait_stage(&sh->cstage, tf_req);
+		it_wait_at_least(&sh->cstage, tf_req);
 		IT_CHECK(tf_spin(ep) == EPOLLIN);
 		IT_CHECK(tf_ev(ep, 20) == 0);
 		tf_read(fd, 0, TF_MSG, tf_req - 1);
@@ -613,7 +606,7 @@ static int tf_client(void *arg)
 	int fd = it_connect(false, port);
 	IT_CHECK(fd >= 0);
 	for (int last = 0;;) {
-		wait_stage(&sh->sstage, last + 1);
+		it_wait_at_least(&sh->sstage, last + 1);
 		int n = sh->sstage;
 		if (n == 999)
 			break;

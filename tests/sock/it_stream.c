@@ -37,24 +37,6 @@ struct shared {
 };
 static struct shared *sh;
 
-static void wait_stage(volatile int *v, int want)
-{
-	for (int i = 0; i < 20000 && *v < want; i++)
-		usleep(500);
-	IT_CHECK(*v >= want);
-}
-
-/* The engine's spinners: 0 when no thread holds a spin (the CQs may be armed). */
-static unsigned spinners(void)
-{
-	struct core_engine *e = sock_engine();
-	IT_CHECK(e != NULL);
-	pthread_mutex_lock(&e->lock);
-	unsigned n = e->spinners;
-	pthread_mutex_unlock(&e->lock);
-	return n;
-}
-
 /* ---- every way out of a blocking call closes its bracket ---- */
 
 enum {
@@ -75,29 +57,29 @@ static int exits_server(void *arg)
 	char buf[1000];
 	uint8_t *big = malloc(BIG);
 	IT_CHECK(big != NULL);
-	wait_stage(&sh->stage, ST_SEND_SMALL);
+	it_wait_at_least(&sh->stage, ST_SEND_SMALL);
 	IT_CHECK(it_read_all(fd, buf, sizeof(buf)));
 	IT_CHECK(smcr_send(fd, "abc", 3, 0) == 3);
 	sh->ack = ST_SEND_SMALL;
-	wait_stage(&sh->stage, ST_SLEEP_RECV);
+	it_wait_at_least(&sh->stage, ST_SLEEP_RECV);
 	usleep(200000);
 	IT_CHECK(smcr_send(fd, "x", 1, 0) == 1);
 	sh->ack = ST_SLEEP_RECV;
-	wait_stage(&sh->stage, ST_PEEK);
+	it_wait_at_least(&sh->stage, ST_PEEK);
 	IT_CHECK(smcr_send(fd, "0123", 4, 0) == 4);
 	usleep(200000);
 	IT_CHECK(smcr_send(fd, "456789", 6, 0) == 6);
 	sh->ack = ST_PEEK;
-	wait_stage(&sh->stage, ST_SLEEP_SEND);
+	it_wait_at_least(&sh->stage, ST_SLEEP_SEND);
 	usleep(200000);
 	IT_CHECK(it_read_all(fd, big, BIG));
 	for (size_t i = 0; i < BIG; i++)
 		IT_CHECK(big[i] == (uint8_t)(i * 7u));
 	sh->ack = ST_SLEEP_SEND;
-	wait_stage(&sh->stage, ST_SHUT);
+	it_wait_at_least(&sh->stage, ST_SHUT);
 	IT_CHECK(smcr_shutdown(fd, SHUT_WR) == 0);
 	sh->ack = ST_SHUT;
-	wait_stage(&sh->stage, ST_CLOSE);
+	it_wait_at_least(&sh->stage, ST_CLOSE);
 	IT_CHECK(smcr_close(fd) == 0);
 	sh->ack = ST_CLOSE;
 	free(big);
@@ -137,16 +119,16 @@ static int exits_client(void *arg)
 	/* a send that fits, a recv that finds data */
 	sh->stage = ST_SEND_SMALL;
 	IT_CHECK(smcr_send(fd, buf, sizeof(buf), 0) == (ssize_t)sizeof(buf));
-	IT_CHECK(spinners() == 0);
-	wait_stage(&sh->ack, ST_SEND_SMALL);
+	IT_CHECK(it_engine_spinners() == 0);
+	it_wait_at_least(&sh->ack, ST_SEND_SMALL);
 	IT_CHECK(smcr_recv(fd, buf, 3, MSG_WAITALL) == 3 && memcmp(buf, "abc", 3) == 0);
-	IT_CHECK(spinners() == 0);
+	IT_CHECK(it_engine_spinners() == 0);
 
 	/* SO_RCVTIMEO ran out: EAGAIN after spinning and sleeping */
 	struct timeval tv = { .tv_sec = 0, .tv_usec = 50000 };
 	IT_CHECK(smcr_setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0);
 	IT_CHECK(smcr_recv(fd, buf, 1, 0) == -1 && errno == EAGAIN);
-	IT_CHECK(spinners() == 0);
+	IT_CHECK(it_engine_spinners() == 0);
 	tv.tv_usec = 0;
 	IT_CHECK(smcr_setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0);
 
@@ -155,21 +137,21 @@ static int exits_client(void *arg)
 	pthread_t t;
 	IT_CHECK(pthread_create(&t, NULL, blocked_main, &b) == 0);
 	usleep(100000); /* far beyond any spin (at most SOCK_SPIN_MAX_NS) */
-	IT_CHECK(spinners() == 0);
+	IT_CHECK(it_engine_spinners() == 0);
 	sh->stage = ST_SLEEP_RECV;
 	IT_CHECK(pthread_join(t, NULL) == 0);
 	IT_CHECK(b.rc == 1 && b.got == 'x');
-	IT_CHECK(spinners() == 0);
-	wait_stage(&sh->ack, ST_SLEEP_RECV);
+	IT_CHECK(it_engine_spinners() == 0);
+	it_wait_at_least(&sh->ack, ST_SLEEP_RECV);
 
 	/* MSG_PEEK|MSG_WAITALL: waits (spin, sleep) with 4 of 10 bytes there */
 	sh->stage = ST_PEEK;
 	IT_CHECK(smcr_recv(fd, buf, 10, MSG_PEEK | MSG_WAITALL) == 10);
 	IT_CHECK(memcmp(buf, "0123456789", 10) == 0);
-	IT_CHECK(spinners() == 0);
+	IT_CHECK(it_engine_spinners() == 0);
 	IT_CHECK(smcr_recv(fd, buf, 10, MSG_WAITALL) == 10);
-	IT_CHECK(spinners() == 0);
-	wait_stage(&sh->ack, ST_PEEK);
+	IT_CHECK(it_engine_spinners() == 0);
+	it_wait_at_least(&sh->ack, ST_PEEK);
 
 	/* a thread asleep in send (the peer's RMBE and our ring full) holds no spin */
 	uint8_t *big = malloc(BIG);
@@ -179,23 +161,23 @@ static int exits_client(void *arg)
 	struct blocked s = { .fd = fd, .send = true, .buf = big, .len = BIG };
 	IT_CHECK(pthread_create(&t, NULL, blocked_main, &s) == 0);
 	usleep(100000);
-	IT_CHECK(spinners() == 0);
+	IT_CHECK(it_engine_spinners() == 0);
 	sh->stage = ST_SLEEP_SEND;
 	IT_CHECK(pthread_join(t, NULL) == 0);
 	IT_CHECK(s.rc == (ssize_t)BIG);
-	IT_CHECK(spinners() == 0);
-	wait_stage(&sh->ack, ST_SLEEP_SEND);
+	IT_CHECK(it_engine_spinners() == 0);
+	it_wait_at_least(&sh->ack, ST_SLEEP_SEND);
 	free(big);
 
 	/* end of stream */
 	sh->stage = ST_SHUT;
 	IT_CHECK(smcr_recv(fd, buf, 1, 0) == 0);
-	IT_CHECK(spinners() == 0);
-	wait_stage(&sh->ack, ST_SHUT);
+	IT_CHECK(it_engine_spinners() == 0);
+	it_wait_at_least(&sh->ack, ST_SHUT);
 
 	/* the peer closed: send fails (EPIPE or ECONNRESET, as TCP after the peer's close) */
 	sh->stage = ST_CLOSE;
-	wait_stage(&sh->ack, ST_CLOSE);
+	it_wait_at_least(&sh->ack, ST_CLOSE);
 	ssize_t r = 0;
 	for (int i = 0; i < 200 && r >= 0; i++) {
 		r = smcr_send(fd, "y", 1, MSG_NOSIGNAL);
@@ -203,7 +185,7 @@ static int exits_client(void *arg)
 			usleep(5000);
 	}
 	IT_CHECK(r == -1 && (errno == EPIPE || errno == ECONNRESET));
-	IT_CHECK(spinners() == 0);
+	IT_CHECK(it_engine_spinners() == 0);
 	IT_CHECK(smcr_close(fd) == 0);
 	return 0;
 }
@@ -240,7 +222,7 @@ static int stream_server(void *arg)
 		it_sha_update(sha, buf, (size_t)n);
 		total += n;
 	}
-	IT_CHECK(spinners() == 0);
+	IT_CHECK(it_engine_spinners() == 0);
 	it_sha_final(sha, sh->sha_recv);
 	sh->recv_total = total;
 	free(buf);
@@ -269,7 +251,7 @@ static int stream_client(void *arg)
 		it_sha_update(sha, buf, n);
 		sent += (long long)n;
 	}
-	IT_CHECK(spinners() == 0);
+	IT_CHECK(it_engine_spinners() == 0);
 	it_sha_final(sha, sh->sha_sent);
 	free(buf);
 	IT_CHECK(smcr_shutdown(fd, SHUT_WR) == 0);

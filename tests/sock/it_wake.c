@@ -39,13 +39,6 @@ struct shared {
 };
 static struct shared *sh;
 
-static void wait_stage(volatile int *v, int want)
-{
-	for (int i = 0; i < 20000 && *v < want; i++)
-		usleep(500);
-	IT_CHECK(*v >= want);
-}
-
 /* The socket's hand-over offer in direction dir (NULL: none). */
 static void *offer(int fd, int dir)
 {
@@ -61,15 +54,6 @@ static int handoffs(void)
 	struct core_engine *e = sock_engine();
 	IT_CHECK(e != NULL);
 	return atomic_load(&e->handoffs);
-}
-
-static unsigned spinners(void)
-{
-	struct core_engine *e = sock_engine();
-	pthread_mutex_lock(&e->lock);
-	unsigned n = e->spinners;
-	pthread_mutex_unlock(&e->lock);
-	return n;
 }
 
 struct blocked {
@@ -110,16 +94,16 @@ static int woken_server(void *arg)
 	int fd = it_accept_smc(lfd);
 	uint8_t *big = malloc(BIG);
 	IT_CHECK(big != NULL);
-	wait_stage(&sh->stage, ST_RECV);
+	it_wait_at_least(&sh->stage, ST_RECV);
 	IT_CHECK(smcr_send(fd, "r", 1, 0) == 1);
-	wait_stage(&sh->stage, ST_TWO);
+	it_wait_at_least(&sh->stage, ST_TWO);
 	IT_CHECK(smcr_send(fd, "st", 2, 0) == 2);
-	wait_stage(&sh->stage, ST_SEND);
+	it_wait_at_least(&sh->stage, ST_SEND);
 	IT_CHECK(it_read_all(fd, big, BIG));
 	for (size_t i = 0; i < BIG; i++)
 		IT_CHECK(big[i] == (uint8_t)(i * 13u));
 	sh->ack = ST_SEND;
-	wait_stage(&sh->stage, ST_DONE);
+	it_wait_at_least(&sh->stage, ST_DONE);
 	IT_CHECK(smcr_close(fd) == 0);
 	free(big);
 	return 0;
@@ -145,7 +129,7 @@ static int woken_client(void *arg)
 	IT_CHECK(b.rc == 1 && b.got == 'r');
 	IT_CHECK(atomic_load(&sock_handoff_total) == n0 + 1);
 	IT_CHECK(handoffs() == 0);
-	IT_CHECK(spinners() == 0);
+	IT_CHECK(it_engine_spinners() == 0);
 	IT_CHECK(offer(fd, 0) == NULL);
 
 	/* two threads asleep in recv on the socket: one offer, one count, both settled */
@@ -161,7 +145,7 @@ static int woken_client(void *arg)
 	IT_CHECK((b1.got == 's' && b2.got == 't') || (b1.got == 't' && b2.got == 's'));
 	IT_CHECK(atomic_load(&sock_handoff_total) >= n0 + 1);
 	IT_CHECK(handoffs() == 0);
-	IT_CHECK(spinners() == 0);
+	IT_CHECK(it_engine_spinners() == 0);
 
 	/* a thread asleep in send (peer's RMBE and our ring full): woken by the room */
 	uint8_t *big = malloc(BIG);
@@ -178,8 +162,8 @@ static int woken_client(void *arg)
 	IT_CHECK(s.rc == (ssize_t)BIG);
 	IT_CHECK(atomic_load(&sock_handoff_total) >= n0 + 1);
 	IT_CHECK(handoffs() == 0);
-	IT_CHECK(spinners() == 0);
-	wait_stage(&sh->ack, ST_SEND);
+	IT_CHECK(it_engine_spinners() == 0);
+	it_wait_at_least(&sh->ack, ST_SEND);
 	free(big);
 	sh->stage = ST_DONE;
 	IT_CHECK(smcr_close(fd) == 0);
@@ -216,12 +200,12 @@ static int pend_server(void *arg)
 	IT_CHECK(it_info(fd1, &in) && in.mode == SMCR_MODE_SMCR);
 	IT_CHECK(it_info(fd2, &in) && in.mode == SMCR_MODE_SMCR);
 	for (int k = 0;; k++) {
-		wait_stage(&sh->stage, 2 * k + 1);
+		it_wait_at_least(&sh->stage, 2 * k + 1);
 		if (sh->stage == PS_DONE)
 			break;
 		IT_CHECK(smcr_send(fd1, "a", 1, 0) == 1);
 		sh->ack = 2 * k + 1;
-		wait_stage(&sh->stage, 2 * k + 2);
+		it_wait_at_least(&sh->stage, 2 * k + 2);
 		IT_CHECK(smcr_send(fd2, "b", 1, 0) == 1);
 	}
 	IT_CHECK(smcr_close(fd1) == 0);
@@ -255,7 +239,7 @@ static int pend_client(void *arg)
 		uint64_t t0 = smcr_now_ns();
 		core_engine_handoff(e, t0 + PEND_NS);
 		sh->stage = 2 * k + 1;
-		wait_stage(&sh->ack, 2 * k + 1);
+		it_wait_at_least(&sh->ack, 2 * k + 1);
 		/* the progress thread has taken it (its token), and did not arm */
 		struct pollfd p = { .fd = fd1, .events = POLLIN };
 		IT_CHECK(poll(&p, 1, 5000) == 1);

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "core/core_int.h"
 #include "sock/rules.h"
 #include "sock/sock.h"
 #include "util/log.h"
@@ -339,4 +340,21 @@ void it_debug_state(int fd, const char *tag)
 			(unsigned long long)st.cdc_rx_dropped, (unsigned long long)st.llc_rx_dropped);
 	}
 	sock_put(s);
+}
+
+void it_wait_at_least(volatile int *v, int want)
+{
+	for (int i = 0; i < 20000 && *v < want; i++)
+		usleep(500);
+	IT_CHECK(*v >= want);
+}
+
+unsigned it_engine_spinners(void)
+{
+	struct core_engine *e = sock_engine();
+	IT_CHECK(e != NULL);
+	pthread_mutex_lock(&e->lock);
+	unsigned n = e->spinners;
+	pthread_mutex_unlock(&e->lock);
+	return n;
 }

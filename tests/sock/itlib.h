@@ -85,5 +85,11 @@ void it_debug_state(int fd, const char *tag);
 
 /* Shared memory between parent and children (anonymous MAP_SHARED). */
 void *it_shared(size_t n);
+/* Wait (up to 10 s, polling every 0.5 ms) until *v >= want: the stage handshake between
+ * the two processes of a test through it_shared memory; IT_CHECK fails after that. */
+void it_wait_at_least(volatile int *v, int want);
+/* The engine's spinners (threads holding core_engine_spin_begin): 0 when nobody polls and
+ * the CQs may be armed. */
+unsigned it_engine_spinners(void);
 
 #endif
