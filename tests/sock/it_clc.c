@@ -55,31 +55,6 @@ static int raw_connect(uint16_t p)
 	return fd;
 }
 
-static void raw_write(int fd, const void *b, size_t n)
-{
-	assert_int_equal(write(fd, b, n), (ssize_t)n);
-}
-
-/* Reads one whole CLC message (or fails the test); returns its length. */
-static size_t raw_read_clc(int fd, uint8_t *buf, size_t cap, int timeout_ms)
-{
-	size_t got = 0, want = CLC_HDR_LEN;
-	while (got < want) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		assert_int_equal(poll(&p, 1, timeout_ms), 1);
-		ssize_t n = read(fd, buf + got, want - got);
-		assert_true(n > 0);
-		got += (size_t)n;
-		if (got == CLC_HDR_LEN) {
-			uint16_t len;
-			assert_int_equal(clc_peek_header(buf, got, NULL, &len, NULL), 0);
-			assert_true(len <= cap);
-			want = len;
-		}
-	}
-	return got;
-}
-
 /* The peer ended the connection (EOF or reset) within timeout_ms. */
 static void raw_expect_closed(int fd, int timeout_ms)
 {
@@ -91,13 +66,6 @@ static void raw_expect_closed(int fd, int timeout_ms)
 		if (n <= 0)
 			return;
 	}
-}
-
-static size_t enc(const struct clc_msg *m, uint8_t *out, size_t cap)
-{
-	size_t len = 0;
-	assert_int_equal(clc_encode(m, out, cap, &len), 0);
-	return len;
 }
 
 static size_t make_proposal(uint8_t *out, size_t cap, uint32_t subnet, uint8_t plen, uint8_t path)
@@ -114,7 +82,7 @@ static size_t make_proposal(uint8_t *out, size_t cap, uint32_t subnet, uint8_t p
 	m.proposal.ipv4_subnet = subnet;
 	m.proposal.ipv4_prefix_len = plen;
 	m.proposal.typev1 = path;
-	return enc(&m, out, cap);
+	return it_clc_enc(&m, out, cap);
 }
 
 /* ---- the smcr server child ---- */
@@ -161,7 +129,7 @@ static int real_client(void *arg)
 static void fake_dropped(const uint8_t *bytes, size_t n, bool close_after)
 {
 	int fd = raw_connect(port);
-	raw_write(fd, bytes, n);
+	it_raw_write(fd, bytes, n);
 	if (close_after) {
 		shutdown(fd, SHUT_WR);
 	}
@@ -193,16 +161,16 @@ static void test_fake_clients(void **state)
 	m.accept.token = 1;
 	m.accept.rmbe_idx = 1;
 	m.accept.mtu_code = 5;
-	size_t n = enc(&m, b, sizeof(b));
+	size_t n = it_clc_enc(&m, b, sizeof(b));
 	fake_dropped(b, n, false);
 	/* 3. a truncated Proposal, then EOF */
 	n = make_proposal(b, sizeof(b), 0x7f000000, 8, CLC_PATH_R);
 	fake_dropped(b, n - 10, true);
 	/* 4. a valid Proposal, then nothing: the server times out waiting for the Confirm */
 	int fd = raw_connect(port);
-	raw_write(fd, b, n);
+	it_raw_write(fd, b, n);
 	uint8_t ans[CLC_MSG_MAX_LEN];
-	size_t an = raw_read_clc(fd, ans, sizeof(ans), 5000);
+	size_t an = it_raw_read_clc(fd, ans, sizeof(ans), 5000);
 	struct clc_msg got;
 	assert_int_equal(clc_decode(ans, an, &got), 0);
 	assert_int_equal(got.type, CLC_ACCEPT);
@@ -212,12 +180,12 @@ static void test_fake_clients(void **state)
 	/* 5. foreign IP prefix: Decline DIFFPREFIX, then TCP with the data after it */
 	fd = raw_connect(port);
 	n = make_proposal(b, sizeof(b), 0x0a0a0000, 16, CLC_PATH_R);
-	raw_write(fd, b, n);
-	an = raw_read_clc(fd, ans, sizeof(ans), 5000);
+	it_raw_write(fd, b, n);
+	an = it_raw_read_clc(fd, ans, sizeof(ans), 5000);
 	assert_int_equal(clc_decode(ans, an, &got), 0);
 	assert_int_equal(got.type, CLC_DECLINE);
 	assert_int_equal(got.decline.diag, 0x03070000);
-	raw_write(fd, "fb-01", 5);
+	it_raw_write(fd, "fb-01", 5);
 	char echo[5];
 	assert_int_equal(read(fd, echo, 5), 5);
 	assert_memory_equal(echo, "fb-01", 5);
@@ -225,13 +193,13 @@ static void test_fake_clients(void **state)
 	/* 6. a Proposal offering only SMC-D: Decline, then TCP */
 	fd = raw_connect(port);
 	n = make_proposal(b, sizeof(b), 0x7f000000, 8, CLC_PATH_D);
-	raw_write(fd, b, n);
-	an = raw_read_clc(fd, ans, sizeof(ans), 5000);
+	it_raw_write(fd, b, n);
+	an = it_raw_read_clc(fd, ans, sizeof(ans), 5000);
 	assert_int_equal(clc_decode(ans, an, &got), 0);
 	assert_int_equal(got.type, CLC_DECLINE);
 	assert_true(got.decline.diag != 0);
 	uint32_t smcd_diag = got.decline.diag;
-	raw_write(fd, "fb-02", 5);
+	it_raw_write(fd, "fb-02", 5);
 	assert_int_equal(read(fd, echo, 5), 5);
 	close(fd);
 	/* 7. a Decline as the first message (a client without a device) */
@@ -240,9 +208,9 @@ static void test_fake_clients(void **state)
 	m.type = CLC_DECLINE;
 	m.decline.f.version = 1;
 	m.decline.diag = 0x03030002;
-	n = enc(&m, b, sizeof(b));
-	raw_write(fd, b, n);
-	raw_write(fd, "fb-03", 5);
+	n = it_clc_enc(&m, b, sizeof(b));
+	it_raw_write(fd, b, n);
+	it_raw_write(fd, "fb-03", 5);
 	assert_int_equal(read(fd, echo, 5), 5);
 	assert_memory_equal(echo, "fb-03", 5);
 	close(fd);
@@ -346,7 +314,7 @@ static void run_fake_server(enum fake_srv kind)
 	assert_true(fd >= 0);
 	close(l);
 	uint8_t b[CLC_MSG_MAX_LEN];
-	size_t n = raw_read_clc(fd, b, sizeof(b), 5000);
+	size_t n = it_raw_read_clc(fd, b, sizeof(b), 5000);
 	struct clc_msg got;
 	assert_int_equal(clc_decode(b, n, &got), 0);
 	assert_int_equal(got.type, CLC_PROPOSAL);
@@ -358,16 +326,16 @@ static void run_fake_server(enum fake_srv kind)
 		m.type = CLC_DECLINE;
 		m.decline.f.version = 1;
 		m.decline.diag = 0x03070000;
-		n = enc(&m, b, sizeof(b));
-		raw_write(fd, b, n);
+		n = it_clc_enc(&m, b, sizeof(b));
+		it_raw_write(fd, b, n);
 		break;
 	case FS_MALFORMED: {
 		/* an Accept with a length of 60: framing the client cannot parse */
 		m = fake_accept(true);
-		n = enc(&m, b, sizeof(b));
+		n = it_clc_enc(&m, b, sizeof(b));
 		b[5] = 0;
 		b[6] = 60;
-		raw_write(fd, b, 60);
+		it_raw_write(fd, b, 60);
 		break;
 	}
 	case FS_SILENT:
@@ -375,15 +343,15 @@ static void run_fake_server(enum fake_srv kind)
 	case FS_REUSE_UNKNOWN:
 	case FS_DEAD_QP:
 		m = fake_accept(kind == FS_DEAD_QP);
-		n = enc(&m, b, sizeof(b));
-		raw_write(fd, b, n);
+		n = it_clc_enc(&m, b, sizeof(b));
+		it_raw_write(fd, b, n);
 		/* first contact: the client answers with its Confirm, then waits for CONFIRM
 		 * LINK on a QP nobody serves, and declines */
-		n = raw_read_clc(fd, b, sizeof(b), 10000);
+		n = it_raw_read_clc(fd, b, sizeof(b), 10000);
 		if (kind == FS_DEAD_QP) {
 			assert_int_equal(clc_decode(b, n, &got), 0);
 			assert_int_equal(got.type, CLC_CONFIRM);
-			n = raw_read_clc(fd, b, sizeof(b), 10000);
+			n = it_raw_read_clc(fd, b, sizeof(b), 10000);
 		}
 		assert_int_equal(clc_decode(b, n, &got), 0);
 		assert_int_equal(got.type, CLC_DECLINE);
@@ -396,7 +364,7 @@ static void run_fake_server(enum fake_srv kind)
 		break;
 	}
 	if (kind == FS_DECLINE || kind == FS_REUSE_UNKNOWN || kind == FS_DEAD_QP) {
-		raw_write(fd, "tcp!!", 5);
+		it_raw_write(fd, "tcp!!", 5);
 		char ok[2];
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		assert_int_equal(poll(&p, 1, 5000), 1);

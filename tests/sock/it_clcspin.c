@@ -68,38 +68,6 @@ static uint64_t clock_ns(clockid_t c)
 	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
-static void raw_write(int fd, const void *b, size_t n)
-{
-	assert_int_equal(write(fd, b, n), (ssize_t)n);
-}
-
-/* Reads one whole CLC message (or fails the test); returns its length. */
-static size_t raw_read_clc(int fd, uint8_t *buf, size_t cap, int timeout_ms)
-{
-	size_t got = 0, want = CLC_HDR_LEN;
-	while (got < want) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		assert_int_equal(poll(&p, 1, timeout_ms), 1);
-		ssize_t n = read(fd, buf + got, want - got);
-		assert_true(n > 0);
-		got += (size_t)n;
-		if (got == CLC_HDR_LEN) {
-			uint16_t len;
-			assert_int_equal(clc_peek_header(buf, got, NULL, &len, NULL), 0);
-			assert_true(len <= cap);
-			want = len;
-		}
-	}
-	return got;
-}
-
-static size_t enc(const struct clc_msg *m, uint8_t *out, size_t cap)
-{
-	size_t len = 0;
-	assert_int_equal(clc_encode(m, out, cap, &len), 0);
-	return len;
-}
-
 static size_t make_decline(uint8_t *out, size_t cap)
 {
 	struct clc_msg m;
@@ -107,7 +75,7 @@ static size_t make_decline(uint8_t *out, size_t cap)
 	m.type = CLC_DECLINE;
 	m.decline.f.version = 1;
 	m.decline.diag = DECLINE_DIAG;
-	return enc(&m, out, cap);
+	return it_clc_enc(&m, out, cap);
 }
 
 /* ---- a late server against the smcr client ---- */
@@ -163,14 +131,14 @@ static void test_late_server(void **state)
 		int fd = accept(l, NULL, NULL);
 		assert_true(fd >= 0);
 		uint8_t b[CLC_MSG_MAX_LEN];
-		size_t n = raw_read_clc(fd, b, sizeof(b), 10000);
+		size_t n = it_raw_read_clc(fd, b, sizeof(b), 10000);
 		struct clc_msg got;
 		assert_int_equal(clc_decode(b, n, &got), 0);
 		assert_int_equal(got.type, CLC_PROPOSAL);
 		usleep(LATE_MS * 1000);
 		n = make_decline(b, sizeof(b));
-		raw_write(fd, b, n);
-		raw_write(fd, "tcp!!", 5);
+		it_raw_write(fd, b, n);
+		it_raw_write(fd, "tcp!!", 5);
 		char ok[2];
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		assert_int_equal(poll(&p, 1, 10000), 1);
@@ -262,16 +230,16 @@ static void test_late_client(void **state)
 	m.proposal.ipv4_subnet = 0x7f000000;
 	m.proposal.ipv4_prefix_len = 8;
 	uint8_t b[CLC_MSG_MAX_LEN];
-	size_t n = enc(&m, b, sizeof(b));
-	raw_write(fd, b, n);
-	n = raw_read_clc(fd, b, sizeof(b), 10000);
+	size_t n = it_clc_enc(&m, b, sizeof(b));
+	it_raw_write(fd, b, n);
+	n = it_raw_read_clc(fd, b, sizeof(b), 10000);
 	struct clc_msg got;
 	assert_int_equal(clc_decode(b, n, &got), 0);
 	assert_int_equal(got.type, CLC_ACCEPT);
 	usleep(LATE_MS * 1000);
 	n = make_decline(b, sizeof(b));
-	raw_write(fd, b, n);
-	raw_write(fd, "fb-01", 5);
+	it_raw_write(fd, b, n);
+	it_raw_write(fd, "fb-01", 5);
 	char ok[2];
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 	assert_int_equal(poll(&p, 1, 10000), 1);

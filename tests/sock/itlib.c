@@ -18,6 +18,7 @@
 #include "core/core_int.h"
 #include "sock/rules.h"
 #include "sock/sock.h"
+#include "wire/clc.h"
 #include "util/log.h"
 
 void it_child_env(int role)
@@ -357,4 +358,35 @@ unsigned it_engine_spinners(void)
 	unsigned n = e->spinners;
 	pthread_mutex_unlock(&e->lock);
 	return n;
+}
+
+void it_raw_write(int fd, const void *b, size_t n)
+{
+	IT_CHECK(write(fd, b, n) == (ssize_t)n);
+}
+
+size_t it_raw_read_clc(int fd, uint8_t *buf, size_t cap, int timeout_ms)
+{
+	size_t got = 0, want = CLC_HDR_LEN;
+	while (got < want) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		IT_CHECK(poll(&p, 1, timeout_ms) == 1);
+		ssize_t n = read(fd, buf + got, want - got);
+		IT_CHECK(n > 0);
+		got += (size_t)n;
+		if (got == CLC_HDR_LEN) {
+			uint16_t len;
+			IT_CHECK(clc_peek_header(buf, got, NULL, &len, NULL) == 0);
+			IT_CHECK(len >= CLC_HDR_LEN && len <= cap);
+			want = len;
+		}
+	}
+	return got;
+}
+
+size_t it_clc_enc(const struct clc_msg *m, uint8_t *out, size_t cap)
+{
+	size_t len = 0;
+	IT_CHECK(clc_encode(m, out, cap, &len) == 0);
+	return len;
 }

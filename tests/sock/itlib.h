@@ -92,4 +92,12 @@ void it_wait_at_least(volatile int *v, int want);
  * the CQs may be armed. */
 unsigned it_engine_spinners(void);
 
+/* A fake CLC peer on a plain TCP socket (it_clc, it_clcspin): write all n bytes; read one
+ * whole CLC message within timeout_ms per read (its length from the header, at most cap)
+ * and return its length; encode m into out. Each fails the test (IT_CHECK) otherwise. */
+struct clc_msg;
+void it_raw_write(int fd, const void *b, size_t n);
+size_t it_raw_read_clc(int fd, uint8_t *buf, size_t cap, int timeout_ms);
+size_t it_clc_enc(const struct clc_msg *m, uint8_t *out, size_t cap);
+
 #endif
