@@ -78,6 +78,23 @@ static size_t make_decline(uint8_t *out, size_t cap)
 	return it_clc_enc(&m, out, cap);
 }
 
+/* The fake peer's late answer: after LATE_MS a Decline, then 5 bytes of TCP data (marker);
+ * the smcr side, fallen back to TCP, answers "ok"; then the connection is closed. */
+static void decline_late(int fd, const char marker[5])
+{
+	uint8_t b[CLC_MSG_MAX_LEN];
+	usleep(LATE_MS * 1000);
+	size_t n = make_decline(b, sizeof(b));
+	it_raw_write(fd, b, n);
+	it_raw_write(fd, marker, 5);
+	char ok[2];
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	assert_int_equal(poll(&p, 1, 10000), 1);
+	assert_int_equal(read(fd, ok, 2), 2);
+	assert_memory_equal(ok, "ok", 2);
+	close(fd);
+}
+
 /* ---- a late server against the smcr client ---- */
 
 static int late_client(void *arg)
@@ -135,16 +152,7 @@ static void test_late_server(void **state)
 		struct clc_msg got;
 		assert_int_equal(clc_decode(b, n, &got), 0);
 		assert_int_equal(got.type, CLC_PROPOSAL);
-		usleep(LATE_MS * 1000);
-		n = make_decline(b, sizeof(b));
-		it_raw_write(fd, b, n);
-		it_raw_write(fd, "tcp!!", 5);
-		char ok[2];
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		assert_int_equal(poll(&p, 1, 10000), 1);
-		assert_int_equal(read(fd, ok, 2), 2);
-		assert_memory_equal(ok, "ok", 2);
-		close(fd);
+		decline_late(fd, "tcp!!");
 	}
 	close(l);
 	assert_int_equal(it_wait(c, 30000), 0);
@@ -236,16 +244,7 @@ static void test_late_client(void **state)
 	struct clc_msg got;
 	assert_int_equal(clc_decode(b, n, &got), 0);
 	assert_int_equal(got.type, CLC_ACCEPT);
-	usleep(LATE_MS * 1000);
-	n = make_decline(b, sizeof(b));
-	it_raw_write(fd, b, n);
-	it_raw_write(fd, "fb-01", 5);
-	char ok[2];
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	assert_int_equal(poll(&p, 1, 10000), 1);
-	assert_int_equal(read(fd, ok, 2), 2);
-	assert_memory_equal(ok, "ok", 2);
-	close(fd);
+	decline_late(fd, "fb-01");
 	assert_int_equal(it_wait(s, 30000), 0);
 	fprintf(stderr, "late client: accept CPU %.2f ms, wall %.1f ms, spins %llu (hits "
 		"%llu)\n", (double)sh->cpu_max_ns / 1e6, (double)sh->wall_min_ns / 1e6,
