@@ -248,20 +248,9 @@ int lsn_activate_locked(struct sock *s)
 	int rc = sig_open(&s->sig);
 	if (rc < 0)
 		goto fail_t;
-	s->has_sig = true;
-	sig_block_out(&s->sig); /* a listener is never writable */
-	if (s->nonblock)
-		sig_set_nonblock(&s->sig, true);
-	sock_epoll_move_locked(s, true);
-	rc = sig_install(&s->sig, s->fd, s->cloexec);
-	if (rc < 0) {
-		sock_epoll_move_locked(s, false);
-		sock_sys.close(s->sig.prog);
-		sig_close(&s->sig);
-		s->has_sig = false;
+	rc = sock_sig_install_locked(s, true); /* a listener is never writable */
+	if (rc < 0)
 		goto fail_t;
-	}
-	sock_epoll_move_locked(s, false);
 	s->tcp = t;
 	/* A listener bound to one address: every child's local address is that one (no
 	 * getsockname per connection). A wildcard one: asked per child. */

@@ -201,6 +201,27 @@ void sock_sig_drop_pre_locked(struct sock *s)
 	s->sig_pre = false;
 }
 
+int sock_sig_install_locked(struct sock *s, bool block_out)
+{
+	s->has_sig = true;
+	if (block_out)
+		sig_block_out(&s->sig);
+	if (s->nonblock)
+		sig_set_nonblock(&s->sig, true);
+	sock_epoll_move_locked(s, true);
+	/* dup3 drops fd's reference to the file there; the caller's hidden dup keeps it */
+	int rc = sig_install(&s->sig, s->fd, s->cloexec);
+	if (rc < 0) {
+		sock_epoll_move_locked(s, false);
+		sock_sys.close(s->sig.prog);
+		sig_close(&s->sig);
+		s->has_sig = false;
+		return rc;
+	}
+	sock_epoll_move_locked(s, false);
+	return 0;
+}
+
 int sock_smc_install_locked(struct sock *s)
 {
 	int rc = 0;
@@ -210,20 +231,9 @@ int sock_smc_install_locked(struct sock *s)
 		rc = sig_open(&s->sig);
 	if (rc < 0)
 		return rc;
-	s->has_sig = true;
-	if (s->nonblock)
-		sig_set_nonblock(&s->sig, true);
-	sock_epoll_move_locked(s, true);
-	/* dup3 drops fd's reference to the TCP file; the hidden s->tcp keeps it */
-	rc = sig_install(&s->sig, s->fd, s->cloexec);
-	if (rc < 0) {
-		sock_epoll_move_locked(s, false);
-		sock_sys.close(s->sig.prog);
-		sig_close(&s->sig);
-		s->has_sig = false;
+	rc = sock_sig_install_locked(s, false);
+	if (rc < 0)
 		return rc;
-	}
-	sock_epoll_move_locked(s, false);
 	s->fd_is_tcp = false;
 	return 0;
 }

@@ -335,6 +335,12 @@ void hs_unwatch_locked(struct sock *s);
  * the removal of the TCP watch if the peer closed (C or A). No lock held. */
 void hs_peer_closed(struct sock *s);
 
+/* Puts the program end of s->sig (opened, not yet installed) at s->fd, moving the
+ * program's epoll registrations across the swap (sock_epoll_move_locked); block_out first
+ * turns POLLOUT off (a listener). On failure the pair is closed and has_sig is false
+ * again. Caller holds s->lock. */
+SMCR_MUST_CHECK int sock_sig_install_locked(struct sock *s, bool block_out);
+
 /* SMC-R is up on a socket whose number still holds the TCP file (fd_is_tcp): opens the
  * signal pair and puts its program end at s->fd. Caller holds s->lock. */
 SMCR_MUST_CHECK int sock_smc_install_locked(struct sock *s);
