@@ -61,10 +61,7 @@ static short poll_until(int fd, short want, int ms)
 static void setup(int (*srv)(void *), int (*cli)(void *), int timeout_ms)
 {
 	memset(sh, 0, sizeof(*sh));
-	it_rules("use smc both * *");
-	lfd = it_listen(false, &port);
-	assert_true(lfd >= 0);
-	assert_int_equal(it_run_pair(lfd, srv, NULL, cli, NULL, timeout_ms), 0);
+	assert_int_equal(it_run_smc_pair(&lfd, &port, srv, NULL, cli, NULL, timeout_ms), 0);
 }
 
 static int connect_smc(void)

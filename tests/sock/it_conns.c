@@ -125,10 +125,7 @@ static void test_200_concurrent_one_lg(void **state)
 {
 	(void)state;
 	memset(sh, 0, sizeof(*sh));
-	it_rules("use smc both * *");
-	lfd = it_listen(false, &port);
-	assert_true(lfd >= 0);
-	assert_int_equal(it_run_pair(lfd, conc_server, NULL, conc_client, NULL, 60000), 0);
+	assert_int_equal(it_run_smc_pair(&lfd, &port, conc_server, NULL, conc_client, NULL, 60000), 0);
 	int firsts = 0;
 	for (int i = 0; i < NCONC; i++) {
 		assert_int_equal(sh->lgr[i], sh->lgr[0]);
@@ -263,10 +260,7 @@ static void test_1000_sequential_no_growth(void **state)
 {
 	(void)state;
 	memset(sh, 0, sizeof(*sh));
-	it_rules("use smc both * *");
-	lfd = it_listen(false, &port);
-	assert_true(lfd >= 0);
-	assert_int_equal(it_run_pair(lfd, seq_server, NULL, seq_client, NULL, 100000), 0);
+	assert_int_equal(it_run_smc_pair(&lfd, &port, seq_server, NULL, seq_client, NULL, 100000), 0);
 	/* no fd, socket object, link group, QP, connection object or RMB growth */
 	/* each RMB is one memfd; the pool may hold one more RMB than at warm-up when a new
 	 * connection starts before the previous one's close protocol returned its RMB */

@@ -208,10 +208,7 @@ static void test_event_loop_bytes(void **state)
 {
 	(void)state;
 	memset(sh, 0, sizeof(*sh));
-	it_rules("use smc both * *");
-	lfd = it_listen(false, &port);
-	assert_true(lfd >= 0);
-	assert_int_equal(it_run_pair(lfd, loop_server, NULL, loop_client, NULL, 60000), 0);
+	assert_int_equal(it_run_smc_pair(&lfd, &port, loop_server, NULL, loop_client, NULL, 60000), 0);
 }
 
 /* ---- 2. level- and edge-triggered registrations of one fd ---- */
@@ -294,10 +291,7 @@ static void test_lt_and_et(void **state)
 {
 	(void)state;
 	memset(sh, 0, sizeof(*sh));
-	it_rules("use smc both * *");
-	lfd = it_listen(false, &port);
-	assert_true(lfd >= 0);
-	assert_int_equal(it_run_pair(lfd, ltet_server, NULL, ltet_client, NULL, 30000), 0);
+	assert_int_equal(it_run_smc_pair(&lfd, &port, ltet_server, NULL, ltet_client, NULL, 30000), 0);
 }
 
 /* ---- 3. timeouts, EINTR, errors ---- */
@@ -376,10 +370,7 @@ static void test_timeout_eintr_errors(void **state)
 {
 	(void)state;
 	memset(sh, 0, sizeof(*sh));
-	it_rules("use smc both * *");
-	lfd = it_listen(false, &port);
-	assert_true(lfd >= 0);
-	assert_int_equal(it_run_pair(lfd, tmo_server, NULL, tmo_client, NULL, 30000), 0);
+	assert_int_equal(it_run_smc_pair(&lfd, &port, tmo_server, NULL, tmo_client, NULL, 30000), 0);
 }
 
 /* ---- 4. token-free arrivals (epoll.c "Token-free arrivals", sig.h sig_readable) ---- */
@@ -625,10 +616,7 @@ static void test_tokenfree(void **state)
 {
 	(void)state;
 	memset(sh, 0, sizeof(*sh));
-	it_rules("use smc both * *");
-	lfd = it_listen(false, &port);
-	assert_true(lfd >= 0);
-	assert_int_equal(it_run_pair(lfd, tf_server, NULL, tf_client, NULL, 60000), 0);
+	assert_int_equal(it_run_smc_pair(&lfd, &port, tf_server, NULL, tf_client, NULL, 60000), 0);
 }
 
 int main(void)

@@ -119,10 +119,7 @@ static int client(void *arg)
 static void run(bool inl)
 {
 	memset(sh, 0, sizeof(*sh));
-	it_rules("use smc both * *");
-	lfd = it_listen(false, &port);
-	assert_true(lfd >= 0);
-	assert_int_equal(it_run_pair(lfd, server, inl ? (void *)1 : NULL, client, NULL, 20000), 0);
+	assert_int_equal(it_run_smc_pair(&lfd, &port, server, inl ? (void *)1 : NULL, client, NULL, 20000), 0);
 }
 
 static void test_urgent_out_of_band(void **state)

@@ -317,10 +317,7 @@ static void test_readiness_smc(void **state)
 {
 	(void)state;
 	memset(sh, 0, sizeof(*sh));
-	it_rules("use smc both * *");
-	lfd = it_listen(false, &port);
-	assert_true(lfd >= 0);
-	assert_int_equal(it_run_pair(lfd, server, NULL, client, NULL, 30000), 0);
+	assert_int_equal(it_run_smc_pair(&lfd, &port, server, NULL, client, NULL, 30000), 0);
 	assert_int_equal(sh->srv_mode, SMCR_MODE_SMCR);
 }
 
@@ -375,10 +372,7 @@ static void test_readiness_fallback_swap(void **state)
 {
 	(void)state;
 	memset(sh, 0, sizeof(*sh));
-	it_rules("use smc both * *");
-	lfd = it_listen(false, &port);
-	assert_true(lfd >= 0);
-	assert_int_equal(it_run_pair(lfd, fb_server, NULL, fb_client, NULL, 30000), 0);
+	assert_int_equal(it_run_smc_pair(&lfd, &port, fb_server, NULL, fb_client, NULL, 30000), 0);
 }
 
 int main(void)

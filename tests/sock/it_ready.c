@@ -264,10 +264,7 @@ static int oob_client(void *arg)
 static void run_oob(bool inl)
 {
 	memset(sh, 0, sizeof(*sh));
-	it_rules("use smc both * *");
-	lfd = it_listen(false, &port);
-	assert_true(lfd >= 0);
-	assert_int_equal(it_run_pair(lfd, oob_server, inl ? (void *)1 : NULL, oob_client, NULL, 30000), 0);
+	assert_int_equal(it_run_smc_pair(&lfd, &port, oob_server, inl ? (void *)1 : NULL, oob_client, NULL, 30000), 0);
 }
 
 static void test_urgent_out_of_band_vs_tcp(void **state)
@@ -358,10 +355,7 @@ static void test_deferred_token(void **state)
 {
 	(void)state;
 	memset(sh, 0, sizeof(*sh));
-	it_rules("use smc both * *");
-	lfd = it_listen(false, &port);
-	assert_true(lfd >= 0);
-	assert_int_equal(it_run_pair(lfd, defer_server, NULL, defer_client, NULL, 60000), 0);
+	assert_int_equal(it_run_smc_pair(&lfd, &port, defer_server, NULL, defer_client, NULL, 60000), 0);
 	/* the path under test was taken (a loaded machine may make every spin miss: then
 	 * only the readiness checks above ran, through the token path) */
 	fprintf(stderr, "it_ready: %u of %d arrivals taken by the spinning reader\n",
@@ -448,10 +442,7 @@ static void test_info_link_fields(void **state)
 {
 	(void)state;
 	memset(sh, 0, sizeof(*sh));
-	it_rules("use smc both * *");
-	lfd = it_listen(false, &port);
-	assert_true(lfd >= 0);
-	assert_int_equal(it_run_pair(lfd, info_server, NULL, info_client, NULL, 30000), 0);
+	assert_int_equal(it_run_smc_pair(&lfd, &port, info_server, NULL, info_client, NULL, 30000), 0);
 	for (int i = 0; i < NCONN; i++) {
 		const struct smcr_info *sv = &sh->srv[i], *cl = &sh->cli[i];
 		assert_int_equal(sv->mode, SMCR_MODE_SMCR);

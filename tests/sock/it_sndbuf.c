@@ -106,10 +106,7 @@ static int outq(int fd)
 static void run(int (*srv)(void *), int (*cli)(void *), int timeout_ms)
 {
 	memset(sh, 0, sizeof(*sh));
-	it_rules("use smc both * *");
-	lfd = it_listen(false, &port);
-	assert_true(lfd >= 0);
-	assert_int_equal(it_run_pair(lfd, srv, NULL, cli, NULL, timeout_ms), 0);
+	assert_int_equal(it_run_smc_pair(&lfd, &port, srv, NULL, cli, NULL, timeout_ms), 0);
 }
 
 #define DATA_LEN (4u << 20)

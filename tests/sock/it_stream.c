@@ -194,10 +194,7 @@ static void test_bracket_closed_on_every_exit(void **state)
 {
 	(void)state;
 	memset(sh, 0, sizeof(*sh));
-	it_rules("use smc both * *");
-	lfd = it_listen(false, &port);
-	assert_true(lfd >= 0);
-	assert_int_equal(it_run_pair(lfd, exits_server, NULL, exits_client, NULL, 60000), 0);
+	assert_int_equal(it_run_smc_pair(&lfd, &port, exits_server, NULL, exits_client, NULL, 60000), 0);
 }
 
 /* ---- a long stream of mixed sizes, both ends blocking ---- */
@@ -263,10 +260,7 @@ static void test_stream_mixed_sizes(void **state)
 {
 	(void)state;
 	memset(sh, 0, sizeof(*sh));
-	it_rules("use smc both * *");
-	lfd = it_listen(false, &port);
-	assert_true(lfd >= 0);
-	assert_int_equal(it_run_pair(lfd, stream_server, NULL, stream_client, NULL, 90000), 0);
+	assert_int_equal(it_run_smc_pair(&lfd, &port, stream_server, NULL, stream_client, NULL, 90000), 0);
 	assert_int_equal(sh->recv_total, STREAM_BYTES);
 	assert_memory_equal(sh->sha_sent, sh->sha_recv, 32);
 }

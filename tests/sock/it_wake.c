@@ -174,10 +174,7 @@ static void test_sleepers_woken_and_settled(void **state)
 {
 	(void)state;
 	memset(sh, 0, sizeof(*sh));
-	it_rules("use smc both * *");
-	lfd = it_listen(false, &port);
-	assert_true(lfd >= 0);
-	assert_int_equal(it_run_pair(lfd, woken_server, NULL, woken_client, NULL, 60000), 0);
+	assert_int_equal(it_run_smc_pair(&lfd, &port, woken_server, NULL, woken_client, NULL, 60000), 0);
 }
 
 /* ---- a pending hand-over that is never settled delays another socket by its bound ---- */
@@ -271,10 +268,7 @@ static void test_pending_handoff_bounded(void **state)
 {
 	(void)state;
 	memset(sh, 0, sizeof(*sh));
-	it_rules("use smc both * *");
-	lfd = it_listen(false, &port);
-	assert_true(lfd >= 0);
-	assert_int_equal(it_run_pair(lfd, pend_server, NULL, pend_client, NULL, 60000), 0);
+	assert_int_equal(it_run_smc_pair(&lfd, &port, pend_server, NULL, pend_client, NULL, 60000), 0);
 }
 
 int main(void)

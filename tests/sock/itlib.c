@@ -102,6 +102,18 @@ int it_run_pair(int lfd, int (*srv)(void *), void *sarg, int (*cli)(void *), voi
 	return rc_c ? rc_c : rc_s;
 }
 
+int it_run_smc_pair(int *lfd, uint16_t *port, int (*srv)(void *), void *sarg,
+		    int (*cli)(void *), void *carg, int timeout_ms)
+{
+	it_rules("use smc both * *");
+	*lfd = it_listen(false, port);
+	if (*lfd < 0) {
+		fprintf(stderr, "it_run_smc_pair: no listener (errno %d)\n", errno);
+		return -1;
+	}
+	return it_run_pair(*lfd, srv, sarg, cli, carg, timeout_ms);
+}
+
 int it_accept_smc(int lfd)
 {
 	it_child_env(0);

@@ -55,6 +55,11 @@ int it_listen(bool v6, uint16_t *port);
 int it_connect(bool v6, uint16_t port);
 /* In a server child: it_child_env(0), a blocking accept on lfd, lfd closed, the connection
  * checked to run SMC-R (the child exits 1 otherwise). Returns the accepted fd. */
+/* The usual pair over SMC-R: rules "use smc both * *", a listener on IPv4 loopback (its fd
+ * and port stored in *lfd and *port before the children fork, so they see them), then
+ * it_run_pair. Returns -1 (with a message) when the listener cannot be made. */
+int it_run_smc_pair(int *lfd, uint16_t *port, int (*srv)(void *), void *sarg,
+		    int (*cli)(void *), void *carg, int timeout_ms);
 int it_accept_smc(int lfd);
 /* A pipe-free rendezvous: the parent creates the listener before forking, so children
  * need nothing else. */
