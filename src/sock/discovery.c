@@ -86,7 +86,7 @@ struct disc_choice disc_client(int fd, const struct sockaddr *dst)
 	return disc_decide(fd, a, which);
 }
 
-static bool is_wildcard(const struct sockaddr_storage *ss)
+bool disc_wildcard(const struct sockaddr_storage *ss)
 {
 	if (ss->ss_family == AF_INET)
 		return ((const struct sockaddr_in *)(const void *)ss)->sin_addr.s_addr ==
@@ -97,6 +97,29 @@ static bool is_wildcard(const struct sockaddr_storage *ss)
 	return false;
 }
 
+enum rule_action disc_listener_rule(const struct sockaddr_storage *ss, const struct rule **which)
+{
+	const struct rules *rs = rules_get();
+	const char *prog = rules_prog_name();
+	*which = NULL;
+	if (!disc_wildcard(ss))
+		return rules_match(rs, RULE_ROLE_SERVER, prog, (const struct sockaddr *)ss, which);
+	/* A wildcard listener may accept on any address: a server rule applies when its
+	 * program and port match, whatever its address (first match wins). */
+	uint16_t port = ntohs(ss->ss_family == AF_INET
+				      ? ((const struct sockaddr_in *)(const void *)ss)->sin_port
+				      : ((const struct sockaddr_in6 *)(const void *)ss)->sin6_port);
+	for (size_t i = 0; i < rs->n; i++) {
+		const struct rule *x = &rs->v[i];
+		if (!(x->roles & RULE_ROLE_SERVER) || fnmatch(x->prog, prog, 0) != 0 ||
+		    port < x->port_lo || port > x->port_hi)
+			continue;
+		*which = x;
+		return x->action;
+	}
+	return RULE_TCP;
+}
+
 struct disc_choice disc_listener(int fd)
 {
 	struct sockaddr_storage ss;
@@ -104,28 +127,8 @@ struct disc_choice disc_listener(int fd)
 	memset(&ss, 0, sizeof(ss));
 	if (sock_sys.getsockname(fd, (struct sockaddr *)&ss, &l) < 0)
 		ss.ss_family = AF_UNSPEC;
-	const struct rules *rs = rules_get();
-	const char *prog = rules_prog_name();
-	const struct rule *which = NULL;
-	enum rule_action a = RULE_TCP;
-	if (!is_wildcard(&ss)) {
-		a = rules_match(rs, RULE_ROLE_SERVER, prog, (struct sockaddr *)&ss, &which);
-	} else {
-		/* A wildcard listener may accept on any address: a server rule applies when its
-		 * program and port match, whatever its address (first match wins). */
-		uint16_t port = ntohs(ss.ss_family == AF_INET
-					      ? ((struct sockaddr_in *)(void *)&ss)->sin_port
-					      : ((struct sockaddr_in6 *)(void *)&ss)->sin6_port);
-		for (size_t i = 0; i < rs->n; i++) {
-			const struct rule *x = &rs->v[i];
-			if (!(x->roles & RULE_ROLE_SERVER) || fnmatch(x->prog, prog, 0) != 0 ||
-			    port < x->port_lo || port > x->port_hi)
-				continue;
-			which = x;
-			a = x->action;
-			break;
-		}
-	}
+	const struct rule *which;
+	enum rule_action a = disc_listener_rule(&ss, &which);
 	return disc_decide(fd, a, which);
 }
 

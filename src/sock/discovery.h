@@ -46,6 +46,12 @@ struct disc_choice {
 struct disc_choice disc_client(int fd, const struct sockaddr *dst);
 /* Listener, before listen(fd): the same for its bound address. */
 struct disc_choice disc_listener(int fd);
+/* Whether ss (AF_INET or AF_INET6) is the wildcard address; false for other families. */
+bool disc_wildcard(const struct sockaddr_storage *ss);
+/* The server rule for a listener bound to ss: for one address the rules' match for it; for
+ * the wildcard the first server rule whose program and port match, whatever its address.
+ * *which is that rule (NULL: none, RULE_TCP returned). */
+enum rule_action disc_listener_rule(const struct sockaddr_storage *ss, const struct rule **which);
 /* After connect()/accept() of a socket opted in (DISC_BPF): 0 when both sides exchanged
  * the option (run CLC), else the local fallback reason (SMCR_REASON_BPF_*). */
 uint32_t disc_result(int fd);

@@ -117,44 +117,19 @@ static bool lsn_smc_possible(struct sock *s)
 	return false;
 }
 
-static bool lsn_wildcard(const struct sockaddr_storage *ss);
-
 /* Does every connection of listener s (address s->laddr, from getsockname) choose SMC-R
  * by the rules? Bound to one address: the rule for it. A wildcard: the first server rule
- * for the program and port must cover every address. Never with BPF discovery. */
+ * for the program and port (disc_listener_rule) must cover every address. Never with BPF
+ * discovery. */
 static bool lsn_all_smc(struct sock *s)
 {
 	if (s->disc == DISC_BPF)
 		return false;
-	const struct rules *rs = rules_get();
-	const char *prog = rules_prog_name();
-	if (!lsn_wildcard(&s->laddr)) {
-		const struct rule *which = NULL;
-		enum rule_action a = rules_match(rs, RULE_ROLE_SERVER, prog,
-						 (const struct sockaddr *)&s->laddr, &which);
-		return which && a != RULE_TCP;
-	}
-	uint16_t port = ntohs(s->laddr.ss_family == AF_INET
-				      ? ((struct sockaddr_in *)(void *)&s->laddr)->sin_port
-				      : ((struct sockaddr_in6 *)(void *)&s->laddr)->sin6_port);
-	for (size_t i = 0; i < rs->n; i++) {
-		const struct rule *x = &rs->v[i];
-		if ((x->roles & RULE_ROLE_SERVER) && fnmatch(x->prog, prog, 0) == 0 &&
-		    port >= x->port_lo && port <= x->port_hi)
-			return x->family == 0 && x->action != RULE_TCP;
-	}
-	return false;
-}
-
-static bool lsn_wildcard(const struct sockaddr_storage *ss)
-{
-	if (ss->ss_family == AF_INET)
-		return ((const struct sockaddr_in *)(const void *)ss)->sin_addr.s_addr ==
-		       htonl(INADDR_ANY);
-	if (ss->ss_family == AF_INET6)
-		return IN6_IS_ADDR_UNSPECIFIED(
-			&((const struct sockaddr_in6 *)(const void *)ss)->sin6_addr);
-	return true;
+	const struct rule *which;
+	enum rule_action a = disc_listener_rule(&s->laddr, &which);
+	if (!which || a == RULE_TCP)
+		return false;
+	return !disc_wildcard(&s->laddr) || which->family == 0;
 }
 
 static unsigned lsn_bound(int backlog)
@@ -256,7 +231,7 @@ int lsn_activate_locked(struct sock *s)
 	 * getsockname per connection). A wildcard one: asked per child. */
 	socklen_t ll = sizeof(s->laddr);
 	bool named = sock_sys.getsockname(t, (struct sockaddr *)&s->laddr, &ll) == 0;
-	s->have_addrs = named && !lsn_wildcard(&s->laddr);
+	s->have_addrs = named && !disc_wildcard(&s->laddr);
 	/* Every child will try SMC-R (its client speaks first, the Proposal): the kernel
 	 * need not report a connection before its first bytes (TCP_DEFER_ACCEPT), which
 	 * saves the accepting thread's wake-up for the bare connection (it would then sleep
