@@ -136,6 +136,10 @@ struct wire_peer_id core_engine_peer_id(const struct core_engine *e);
  * (devices are opened by core_engine_new only). Returns how many were written (<= max),
  * or the number needed when fds is NULL. */
 int core_engine_fds(const struct core_engine *e, int *fds, int max);
+/* The CQ completion fds only (a subset of core_engine_fds, same rules): the fds a thread
+ * that takes completions itself waits on (sock's direct wake, docs/parts/stream.md
+ * "Round 3"). Added by the mode branch (additive). */
+int core_engine_cq_fds(const struct core_engine *e, int *fds, int max);
 
 /* Does all pending work: polls every CQ until empty (send completions, LLC and CDC
  * messages, validated before they change anything), consumes CQ and async events, runs

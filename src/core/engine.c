@@ -471,6 +471,20 @@ int core_engine_fds(const struct core_engine *e, int *fds, int max)
 	return fds && n > max ? max : n;
 }
 
+int core_engine_cq_fds(const struct core_engine *e, int *fds, int max)
+{
+	int n = 0;
+	for (int i = 0; i < e->ndevs; i++) {
+		int fd = e->devs[i].cq->comp_fd;
+		if (fd < 0)
+			continue;
+		if (fds && n < max)
+			fds[n] = fd;
+		n++;
+	}
+	return fds && n > max ? max : n;
+}
+
 struct wire_peer_id core_engine_peer_id(const struct core_engine *e) { return e->peer_id; }
 
 void core_engine_stats(struct core_engine *e, struct core_engine_stats *st)

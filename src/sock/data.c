@@ -223,23 +223,32 @@ static void handoff_settle(struct sock *s, int dir, void *me, struct core_engine
 		core_engine_handoff_done(e); /* a waker took the offer and counted it */
 }
 
-static _Atomic int eng_sleepers; /* program threads sleeping on the engine's fds (<= 1) */
+/* ---- Direct wake (mode branch; engine.c "Direct wake" has the rule) ----
+ *
+ * Which thread sleeps directly on the CQ fds: one at a time (sock_direct_begin), only in
+ * a bracketed blocking call (it polls anyway as soon as it wakes: begin the bracket, then
+ * core_engine_prepare_sleep takes the completion, arms nothing while the bracket holds),
+ * and only a thread whose recent sleeps were short: the direct sleeper is woken by every
+ * completion of the process, so an idle thread blocked for long (smcr-perf's control
+ * connection) must not take the slot from the thread of a busy stream. tl_sleep_avg is
+ * that thread's moving average of its sleeps (ns, 1/4 weight, 0 = none yet: the first
+ * sleep of a thread is never direct); a direct wake-up that brought nothing for this
+ * thread counts as SOCK_DIRECT_MISS_NS, so a thread woken for others' traffic soon
+ * sleeps the usual way again. */
+static _Thread_local uint64_t tl_sleep_avg;
 
-/* $SMCR_SLEEP_ON_ENGINE=1 turns the engine-fd sleep on. Off by default: measured at
- * load 10-11 (docs/parts/ready.md), pingpong stayed in the sleeping mode with it (78-91
- * µs round trips in 5 of 6 runs) and in the spinning mode without it (4.2-5.2 µs in 5 of
- * 6): the progress thread and the program thread woken together fight for the CPU and
- * the engine's locks. Read once. */
-static bool sleep_on_engine(void)
+static bool direct_wanted(void)
 {
-	static _Atomic int v = -1;
-	int x = atomic_load_explicit(&v, memory_order_relaxed);
-	if (x < 0) {
-		const char *e = getenv("SMCR_SLEEP_ON_ENGINE");
-		x = e && strcmp(e, "1") == 0;
-		atomic_store_explicit(&v, x, memory_order_relaxed);
-	}
-	return x;
+	int m = sock_direct_mode();
+	return m == 2 || (m == 1 && tl_sleep_avg && tl_sleep_avg < SOCK_DIRECT_SHORT_NS);
+}
+
+static void sleep_note(uint64_t ns)
+{
+	if (ns > 16 * SOCK_DIRECT_MISS_NS)
+		ns = 16 * SOCK_DIRECT_MISS_NS;
+	uint64_t avg = tl_sleep_avg ? tl_sleep_avg - tl_sleep_avg / 4 + ns / 4 : ns;
+	tl_sleep_avg = avg ? avg : 1;
 }
 
 /* ---- Adaptive spin ----
@@ -281,7 +290,7 @@ static void wait_note(struct sock *s, int dir, uint64_t ns)
  * the spin needs no bracket of its own, and a sleep ends the caller's bracket before it
  * (the CQs must be armed for a sleeper) and begins it again after. */
 static int sleep_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t have,
-		     uint64_t t0);
+		     uint64_t t0, bool direct, bool *mine);
 
 static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t have, bool held)
 {
@@ -321,20 +330,42 @@ static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t h
 		wait_note(s, dir, smcr_now_ns() - t0);
 		return 0; /* a deferred arrival is flushed by the receive after its read */
 	}
-	/* held: the waker may hand the CQs over to us (data.c "Hand-over") */
+	/* held: sleep directly on the CQ fds ("Direct wake"), or else the waker may hand the
+	 * CQs over to us ("Hand-over"; a direct sleeper polls them itself) */
+	bool direct = held && direct_wanted() && sock_direct_begin(s->fd, !rx);
 	char me;
-	bool offered = held && handoff_offer(s, dir, &me);
-	int rc = sleep_for(s, want, deadline, have, t0);
+	bool offered = held && !direct && handoff_offer(s, dir, &me);
+	bool mine = true;
+	uint64_t ts = smcr_now_ns();
+	int rc = sleep_for(s, want, deadline, have, t0, direct, &mine);
 	if (held)
 		core_engine_spin_begin(e, smcr_now_ns());
+	if (direct) {
+		/* the rule: take whatever woke us (or raced with our return) before anything
+		 * else; registered as a receiver, so our own arrival's token is deferred (the
+		 * receive writes it if data is left) */
+		if (rx)
+			atomic_fetch_add_explicit(&s->rx_spin, SOCK_RX_SPIN_ONE, memory_order_acq_rel);
+		(void)core_engine_prepare_sleep(e);
+		if (rx)
+			atomic_fetch_sub_explicit(&s->rx_spin, SOCK_RX_SPIN_ONE, memory_order_acq_rel);
+		sock_direct_end();
+	}
 	if (offered)
 		handoff_settle(s, dir, &me, e);
+	if (direct && !mine && rc == 0 && !ready(s, want, have))
+		sleep_note(SOCK_DIRECT_MISS_NS); /* woken for others' traffic */
+	else
+		sleep_note(smcr_now_ns() - ts);
 	return rc;
 }
 
-/* wait_for's sleep: the spin ended without the event (no spin bracket held). */
+/* wait_for's sleep: the spin ended without the event (no spin bracket held). direct: the
+ * caller owns the direct sleep (sock_direct_begin) and polls the engine after this
+ * returns, whatever it returns; *mine: the program fd woke us (or the sleep was not
+ * direct). */
 static int sleep_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t have,
-		     uint64_t t0)
+		     uint64_t t0, bool direct, bool *mine)
 {
 	struct core_engine *e = sock_engine();
 	bool rx = want == CORE_EV_IN;
@@ -361,62 +392,31 @@ static int sleep_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t 
 		uint64_t d = (deadline - now + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS;
 		ms = d > 1000000 ? 1000000 : (int)d;
 	}
-	/* Opt-in ($SMCR_SLEEP_ON_ENGINE=1, sleep_on_engine): also sleep on the engine's
-	 * completion fds, armed by us (prepare_sleep; 1: work came in meanwhile, go round
-	 * again), with the progress thread's watches of them paused: an arrival then wakes
-	 * this thread only, which takes the completion itself, instead of the progress
-	 * thread and then this one through the token. Every completion of the process wakes
-	 * such a sleeper, so only one thread at a time, and only for a socket whose recent
-	 * waits were short (a busy exchange, not an idle connection: smcr-perf's blocked
-	 * control thread woke on every message of the data connections). */
-	struct pollfd p[1 + SOCK_ENGINE_FDS_MAX];
-	p[0] = (struct pollfd){ .fd = s->fd, .events = rx ? POLLIN : POLLOUT };
-	int nfds = 1;
-	bool on_engine = false;
-	if (sleep_on_engine() && wait_avg(s, dir) < SOCK_SLEEP_ENGINE_NS) {
-		if (atomic_fetch_add_explicit(&eng_sleepers, 1, memory_order_acq_rel) == 0)
-			on_engine = true;
-		else
-			atomic_fetch_sub_explicit(&eng_sleepers, 1, memory_order_acq_rel);
-	}
-	if (on_engine) {
-		sock_engine_watch_pause(true);
-		if (core_engine_prepare_sleep(e) != 0) {
-			sock_engine_watch_pause(false);
-			atomic_fetch_sub_explicit(&eng_sleepers, 1, memory_order_acq_rel);
+	LOG_DBG("data", "fd %d: sleep for %s%s (ev 0x%x)", s->fd, rx ? "in" : "out",
+		direct ? " (direct)" : "", core_conn_events(s->conn));
+	int n;
+	int err = 0;
+	if (direct) {
+		/* Direct wake: the CQs armed (our bracket ended; another thread's spin or a
+		 * hand-over may keep them unarmed: then that thread polls and our program fd
+		 * gets the token), checked once more, then one epoll_wait on the CQ fds and
+		 * our program fd. 1: work came in meanwhile, go round again. */
+		if (core_engine_prepare_sleep(e) != 0)
 			return 0;
-		}
-		int efds[SOCK_ENGINE_FDS_MAX];
-		int ne = sock_engine_fds(efds, SOCK_ENGINE_FDS_MAX);
-		for (int i = 0; i < ne; i++)
-			p[nfds++] = (struct pollfd){ .fd = efds[i], .events = POLLIN };
+		if (ready(s, want, have))
+			return 0;
+		n = sock_direct_wait(ms, mine);
+		err = errno;
+	} else {
+		struct pollfd p = { .fd = s->fd, .events = rx ? POLLIN : POLLOUT };
+		n = sock_sys.poll(&p, 1, ms);
+		err = errno;
+		*mine = true;
 	}
-	LOG_DBG("data", "fd %d: sleep for %s (ev 0x%x)", s->fd, rx ? "in" : "out",
-		core_conn_events(s->conn));
-	int n = sock_sys.poll(p, (nfds_t)nfds, ms);
-	if (on_engine) {
-		/* Take the completion here (consume the fd event, poll the CQ, arm again),
-		 * before the progress thread watches again: it then finds nothing to wake
-		 * for. Registered as a receiver, so our own arrival's token is deferred. */
-		if (rx)
-			atomic_fetch_add_explicit(&s->rx_spin, SOCK_RX_SPIN_ONE, memory_order_acq_rel);
-		(void)core_engine_prepare_sleep(e);
-		if (rx)
-			atomic_fetch_sub_explicit(&s->rx_spin, SOCK_RX_SPIN_ONE, memory_order_acq_rel);
-		sock_engine_watch_pause(false);
-		atomic_fetch_sub_explicit(&eng_sleepers, 1, memory_order_acq_rel);
-	}
-	LOG_DBG("data", "fd %d: woke for %s (ev 0x%x, revents 0x%x)", s->fd, rx ? "in" : "out",
-		core_conn_events(s->conn), p[0].revents);
-	/* Woken by the engine's fds only: maybe another connection's completion. Counted as
-	 * a long wait, so a socket sharing the engine with other traffic soon stops sleeping
-	 * on its fds (measured: smcr-perf's control thread, once short-waiting, woke for
-	 * every CDC of 1000 connections and took a third of a CPU). */
-	if (n > 0 && !p[0].revents && !ready(s, want, have))
-		wait_note(s, dir, 2 * SOCK_SLEEP_ENGINE_NS);
-	else
-		wait_note(s, dir, smcr_now_ns() - t0);
-	if (n < 0 && errno == EINTR)
+	LOG_DBG("data", "fd %d: woke for %s (ev 0x%x, n %d, mine %d)", s->fd, rx ? "in" : "out",
+		core_conn_events(s->conn), n, *mine);
+	wait_note(s, dir, smcr_now_ns() - t0);
+	if (n < 0 && err == EINTR)
 		return -SMCR_E_SOCK_INTR;
 	if (n == 0 && deadline != UINT64_MAX && smcr_now_ns() >= deadline)
 		return -SMCR_E_SOCK_AGAIN;

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include "sock/sock.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <smcr/smcr.h>
 #include <stdlib.h>
@@ -20,6 +21,8 @@
 #include <sys/epoll.h>
 
 #include "sock/errmap.h"
+#include "sock/sig.h"
+#include "sock/sys.h"
 #include "util/clock.h"
 #include "util/log.h"
 #ifdef HAVE_SMCR_DEV_SHM
@@ -41,6 +44,152 @@ static int eng_fds[SOCK_ENGINE_FDS_MAX]; /* core_engine_fds, written once before
 static int eng_nfds;
 static struct prog_watch *eng_watch[16];      /* (eng_lock) the engine fds' watches, kept for
 					       * the engine's life (the process's) */
+
+/* ---- Direct wake (mode branch; docs/parts/stream.md "Round 3") ----
+ *
+ * A blocking call that sleeps used to be woken in two steps: the peer's message writes
+ * the CQ's eventfd, the progress thread wakes, polls, writes the socket's POLLIN token
+ * (or drains the POLLOUT filler), and only then the program thread wakes: two wake-ups
+ * per wait, and the progress thread's takes the other core from the peer's copy. Now one
+ * program thread at a time (the "direct sleeper") sleeps in epoll_wait on eng_direct_epfd,
+ * which holds the CQ completion fds and that thread's program fd; the woken thread takes
+ * the completions itself (data.c wait_for).
+ *
+ * Routing without a system call per sleep: every CQ fd is registered EPOLLEXCLUSIVE in
+ * eng_direct_epfd FIRST and in the progress thread's epoll set second (also
+ * EPOLLEXCLUSIVE). An eventfd write wakes its waiters in registration order and stops at
+ * the first exclusive registration whose epoll set has a thread inside epoll_wait (the
+ * kernel's ep_poll_callback returns "woken" for it). So: a direct sleeper inside
+ * epoll_wait gets the wake-up and the progress thread does not wake at all; with nobody
+ * there, the progress thread gets it as before. Nothing is paused or re-enabled, so no
+ * epoll_ctl of the engine fds per sleep (the ready branch's pause/resume cost four).
+ *
+ * The rule that keeps wake-ups from being lost (test: tests/sock/it_direct.c): a thread
+ * that was inside epoll_wait on eng_direct_epfd, for whatever reason it returns (its own
+ * fd, a CQ fd, the timeout, a signal), polls the CQs and runs the callbacks before it
+ * does anything else (core_engine_prepare_sleep after its spin_begin: consumes the
+ * eventfd, polls, fires). Every completion that wrote the eventfd was queued before the
+ * write, so that poll finds it even when the wake-up raced with the sleeper's return.
+ * An eventfd write while no direct sleeper waits reaches the progress thread (and leaves
+ * a stale entry in eng_direct_epfd's ready list, re-checked, i.e. dropped or reported as
+ * a harmless early return, at the next direct sleep). The async fds and every timer stay
+ * with the progress thread (its timeout is unchanged). A provider whose completion fd
+ * wakes all waiters (no exclusive wake) only costs the old second wake-up.
+ *
+ * The program fd is registered EPOLLONESHOT and re-armed by EPOLL_CTL_MOD before each
+ * sleep (ADD when the number is new or was closed and reused: MOD then fails with
+ * ENOENT), so a stale registration of a file the program still holds fires at most
+ * once: a spurious return, which the rule above makes harmless. */
+static int eng_direct_epfd = -1; /* written once before eng_fast is published */
+static _Atomic bool direct_busy; /* a thread owns the direct sleep (sock_direct_begin) */
+static int direct_fd = -1;	 /* (direct_busy owner) the program fd registered */
+static uint32_t direct_ev;	 /* (direct_busy owner) and its events */
+static const uint64_t DIRECT_CQ_MARK = UINT64_MAX; /* data of the CQ fds' registrations */
+_Atomic uint64_t sock_direct_sleeps_total, sock_direct_cq_wakes_total;
+
+int sock_direct_mode(void)
+{
+	static _Atomic int v = -1;
+	int x = atomic_load_explicit(&v, memory_order_relaxed);
+	if (x < 0) {
+		const char *e = getenv("SMCR_DIRECT_WAKE");
+		x = e && *e ? atoi(e) : 1;
+		if (x < 0 || x > 2)
+			x = 1;
+		atomic_store_explicit(&v, x, memory_order_relaxed);
+	}
+	return x;
+}
+
+/* Creates eng_direct_epfd with the CQ fds (eng_lock held, before the progress watches).
+ * Returns whether the CQ fds are to be watched EPOLLEXCLUSIVE by the progress thread. */
+static bool direct_setup(struct core_engine *e)
+{
+	int cq[SOCK_ENGINE_FDS_MAX];
+	int n = sock_direct_mode() ? core_engine_cq_fds(e, cq, SOCK_ENGINE_FDS_MAX) : 0;
+	if (n <= 0)
+		return false;
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	if (ep < 0)
+		return false;
+	int h = sock_fd_hide(ep);
+	if (h >= 0)
+		ep = h;
+	for (int i = 0; i < n; i++) {
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLEXCLUSIVE,
+					  .data.u64 = DIRECT_CQ_MARK };
+		if (sock_sys.epoll_ctl(ep, EPOLL_CTL_ADD, cq[i], &ev) < 0) {
+			LOG_WARN("engine", "direct wake off: epoll_ctl(EPOLLEXCLUSIVE) failed");
+			sock_sys.close(ep);
+			return false;
+		}
+	}
+	eng_direct_epfd = ep;
+	return true;
+}
+
+static bool is_cq_fd(struct core_engine *e, int fd)
+{
+	int cq[SOCK_ENGINE_FDS_MAX];
+	int n = core_engine_cq_fds(e, cq, SOCK_ENGINE_FDS_MAX);
+	for (int i = 0; i < n; i++)
+		if (cq[i] == fd)
+			return true;
+	return false;
+}
+
+bool sock_direct_begin(int fd, bool out)
+{
+	if (!atomic_load_explicit(&eng_fast, memory_order_acquire) || eng_direct_epfd < 0)
+		return false;
+	bool no = false;
+	if (atomic_load_explicit(&direct_busy, memory_order_relaxed) ||
+	    !atomic_compare_exchange_strong_explicit(&direct_busy, &no, true,
+						     memory_order_acquire, memory_order_relaxed))
+		return false;
+	uint32_t evs = (out ? EPOLLOUT : EPOLLIN) | EPOLLONESHOT;
+	struct epoll_event ev = { .events = evs, .data.u64 = (uint64_t)(unsigned)fd };
+	int rc = -1;
+	if (direct_fd == fd)
+		rc = sock_sys.epoll_ctl(eng_direct_epfd, EPOLL_CTL_MOD, fd, &ev);
+	if (rc < 0) {
+		if (direct_fd >= 0 && direct_fd != fd)
+			(void)sock_sys.epoll_ctl(eng_direct_epfd, EPOLL_CTL_DEL, direct_fd, NULL);
+		rc = sock_sys.epoll_ctl(eng_direct_epfd, EPOLL_CTL_ADD, fd, &ev);
+		if (rc < 0 && errno == EEXIST) /* registered by a stale direct_fd's number */
+			rc = sock_sys.epoll_ctl(eng_direct_epfd, EPOLL_CTL_MOD, fd, &ev);
+	}
+	if (rc < 0) {
+		direct_fd = -1;
+		atomic_store_explicit(&direct_busy, false, memory_order_release);
+		return false;
+	}
+	direct_fd = fd;
+	direct_ev = evs;
+	return true;
+}
+
+int sock_direct_wait(int ms, bool *mine)
+{
+	struct epoll_event evs[4];
+	*mine = false;
+	atomic_fetch_add_explicit(&sock_direct_sleeps_total, 1, memory_order_relaxed);
+	int n = sock_sys.epoll_wait(eng_direct_epfd, evs, 4, ms);
+	for (int i = 0; i < n; i++) {
+		if (evs[i].data.u64 == DIRECT_CQ_MARK)
+			atomic_fetch_add_explicit(&sock_direct_cq_wakes_total, 1,
+						  memory_order_relaxed);
+		else if (evs[i].data.u64 == (uint64_t)(unsigned)direct_fd &&
+			 (evs[i].events & (direct_ev | EPOLLERR | EPOLLHUP)))
+			*mine = true;
+	}
+	return n;
+}
+
+void sock_direct_end(void)
+{
+	atomic_store_explicit(&direct_busy, false, memory_order_release);
+}
 
 static uint64_t env_ms(const char *name, uint64_t dflt_ns)
 {
@@ -150,6 +299,9 @@ static void engine_atfork_child(void)
 	eng = NULL;
 	eng_tried = false;
 	atomic_store(&eng_fast, NULL);
+	eng_direct_epfd = -1; /* the parent's epoll set (shared after fork): not ours */
+	direct_fd = -1;
+	atomic_store(&direct_busy, false);
 }
 
 struct core_engine *sock_engine(void)
@@ -204,8 +356,12 @@ struct core_engine *sock_engine(void)
 		eng_nfds = 0;
 		for (int i = 0; i < n && i < SOCK_ENGINE_FDS_MAX; i++)
 			eng_fds[eng_nfds++] = fds[i];
+		/* the direct sleep's registrations first: exclusive wake-ups go in
+		 * registration order (Direct wake, above) */
+		bool excl = direct_setup(e);
 		for (int i = 0; i < n && i < 16; i++) {
-			if (progress_watch(fds[i], EPOLLIN, engine_fd_ready, NULL, NULL,
+			uint32_t ev = EPOLLIN | (excl && is_cq_fd(e, fds[i]) ? EPOLLEXCLUSIVE : 0);
+			if (progress_watch(fds[i], ev, engine_fd_ready, NULL, NULL,
 					   &eng_watch[i]) < 0)
 				LOG_ERR("engine", "cannot watch engine fd %d", fds[i]);
 		}
@@ -233,16 +389,6 @@ int sock_engine_fds(int *fds, int max)
 	for (int i = 0; i < n; i++)
 		fds[i] = eng_fds[i];
 	return n;
-}
-
-void sock_engine_watch_pause(bool pause)
-{
-	if (!atomic_load_explicit(&eng_fast, memory_order_acquire))
-		return;
-	for (int i = 0; i < eng_nfds; i++)
-		if (eng_watch[i] && progress_watch_modify(eng_watch[i], pause ? 0 : EPOLLIN) < 0)
-			SMCR_LOG_RL(SMCR_LOG_WARN, "engine", "cannot %s the engine fd watch",
-				    pause ? "pause" : "resume");
 }
 
 void sock_engine_spin(void)

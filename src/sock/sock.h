@@ -246,14 +246,25 @@ void sock_engine_spin(void);
  * thread about to sleep polls them too (data.c wait_for). */
 #define SOCK_ENGINE_FDS_MAX 8
 int sock_engine_fds(int *fds, int max);
-/* The progress thread stops (true) / starts again (false) watching the engine's fds,
- * while a program thread sleeps on them itself (data.c wait_for): then a completion wakes
- * one thread, not two. Level-triggered: what fired meanwhile wakes it on the resume. */
-void sock_engine_watch_pause(bool pause);
+/* Direct wake (engine.c "Direct wake", mode branch): one program thread at a time sleeps
+ * on the CQ fds and its program fd (fd, EPOLLIN or EPOLLOUT when out) and takes the
+ * completions itself; the progress thread is then not woken for them. begin: false when
+ * another thread owns it or it is off (sleep the usual way). wait: epoll_wait with ms
+ * (-1: none), like poll's return; *mine: the program fd was reported. After wait
+ * returns, the caller MUST poll the engine (core_engine_prepare_sleep) before anything
+ * else, then call end. sock_direct_mode: $SMCR_DIRECT_WAKE, 0 off, 1 on for threads
+ * whose recent sleeps were short (default), 2 always (tests). */
+bool sock_direct_begin(int fd, bool out);
+int sock_direct_wait(int ms, bool *mine);
+void sock_direct_end(void);
+int sock_direct_mode(void);
+/* Direct sleeps and wake-ups by a CQ fd of a direct sleeper, since start (tests). */
+extern _Atomic uint64_t sock_direct_sleeps_total, sock_direct_cq_wakes_total;
+#define SOCK_DIRECT_SHORT_NS 1000000ull /* a thread's sleeps averaging below: direct */
+#define SOCK_DIRECT_MISS_NS 10000000ull /* a direct wake-up that was for others counts so */
 #define SOCK_SPIN_NS 20000ull	    /* the spin before sleeping, at least */
 #define SOCK_SPIN_MAX_NS 100000ull  /* adaptive spin: the longer spin (data.c spin_budget) */
 #define SOCK_SPIN_SHORT_NS 10000ull /* recent waits below this average: the longer spin */
-#define SOCK_SLEEP_ENGINE_NS 1000000ull /* below this: a sleeper also polls the engine fds */
 #define SOCK_RX_SPIN_ONE 1u
 #define SOCK_RX_DEFERRED 0x80000000u
 /* The engine's callback: true if a thread spins in a receive on s, which will then see
