@@ -153,10 +153,12 @@ bool sock_direct_begin(int fd, bool out)
 	if (direct_fd == fd)
 		rc = sock_sys.epoll_ctl(eng_direct_epfd, EPOLL_CTL_MOD, fd, &ev);
 	if (rc < 0) {
-		if (direct_fd >= 0 && direct_fd != fd)
-			(void)sock_sys.epoll_ctl(eng_direct_epfd, EPOLL_CTL_DEL, direct_fd, NULL);
+		/* A new number (or the same number, another file): ADD. The previous fd's
+		 * registration is not deleted (a system call per new socket, connect's path):
+		 * closed, it went with its file; still open, it is one-shot, so it wakes the
+		 * direct sleeper at most once more (a spurious return, harmless by the rule). */
 		rc = sock_sys.epoll_ctl(eng_direct_epfd, EPOLL_CTL_ADD, fd, &ev);
-		if (rc < 0 && errno == EEXIST) /* registered by a stale direct_fd's number */
+		if (rc < 0 && errno == EEXIST) /* registered earlier, still open */
 			rc = sock_sys.epoll_ctl(eng_direct_epfd, EPOLL_CTL_MOD, fd, &ev);
 	}
 	if (rc < 0) {
