@@ -270,23 +270,9 @@ static uint64_t wait_avg(struct sock *s, int dir)
 	return avg ? avg : UINT64_MAX;
 }
 
-static uint64_t env_us(const char *name, _Atomic uint64_t *cache, uint64_t dflt)
-{
-	uint64_t x = atomic_load_explicit(cache, memory_order_relaxed);
-	if (x == UINT64_MAX) {
-		const char *e = getenv(name);
-		x = e && *e ? (uint64_t)strtoull(e, NULL, 10) * 1000 : dflt;
-		atomic_store_explicit(cache, x, memory_order_relaxed);
-	}
-	return x;
-}
-
 static uint64_t spin_budget(struct sock *s, int dir)
 {
-	static _Atomic uint64_t sh = UINT64_MAX, mx = UINT64_MAX, mn = UINT64_MAX;
-	return wait_avg(s, dir) < env_us("SMCR_XSPIN_SHORT_US", &sh, SOCK_SPIN_SHORT_NS)
-		       ? env_us("SMCR_XSPIN_MAX_US", &mx, SOCK_SPIN_MAX_NS)
-		       : env_us("SMCR_XSPIN_US", &mn, SOCK_SPIN_NS);
+	return wait_avg(s, dir) < SOCK_SPIN_SHORT_NS ? SOCK_SPIN_MAX_NS : SOCK_SPIN_NS;
 }
 
 static void wait_note(struct sock *s, int dir, uint64_t ns)
