@@ -182,6 +182,16 @@ int core_engine_prepare_sleep(struct core_engine *e);
  * thread may call them; they nest by count). */
 void core_engine_spin_begin(struct core_engine *e, uint64_t now_ns);
 void core_engine_spin_end(struct core_engine *e);
+/* Hold (mode branch, docs/parts/stream.md "Round 3"): ends a spin like spin_end, but the
+ * last one out does not arm the CQs: they stay unarmed until until_ns (the spinner is
+ * likely to spin again soon and poll; between two blocking calls of a stream the peer's
+ * next message otherwise fired the progress thread 10 000-20 000 times a second). While
+ * the hold lasts, prepare_sleep (and core_reap) do not arm, and core_engine_progress
+ * reports until_ns as a deadline. The caller must make sure the thread sleeping on
+ * core_engine_fds wakes by until_ns (sock: a progress timer). core_engine_hold_cancel
+ * ends every hold at once (a thread about to sleep: it needs the CQs armed). */
+void core_engine_spin_end_hold(struct core_engine *e, uint64_t until_ns);
+void core_engine_hold_cancel(struct core_engine *e);
 /* Whether a thread spins now (between spin_begin and spin_end, within its grace), i.e.
  * the CQs stay unarmed and that thread polls them. A progress thread whose
  * prepare_sleep answered 1 (work came in) can then sleep until its next deadline instead

@@ -364,6 +364,10 @@ struct core_engine {
 	 * -1 for a moment (the woken thread's done before the waker's count). */
 	_Atomic int handoffs;
 	_Atomic uint64_t handoff_until;	/* now_ns bound of the latest hand-over */
+	/* Hold (core_engine_spin_end_hold, mode branch): a blocking call that returned left
+	 * the CQs unarmed until this bound (ns, 0: none); its thread is likely to call again
+	 * and poll. Written by any thread (atomic, no lock), read under eng->lock. */
+	_Atomic uint64_t hold_until;
 	bool freed;			/* [E] core_engine_free ran */
 	_Atomic uint32_t refcnt;	/* the owner's + one per conn object */
 	struct core_conn *ev_head;	/* [V] */

@@ -129,6 +129,7 @@ int core_engine_new(const struct core_engine_params *p, struct core_engine **out
 	atomic_init(&e->rand_state, seed64());
 	atomic_init(&e->handoffs, 0);
 	atomic_init(&e->handoff_until, 0);
+	atomic_init(&e->hold_until, 0);
 	e->next_deadline = CORE_NEVER;
 	e->next_lg_id = 1;
 	e->next_link_id = 1;
@@ -287,6 +288,10 @@ int core_engine_progress(struct core_engine *e, uint64_t now_ns, uint64_t *next_
 		if (atomic_load_explicit(&e->handoffs, memory_order_acquire) > 0 && hu > now_ns &&
 		    hu < next)
 			next = hu;
+		/* A hold, likewise: look (and arm) when it ends. */
+		uint64_t ho = atomic_load_explicit(&e->hold_until, memory_order_acquire);
+		if (ho > now_ns && ho < next)
+			next = ho;
 		*next_deadline_ns = next;
 		pthread_mutex_unlock(&e->lock);
 	}
@@ -322,7 +327,31 @@ static bool arm_allowed_locked(const struct core_engine *e)
 	if (atomic_load_explicit(&e->handoffs, memory_order_acquire) > 0 &&
 	    e->last_now < atomic_load_explicit(&e->handoff_until, memory_order_acquire))
 		return false;
+	/* a hold: against a fresh clock (last_now may lag, and a stale "not yet" with the
+	 * bound passed would leave the CQs unarmed with no deadline reported) */
+	uint64_t ho = atomic_load_explicit(&e->hold_until, memory_order_acquire);
+	if (ho && smcr_now_ns() < ho)
+		return false;
 	return true;
+}
+
+void core_engine_spin_end_hold(struct core_engine *e, uint64_t until_ns)
+{
+	pthread_mutex_lock(&e->lock);
+	bool last = e->spinners && --e->spinners == 0 && !e->freed;
+	if (last) {
+		uint64_t cur = atomic_load_explicit(&e->hold_until, memory_order_relaxed);
+		if (cur < until_ns)
+			atomic_store_explicit(&e->hold_until, until_ns, memory_order_release);
+	}
+	pthread_mutex_unlock(&e->lock);
+	core_ev_fire(e);
+}
+
+void core_engine_hold_cancel(struct core_engine *e)
+{
+	if (atomic_load_explicit(&e->hold_until, memory_order_relaxed))
+		atomic_store_explicit(&e->hold_until, 0, memory_order_release);
 }
 
 void core_engine_handoff(struct core_engine *e, uint64_t until_ns)

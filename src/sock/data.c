@@ -322,6 +322,8 @@ static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t h
 		if ((++turns & 3) == 0)
 			now = smcr_now_ns();
 	} while (now - t0 < budget);
+	if (!ok)
+		core_engine_hold_cancel(e); /* we sleep: the CQs must be armed ("Hold") */
 	if (!held || !ok)
 		core_engine_spin_end(e);
 	if (rx)
@@ -447,6 +449,70 @@ static void call_spin_end(struct core_engine *e)
 		core_engine_spin_end(e);
 }
 
+/* ---- Hold (mode branch; core.h core_engine_spin_end_hold) ----
+ *
+ * A blocking call that moved data ends its bracket with a hold instead: the CQs stay
+ * unarmed for SOCK_HOLD_NS, since the thread is likely to call again within
+ * microseconds (a stream: 30 000 calls a second) and poll then. Without it each call's
+ * spin_end armed the CQs and the next began the bracket again a microsecond or two
+ * later; the peer's message landing in between wrote our eventfd and woke the progress
+ * thread, 10 000-20 000 times a second in the spinning mode (measured 19:20, load 4),
+ * preempting the program threads as often. Why nothing is lost: the progress timer
+ * hold_tmr is armed at the hold's end, and a hold is made only when that needs no kick
+ * (progress_timer_arm_quiet: the progress thread is awake or due by then), so the
+ * progress thread polls, and arms, by then at the latest; and core_engine_progress reports the bound as a deadline while the hold is
+ * renewed. A thread that is about to sleep in wait_for cancels every hold first
+ * (core_engine_hold_cancel), so its own wake-up is never held up; another poller of
+ * the process (poll/epoll on a socket) sees an arrival at most SOCK_HOLD_NS late, as
+ * with a spinner that lost its CPU (the spin grace). $SMCR_HOLD_US (read once) changes
+ * the bound; 0 turns holds off. */
+static struct prog_timer hold_tmr;
+static pthread_once_t hold_once = PTHREAD_ONCE_INIT;
+
+static void hold_fire(void *arg, uint32_t events)
+{
+	(void)arg;
+	(void)events; /* the hook that runs after the timers polls and arms */
+}
+
+static void hold_init(void)
+{
+	progress_timer_init(&hold_tmr, hold_fire, NULL);
+}
+
+static uint64_t hold_ns(void)
+{
+	static _Atomic uint64_t v = UINT64_MAX;
+	uint64_t x = atomic_load_explicit(&v, memory_order_relaxed);
+	if (x == UINT64_MAX) {
+		const char *e = getenv("SMCR_HOLD_US");
+		x = e && *e ? (uint64_t)strtoull(e, NULL, 10) * 1000 : SOCK_HOLD_NS;
+		atomic_store_explicit(&v, x, memory_order_relaxed);
+	}
+	return x;
+}
+
+/* call_spin_end for a call that moved data: a hold when on. */
+static void call_spin_end_moved(struct core_engine *e, bool moved)
+{
+	uint64_t h = e && moved ? hold_ns() : 0;
+	if (!h) {
+		call_spin_end(e);
+		return;
+	}
+	pthread_once(&hold_once, hold_init);
+	uint64_t until = smcr_now_ns() + h;
+	/* the timer first: once the hold is visible, the progress thread is due by then.
+	 * Only when that costs no kick (it is awake, or due by then anyway: while holds
+	 * follow each other it wakes once per SOCK_HOLD_NS); otherwise no hold: a kick per
+	 * call would cost the wake-up the hold saves (pingpong's sleeping mode). */
+	if (progress_timer_arm_quiet(&hold_tmr, until) < 0) {
+		call_spin_end(e);
+		return;
+	}
+	core_engine_spin_end_hold(e, until);
+}
+
 /* core said "not now" (-SMCR_E_AGAIN): a call that may not block fails with EAGAIN, one that
  * may blocks until the event or the deadline (the one rule of every data call's loop). */
 static int block_or_again(struct sock *s, bool nowait, unsigned want, uint64_t deadline,
@@ -559,7 +625,7 @@ static ssize_t smc_send(struct sock *s, const struct iovec *uiov, int cnt, int f
 				break;
 		}
 	}
-	call_spin_end(held);
+	call_spin_end_moved(held, done > 0 && rc == 0);
 	sock_sync_after_call(s);
 	if (done > 0)
 		return (ssize_t)done; /* an error after some bytes shows at the next call */
@@ -631,7 +697,7 @@ static ssize_t smc_recv(struct sock *s, const struct iovec *uiov, int cnt, int f
 		if (rc < 0)
 			break;
 	}
-	call_spin_end(held);
+	call_spin_end_moved(held, done > 0 && rc == 0 && !(flags & MSG_PEEK));
 	sock_rx_flush(s);
 	sock_sync_after_call(s);
 	if (done > 0)
