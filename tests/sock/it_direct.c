@@ -11,7 +11,12 @@
  *     the direct sleeper, again without a progress-thread turn; the direct sleeper sleeps
  *     on and gets its own byte later;
  *   - engine timers still fire while a thread sleeps directly: an idle link group's free
- *     timer (SMCR_LG_FREE_MS) frees it, on the progress thread's timeout. */
+ *     timer (SMCR_LG_FREE_MS) frees it, on the progress thread's timeout;
+ *   - the hold (data.c "Hold"): a recv that returned data leaves the CQs unarmed (made
+ *     only while the progress thread is due: a test timer makes it so); an arrival for
+ *     another socket polled in the kernel is then seen when the progress thread wakes,
+ *     not at once and not after the bound; a thread about to sleep in recv cancels the
+ *     hold and is woken at once. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,11 +25,13 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
+#include "core/core_int.h"
 #include "itlib.h"
 #include "sock/progress.h"
 #include "sock/sock.h"
@@ -208,6 +215,115 @@ static void test_direct_wake(void **state)
 			 0);
 }
 
+/* ---- the hold (data.c "Hold"): bounded, and cancelled by a sleeper ---- */
+
+#define HOLD_MS 200 /* $SMCR_HOLD_US of the client: long, to be measurable */
+enum {
+	HS_FIRST = 1, /* 'f' on fd1 */
+	HS_OTHER,     /* 'o' on fd2 */
+	HS_OWN,	      /* 'w' on fd1 */
+	HS_DONE,
+};
+
+static int hold_server(void *arg)
+{
+	(void)arg;
+	it_child_env(0);
+	int fd1 = smcr_accept(lfd, NULL, NULL);
+	int fd2 = smcr_accept(lfd, NULL, NULL);
+	IT_CHECK(fd1 >= 0 && fd2 >= 0);
+	smcr_close(lfd);
+	it_wait_at_least(&sh->stage, HS_FIRST);
+	IT_CHECK(smcr_send(fd1, "f", 1, 0) == 1);
+	it_wait_at_least(&sh->stage, HS_OTHER);
+	IT_CHECK(smcr_send(fd2, "o", 1, 0) == 1);
+	it_wait_at_least(&sh->stage, HS_OWN);
+	IT_CHECK(smcr_send(fd1, "w", 1, 0) == 1);
+	it_wait_at_least(&sh->stage, HS_DONE);
+	IT_CHECK(smcr_close(fd1) == 0);
+	IT_CHECK(smcr_close(fd2) == 0);
+	return 0;
+}
+
+static void nop_timer(void *arg, uint32_t ev)
+{
+	(void)arg;
+	(void)ev;
+}
+
+static int hold_client(void *arg)
+{
+	(void)arg;
+	char us[32];
+	snprintf(us, sizeof(us), "%d", HOLD_MS * 1000);
+	setenv("SMCR_HOLD_US", us, 1);
+	it_child_env(1);
+	smcr_close(lfd);
+	int fd1 = it_connect(false, port);
+	int fd2 = it_connect(false, port);
+	IT_CHECK(fd1 >= 0 && fd2 >= 0);
+	struct core_engine *e = sock_engine();
+	IT_CHECK(e != NULL);
+	/* The progress thread due in 100 ms (a timer of ours): a hold of 200 ms then needs
+	 * no kick, so the recv below makes one. */
+	struct prog_timer tmr;
+	progress_timer_init(&tmr, nop_timer, NULL);
+	pthread_t t;
+	struct blocked a;
+	start_sleeper(&t, &a, fd1);
+	IT_CHECK(progress_timer_arm(&tmr, smcr_now_ns() + 100 * SMCR_NS_PER_MS) == 0);
+	usleep(20000);
+	sh->stage = HS_FIRST;
+	IT_CHECK(pthread_join(t, NULL) == 0);
+	IT_CHECK(a.rc == 1 && a.got == 'f');
+	uint64_t t0 = smcr_now_ns();
+	uint64_t until = atomic_load(&e->hold_until);
+	IT_CHECK(until > t0); /* the recv that returned left a hold */
+
+	/* 1. a byte for fd2, whose reader sleeps in the kernel's poll() (no data call: it
+	 * does not cancel the hold): the CQs are unarmed, the progress thread polls at
+	 * its wake-up (the timer, then the hold's bound at the latest) */
+	sh->stage = HS_OTHER;
+	struct pollfd p = { .fd = fd2, .events = POLLIN };
+	IT_CHECK(poll(&p, 1, 5000) == 1);
+	uint64_t late = smcr_now_ns() - t0;
+	fprintf(stderr, "[client] held arrival seen by poll after %llu ms (hold %d ms)\n",
+		(unsigned long long)(late / SMCR_NS_PER_MS), HOLD_MS);
+	/* not at once (the CQs stayed unarmed: nobody was woken before the progress
+	 * thread's timer, ~80 ms after t0), and within the hold's bound (plus slack) */
+	IT_CHECK(late >= 40 * SMCR_NS_PER_MS);
+	IT_CHECK(late < (HOLD_MS + 500) * SMCR_NS_PER_MS);
+	char c;
+	IT_CHECK(smcr_recv(fd2, &c, 1, 0) == 1 && c == 'o');
+
+	/* 2. a thread about to sleep in recv cancels every hold: its byte wakes it at once,
+	 * not at a hold's bound (the recv of fd2 just above made a new hold) */
+	IT_CHECK(progress_timer_arm(&tmr, smcr_now_ns() + 100 * SMCR_NS_PER_MS) == 0);
+	start_sleeper(&t, &a, fd1);
+	IT_CHECK(atomic_load(&e->hold_until) == 0);
+	uint64_t t1 = smcr_now_ns();
+	sh->stage = HS_OWN;
+	IT_CHECK(pthread_join(t, NULL) == 0);
+	IT_CHECK(a.rc == 1 && a.got == 'w');
+	late = smcr_now_ns() - t1;
+	fprintf(stderr, "[client] sleeper woke %llu ms after the send was asked\n",
+		(unsigned long long)(late / SMCR_NS_PER_MS));
+	IT_CHECK(late < 100 * SMCR_NS_PER_MS);
+	(void)progress_timer_cancel(&tmr);
+	sh->stage = HS_DONE;
+	IT_CHECK(smcr_close(fd1) == 0);
+	IT_CHECK(smcr_close(fd2) == 0);
+	return 0;
+}
+
+static void test_hold(void **state)
+{
+	(void)state;
+	memset(sh, 0, sizeof(*sh));
+	assert_int_equal(it_run_smc_pair(&lfd, &port, hold_server, NULL, hold_client, NULL, 60000),
+			 0);
+}
+
 int main(void)
 {
 	char port_s[16];
@@ -220,6 +336,7 @@ int main(void)
 		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_direct_wake),
+		cmocka_unit_test(test_hold),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
