@@ -276,10 +276,16 @@ static void hs_smc_locked(struct sock *s)
 			return;
 		}
 	}
-	/* The watch stays, now for the idle TCP connection's FIN/RST (RFC 7609: TCP stays up
-	 * for the connection's life). Edge-triggered: one event per change, no spinning on
-	 * a FIN that stays readable. A handshake its thread drove has none yet. */
-	uint32_t wev = EPOLLIN | EPOLLRDHUP | EPOLLET;
+	/* The watch stays, now for the idle TCP connection's RST (RFC 7609: TCP stays up for
+	 * the connection's life; a Linux peer resets it when it aborts connections,
+	 * linux-interop.md 8). Only EPOLLERR/EPOLLHUP, which epoll always reports: a FIN
+	 * means nothing here (core_conn_tcp_event ignores it, the C says it all) and comes
+	 * right after the peer's C on every connection: waking the progress thread for it
+	 * cost a wake-up and a sock.lock contention with the program's close. HUP without
+	 * ERR needs our own FIN too (we send it only in close, which removes the watch) or a
+	 * reset. Edge-triggered: one event per change. A handshake its thread drove has
+	 * none yet. */
+	uint32_t wev = EPOLLET;
 	if (s->watch) {
 		if (progress_watch_modify(s->watch, wev) < 0)
 			LOG_WARN("hs", "fd %d: cannot watch the TCP connection", s->fd);
