@@ -64,6 +64,7 @@
 struct lsn_drive {
 	struct sock *c[LSN_DRIVE_MAX];
 	int n;
+	bool cloexec; /* the accept's SOCK_CLOEXEC: its children are installed so */
 };
 
 static void lsn_fill(struct sock *ls, struct lsn_drive *d);
@@ -483,9 +484,14 @@ static void lsn_new_child(struct sock *ls, int nfd, const struct sockaddr_storag
 		c->tcp = t;
 		c->fd_is_tcp = true;
 		if (d && d->n < LSN_DRIVE_MAX) {
+			/* Most likely this accept returns it: its SMC-R end goes in with the
+			 * accept's close-on-exec flag, no F_SETFD when it is taken. */
+			c->cloexec_off_at_install = !d->cloexec;
 			if (hs_drive_start_locked(c)) {
 				sock_hold(c);
 				d->c[d->n++] = c;
+			} else {
+				c->cloexec_off_at_install = false; /* ended at once */
 			}
 		} else {
 			rc = hs_start_locked(c);
@@ -543,10 +549,13 @@ static int lsn_deliver(struct sock *c, struct sockaddr *addr, socklen_t *alen, i
 		c->background = false;
 		bool nb = (flags & SOCK_NONBLOCK) != 0, ce = (flags & SOCK_CLOEXEC) != 0;
 		c->nonblock = nb;
-		if (!ce) {
-			/* taken close-on-exec (children are invisible until now) */
-			(void)sock_sys.fcntl(fd, F_SETFD, 0);
-			c->cloexec = false;
+		c->cloexec_off_at_install = false;
+		if (ce != c->cloexec) {
+			/* Children are close-on-exec until taken (invisible until now), except
+			 * one a blocking accept without SOCK_CLOEXEC drove to SMC-R (installed
+			 * without it): fix whichever differs from this accept's flag. */
+			(void)sock_sys.fcntl(fd, F_SETFD, ce ? FD_CLOEXEC : 0);
+			c->cloexec = ce;
 		}
 		if (nb) {
 			if (c->has_sig)
@@ -575,6 +584,7 @@ static void lsn_drive_release(struct lsn_drive *d)
 	for (int i = 0; i < d->n; i++) {
 		struct sock *c = d->c[i];
 		pthread_mutex_lock(&c->lock);
+		c->cloexec_off_at_install = false; /* handed on: close-on-exec until taken */
 		int rc = hs_drive_release_locked(c);
 		if (rc < 0)
 			hs_fail_start_locked(c, rc);
@@ -659,7 +669,7 @@ static int lsn_accept_loop(struct sock *ls, struct sockaddr *addr, socklen_t *al
 	if (tmo.tv_sec || tmo.tv_usec)
 		deadline = smcr_now_ns() + (uint64_t)tmo.tv_sec * SMCR_NS_PER_S +
 			   (uint64_t)tmo.tv_usec * 1000ull;
-	struct lsn_drive d = { .n = 0 };
+	struct lsn_drive d = { .n = 0, .cloexec = (flags & SOCK_CLOEXEC) != 0 };
 	/* A blocking accept takes connections after its poll saw the listener readable (it
 	 * returns at once when some are queued): no accept4 answered EAGAIN per call. */
 	bool filled = !nonblock;
