@@ -147,6 +147,12 @@ struct sock {
 	_Atomic bool peer_closed_seen;	  /* hs_peer_closed queued its call (once per socket) */
 	uint64_t first_byte_deadline;	  /* server: fall back if no byte by then (ns) */
 	struct prog_watch *watch;	  /* (L) the TCP watch (handshake, then FIN/RST) */
+	/* An established SMC-R connection's RST watch starts HS_WATCH_DEFER_NS after it is
+	 * up (hs.c "deferred RST watch"): while it waits it is on hs.c's list, which holds
+	 * a reference. Protected by hs.c's hs_dw_lock (a leaf), not by lock. */
+	struct sock *dw_next, *dw_prev;
+	uint64_t dw_deadline;
+	bool dw_on;
 	struct prog_timer timer;	  /* handshake deadline; armed under lock */
 	bool timer_ref;			  /* (L) the armed timer holds a reference */
 	_Atomic bool kick_pending;	  /* a progress_call for the handshake is queued */
@@ -340,7 +346,8 @@ void hs_wait_locked(struct sock *s);
 void hs_abort_locked(struct sock *s);
 /* Queues a handshake step on the progress thread (from the engine's callback). */
 void hs_kick(struct sock *s);
-/* Stops watching the TCP socket (close of an SMC connection). Caller holds s->lock. */
+/* Stops watching the TCP socket (close of an SMC connection), or takes it off the list of
+ * deferred watches. Caller holds s->lock. */
 void hs_unwatch_locked(struct sock *s);
 /* The engine's callback saw the peer stop (CORE_EV_RDHUP): on the progress thread, queues
  * the removal of the TCP watch if the peer closed (C or A). No lock held. */

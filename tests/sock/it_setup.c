@@ -6,9 +6,11 @@
  *    an invalid timeout still gets the kernel's EDOM;
  *  - a blocking accept without SOCK_CLOEXEC returns an SMC-R fd without FD_CLOEXEC and
  *    makes no F_SETFD for it; one with SOCK_CLOEXEC returns it close-on-exec;
- *  - the hidden TCP socket of an established SMC-R connection is watched for RST only: the
- *    peer's FIN does not wake the progress thread (its turn count stays), the connection
- *    keeps working; the peer's RST still aborts it (ECONNRESET). */
+ *  - the hidden TCP socket of an established SMC-R connection is watched for RST only, and
+ *    only from 100 ms after the connection came up (deferred: no epoll_ctl for short
+ *    connections): the peer's FIN does not wake the progress thread (its turn count
+ *    stays), the connection keeps working; the peer's RST still aborts it (ECONNRESET),
+ *    also one that came before the watch started (noticed when it starts). */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +23,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -183,6 +187,11 @@ static int hidden_tcp(int fd)
 static int fin_server(void *a)
 {
 	(void)a;
+	it_child_env(0);
+	int fd0 = smcr_accept(lfd, NULL, NULL); /* the first contact (its watch is older) */
+	IT_CHECK(fd0 >= 0);
+	IT_CHECK(it_read_to_eof(fd0, NULL, 64) == 0);
+	smcr_close(fd0);
 	int fd = it_accept_smc(lfd);
 	it_wait_at_least(&sh->stage, 1); /* the client is idle and counted its turns */
 	IT_CHECK(shutdown(hidden_tcp(fd), SHUT_WR) == 0); /* a FIN on the TCP connection only */
@@ -211,11 +220,30 @@ static int fin_client(void *a)
 	(void)a;
 	it_child_env(1);
 	smcr_close(lfd);
+	/* a first contact waits for its link in the background, with the watch: the
+	 * connection under test reuses the link group */
+	int fd0 = it_connect(false, port);
+	IT_CHECK(fd0 >= 0);
+	smcr_close(fd0);
+	usleep(50000); /* both closed: its RMB is back in the pool, known to the peer, so
+			* the next connection needs no CONFIRM RKEY (no background wait) */
 	int fd = it_connect(false, port);
 	IT_CHECK(fd >= 0);
 	struct smcr_info in;
-	IT_CHECK(it_info(fd, &in) && in.mode == SMCR_MODE_SMCR);
-	usleep(100000); /* the set-up's last events are handled */
+	IT_CHECK(it_info(fd, &in) && in.mode == SMCR_MODE_SMCR && !in.first_contact);
+	/* the RST watch starts 100 ms after the connection is up (deferred), not at once */
+	struct sock *so = sock_get(fd);
+	IT_CHECK(so != NULL);
+	pthread_mutex_lock(&so->lock);
+	bool early = so->watch != NULL;
+	pthread_mutex_unlock(&so->lock);
+	IT_CHECK(!early);
+	usleep(250000); /* the set-up's last events are handled, the watch is there */
+	pthread_mutex_lock(&so->lock);
+	bool late = so->watch != NULL;
+	pthread_mutex_unlock(&so->lock);
+	sock_put(so);
+	IT_CHECK(late);
 	uint64_t t0 = progress_turns();
 	sh->stage = 1;
 	it_wait_at_least(&sh->stage, 2);
@@ -251,12 +279,62 @@ static void test_fin_ignored_rst_aborts(void **state)
 			 0);
 }
 
+/* ---- an RST before the deferred watch started: noticed when it starts ---- */
+
+static int early_server(void *a)
+{
+	(void)a;
+	int fd = it_accept_smc(lfd);
+	int t = hidden_tcp(fd);
+	struct linger lg = { 1, 0 };
+	IT_CHECK(setsockopt(t, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0);
+	int spare = socket(AF_INET, SOCK_STREAM, 0);
+	IT_CHECK(spare >= 0 && dup2(spare, t) == t); /* the RST, right after the set-up */
+	close(spare);
+	it_wait_at_least(&sh->stage, 1);
+	smcr_close(fd);
+	return 0;
+}
+
+static int early_client(void *a)
+{
+	(void)a;
+	it_child_env(1);
+	smcr_close(lfd);
+	long long t0 = now_ms();
+	int fd = it_connect(false, port);
+	IT_CHECK(fd >= 0);
+	struct smcr_info in;
+	IT_CHECK(it_info(fd, &in) && in.mode == SMCR_MODE_SMCR);
+	struct timeval tv = { 3, 0 };
+	IT_CHECK(smcr_setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0);
+	char b;
+	errno = 0;
+	IT_CHECK(smcr_recv(fd, &b, 1, 0) == -1);
+	IT_CHECK(errno == ECONNRESET);
+	long long took = now_ms() - t0;
+	IT_CHECK(took < 1500); /* the deferral (100 ms), not the 3 s timeout */
+	sh->stage = 1;
+	smcr_close(fd);
+	return 0;
+}
+
+static void test_early_rst_noticed(void **state)
+{
+	(void)state;
+	sh->stage = 0;
+	assert_int_equal(it_run_smc_pair(&lfd, &port, early_server, NULL, early_client, NULL,
+					 20000),
+			 0);
+}
+
 int main(void)
 {
 	sh = it_shared(sizeof(*sh));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_options_deferred_and_cloexec),
 		cmocka_unit_test(test_fin_ignored_rst_aborts),
+		cmocka_unit_test(test_early_rst_noticed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
