@@ -65,7 +65,21 @@ struct lsn_drive {
 	struct sock *c[LSN_DRIVE_MAX];
 	int n;
 	bool cloexec; /* the accept's SOCK_CLOEXEC: its children are installed so */
+	/* The engine while this accept holds a poll bracket (core_engine_spin_begin): from
+	 * its spin for a Confirm until it sleeps or returns. The client's first CDC follows
+	 * its Confirm by microseconds; with the CQs unarmed meanwhile it rings no doorbell
+	 * and wakes no progress thread, and the bracket's end (spin_end: arm, then poll
+	 * once) takes it on this thread. Never held across a sleep. */
+	struct core_engine *held;
 };
+
+static void lsn_bracket_end(struct lsn_drive *d)
+{
+	if (d->held) {
+		core_engine_spin_end(d->held);
+		d->held = NULL;
+	}
+}
 
 static void lsn_fill(struct sock *ls, struct lsn_drive *d);
 
@@ -581,6 +595,7 @@ static int lsn_deliver(struct sock *c, struct sockaddr *addr, socklen_t *alen, i
 /* The accepting thread leaves: the children it drove go to the progress thread. */
 static void lsn_drive_release(struct lsn_drive *d)
 {
+	lsn_bracket_end(d); /* every return of a blocking accept comes here */
 	for (int i = 0; i < d->n; i++) {
 		struct sock *c = d->c[i];
 		pthread_mutex_lock(&c->lock);
@@ -638,9 +653,16 @@ static int lsn_wait(struct sock *ls, struct lsn_drive *d, uint64_t deadline)
 	/* The client's Confirm follows our Accept within microseconds unless the client is
 	 * slow: spin for it first (hs.c; bounded, off after misses). A silent or stalled
 	 * client costs at most the spin, once, and turns it off when it repeats. */
+	if (answered && !d->held) {
+		d->held = sock_engine_if_up();
+		if (d->held)
+			core_engine_spin_begin(d->held, smcr_now_ns());
+	}
 	int n = answered ? hs_spin_poll(pf, (unsigned)k, HS_SPIN_SERVER) : 0;
-	if (n == 0)
+	if (n == 0) {
+		lsn_bracket_end(d); /* never asleep with the CQs unarmed */
 		n = sock_sys.poll(pf, (nfds_t)k, ms); /* < 0 from the spin: EINTR as this poll's */
+	}
 	int perr = errno;
 	pthread_mutex_lock(&ls->lq_lock);
 	ls->lq_waiters--;

@@ -5,7 +5,8 @@
  *    (a receive times out), and read back as TCP answers them (flushed on the first read);
  *    an invalid timeout still gets the kernel's EDOM;
  *  - a blocking accept without SOCK_CLOEXEC returns an SMC-R fd without FD_CLOEXEC and
- *    makes no F_SETFD for it; one with SOCK_CLOEXEC returns it close-on-exec;
+ *    makes no F_SETFD for it; one with SOCK_CLOEXEC returns it close-on-exec; neither
+ *    leaves the engine's poll bracket of its Confirm spin held;
  *  - the hidden TCP socket of an established SMC-R connection is watched for RST only, and
  *    only from 100 ms after the connection came up (deferred: no epoll_ctl for short
  *    connections): the peer's FIN does not wake the progress thread (its turn count
@@ -97,6 +98,8 @@ static int opt_server(void *a)
 	IT_CHECK(it_info(fd, &in) && in.mode == SMCR_MODE_SMCR);
 	IT_CHECK(n_setfd == 0);
 	IT_CHECK((fcntl(fd, F_GETFD) & FD_CLOEXEC) == 0);
+	/* the accept's poll bracket around its Confirm spin ended with it (lsn.c) */
+	IT_CHECK(it_engine_spinners() == 0);
 
 	struct timeval tv = { 0, 300000 };
 	int one = 1;
@@ -136,6 +139,7 @@ static int opt_server(void *a)
 	IT_CHECK(fd >= 0);
 	IT_CHECK(it_info(fd, &in) && in.mode == SMCR_MODE_SMCR);
 	IT_CHECK((fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
+	IT_CHECK(it_engine_spinners() == 0);
 	IT_CHECK(it_read_all(fd, b, 4) && memcmp(b, "ping", 4) == 0);
 	IT_CHECK(smcr_close(fd) == 0);
 	smcr_close(lfd);
@@ -156,6 +160,7 @@ static int opt_client(void *a)
 	char b[4];
 	IT_CHECK(it_read_all(fd, b, 4) && memcmp(b, "pong", 4) == 0);
 	IT_CHECK(smcr_close(fd) == 0);
+	usleep(100000); /* the server sleeps in accept4: it drives this one (and spins) */
 	fd = it_connect(false, port);
 	IT_CHECK(fd >= 0);
 	IT_CHECK(it_write_all(fd, "ping", 4));
@@ -168,6 +173,54 @@ static void test_options_deferred_and_cloexec(void **state)
 	(void)state;
 	sh->stage = 0;
 	assert_int_equal(it_run_smc_pair(&lfd, &port, opt_server, NULL, opt_client, NULL, 20000),
+			 0);
+}
+
+/* ---- a loop of short connections (as smcr-perf connect): the accepting thread's spins
+ * for the Confirm hit there, and the poll bracket it takes for them never outlives the
+ * accept ---- */
+
+#define LOOP_CONNS 300
+
+static int loop_server(void *a)
+{
+	(void)a;
+	it_child_env(0);
+	for (int i = 0; i < LOOP_CONNS; i++) {
+		int fd = smcr_accept(lfd, NULL, NULL);
+		IT_CHECK(fd >= 0);
+		IT_CHECK(it_engine_spinners() == 0);
+		char b[64];
+		IT_CHECK(it_read_all(fd, b, sizeof(b)));
+		IT_CHECK(it_write_all(fd, b, sizeof(b)));
+		IT_CHECK(smcr_close(fd) == 0);
+	}
+	smcr_close(lfd);
+	return 0;
+}
+
+static int loop_client(void *a)
+{
+	(void)a;
+	it_child_env(1);
+	smcr_close(lfd);
+	char b[64], r[64];
+	for (int i = 0; i < LOOP_CONNS; i++) {
+		int fd = it_connect(false, port);
+		IT_CHECK(fd >= 0);
+		memset(b, i & 0xff, sizeof(b));
+		IT_CHECK(it_write_all(fd, b, sizeof(b)));
+		IT_CHECK(it_read_all(fd, r, sizeof(r)) && memcmp(b, r, sizeof(b)) == 0);
+		IT_CHECK(smcr_close(fd) == 0);
+	}
+	return 0;
+}
+
+static void test_connect_loop_bracket(void **state)
+{
+	(void)state;
+	assert_int_equal(it_run_smc_pair(&lfd, &port, loop_server, NULL, loop_client, NULL,
+					 60000),
 			 0);
 }
 
@@ -333,6 +386,7 @@ int main(void)
 	sh = it_shared(sizeof(*sh));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_options_deferred_and_cloexec),
+		cmocka_unit_test(test_connect_loop_bracket),
 		cmocka_unit_test(test_fin_ignored_rst_aborts),
 		cmocka_unit_test(test_early_rst_noticed),
 	};
