@@ -66,7 +66,8 @@ struct lsn_drive {
 	int n;
 	bool cloexec; /* the accept's SOCK_CLOEXEC: its children are installed so */
 	/* The engine while this accept holds a poll bracket (core_engine_spin_begin): from
-	 * its spin for a Confirm until it sleeps or returns. The client's first CDC follows
+	 * the moment its wait for a Confirm ends (spin or poll) until it sleeps again or
+	 * returns. The client's first CDC follows
 	 * its Confirm by microseconds; with the CQs unarmed meanwhile it rings no doorbell
 	 * and wakes no progress thread, and the bracket's end (spin_end: arm, then poll
 	 * once) takes it on this thread. Never held across a sleep. */
@@ -653,15 +654,17 @@ static int lsn_wait(struct sock *ls, struct lsn_drive *d, uint64_t deadline)
 	/* The client's Confirm follows our Accept within microseconds unless the client is
 	 * slow: spin for it first (hs.c; bounded, off after misses). A silent or stalled
 	 * client costs at most the spin, once, and turns it off when it repeats. */
-	if (answered && !d->held) {
-		d->held = sock_engine_if_up();
-		if (d->held)
-			core_engine_spin_begin(d->held, smcr_now_ns());
-	}
 	int n = answered ? hs_spin_poll(pf, (unsigned)k, HS_SPIN_SERVER) : 0;
 	if (n == 0) {
 		lsn_bracket_end(d); /* never asleep with the CQs unarmed */
 		n = sock_sys.poll(pf, (nfds_t)k, ms); /* < 0 from the spin: EINTR as this poll's */
+	}
+	if (answered && n > 0 && !d->held) {
+		/* Most likely the Confirm: the client's first CDC is microseconds behind it,
+		 * while we step the child and return it (struct lsn_drive). */
+		d->held = sock_engine_if_up();
+		if (d->held)
+			core_engine_spin_begin(d->held, smcr_now_ns());
 	}
 	int perr = errno;
 	pthread_mutex_lock(&ls->lq_lock);
