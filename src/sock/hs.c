@@ -223,6 +223,29 @@ static bool hs_dw_inited, hs_dw_armed;
 
 static void hs_dw_fire(void *arg, uint32_t unused);
 
+/* fork(): the child's progress thread starts with no timers and no watches (progress.c),
+ * so none are inherited: the list is emptied (its references stay, as the parent's
+ * watches' did) and the timer is armed again by the child's next connection. */
+static pthread_once_t hs_dw_once = PTHREAD_ONCE_INIT;
+
+static void hs_dw_atfork_child(void)
+{
+	pthread_mutex_init(&hs_dw_lock, NULL);
+	for (struct sock *s = hs_dw_head, *n; s; s = n) {
+		n = s->dw_next;
+		s->dw_next = s->dw_prev = NULL;
+		s->dw_on = false;
+	}
+	hs_dw_head = hs_dw_tail = NULL;
+	hs_dw_armed = false;
+	hs_dw_inited = false;
+}
+
+static void hs_dw_init(void)
+{
+	pthread_atfork(NULL, NULL, hs_dw_atfork_child);
+}
+
 /* Caller holds hs_dw_lock. */
 static void hs_dw_unlink_locked(struct sock *s)
 {
@@ -295,6 +318,7 @@ static void hs_dw_fire(void *arg, uint32_t unused)
 /* The RST watch of s, HS_WATCH_DEFER_NS from now. Caller holds s->lock. */
 static void hs_watch_defer_locked(struct sock *s)
 {
+	pthread_once(&hs_dw_once, hs_dw_init);
 	sock_hold(s); /* the list's */
 	pthread_mutex_lock(&hs_dw_lock);
 	s->dw_deadline = smcr_now_ns() + HS_WATCH_DEFER_NS;
