@@ -214,12 +214,12 @@ void hs_peer_closed(struct sock *s)
  * first HS_WATCH_DEFER_NS is noticed at most that late (docs/parts/connect.md, Round 3:
  * deviation). The engine's own signals (the peer's C or A, link failure) are not delayed.
  * Lock: hs_dw_lock, a leaf (taken under a socket's lock; progress_lock is taken under it
- * by progress_timer_arm); it protects the list, the s->dw_* fields and hs_dw_armed. */
+ * by progress_timer_arm); it protects the list, the s->dw_* fields and hs_dw_inited. */
 #define HS_WATCH_DEFER_NS (100ull * SMCR_NS_PER_MS)
 static pthread_mutex_t hs_dw_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sock *hs_dw_head, *hs_dw_tail;
 static struct prog_timer hs_dw_timer;
-static bool hs_dw_inited, hs_dw_armed;
+static bool hs_dw_inited;
 
 static void hs_dw_fire(void *arg, uint32_t unused);
 
@@ -237,7 +237,6 @@ static void hs_dw_atfork_child(void)
 		s->dw_on = false;
 	}
 	hs_dw_head = hs_dw_tail = NULL;
-	hs_dw_armed = false;
 	hs_dw_inited = false;
 }
 
@@ -262,18 +261,19 @@ static void hs_dw_unlink_locked(struct sock *s)
 }
 
 /* Caller holds hs_dw_lock: the timer for the list's head, unless armed already (it then
- * fires earlier or at the same time and re-arms for what is left). */
+ * fires earlier or at the same time and re-arms for what is left). The timer's own state
+ * is asked (progress_timer_armed), not a flag of ours: progress_stop disarms every timer.
+ * Armed by another thread while the callback is on its way: one extra turn, no loss. */
 static void hs_dw_arm_locked(void)
 {
-	if (!hs_dw_head || hs_dw_armed)
+	if (!hs_dw_head)
 		return;
 	if (!hs_dw_inited) {
 		progress_timer_init(&hs_dw_timer, hs_dw_fire, NULL);
 		hs_dw_inited = true;
 	}
-	if (progress_timer_arm(&hs_dw_timer, hs_dw_head->dw_deadline) == 0)
-		hs_dw_armed = true;
-	else
+	if (!progress_timer_armed(&hs_dw_timer) &&
+	    progress_timer_arm(&hs_dw_timer, hs_dw_head->dw_deadline) < 0)
 		LOG_WARN("hs", "cannot arm the deferred TCP watch timer");
 }
 
@@ -294,7 +294,6 @@ static void hs_dw_fire(void *arg, uint32_t unused)
 	uint64_t now = smcr_now_ns();
 	struct sock *due = NULL, **tail = &due;
 	pthread_mutex_lock(&hs_dw_lock);
-	hs_dw_armed = false;
 	while (hs_dw_head && hs_dw_head->dw_deadline <= now) {
 		struct sock *s = hs_dw_head;
 		hs_dw_unlink_locked(s);
