@@ -11,24 +11,75 @@
  *
  * Then the same loop over smcr (a forked server process, SMCR_RULES "use smc both * *"),
  * and over plain TCP through the same process layout, each timed by phase on the client:
- * connect (socket + connect), exchange (send + recv), close. Usage: smcr-clccost [seconds [tcp|smc]] */
+ * connect (socket + connect), exchange (send + recv), close.
+ *
+ *   floor: the SMC-R message sequence with the least work per message (the "protocol
+ *          floor"): TCP connect, Proposal (92 B, what smcr sends) ->, <- Accept (68 B),
+ *          Confirm (68 B) -> on the TCP connection; then the 64 B request and answer and
+ *          the close's C go through memory, as a CDC does: the data and a 44-byte "CDC"
+ *          copied into a buffer the other side reads, and one eventfd write to wake it
+ *          (the shm doorbell; each side sleeps in read() on its eventfd, as a thread
+ *          blocked in recv). The client sends its C and closes its TCP socket; the server
+ *          waits for the C, closes. No engine, no signal pair, no locks, no progress
+ *          thread, no link group: what a connection costs when SMC-R's messages cost only
+ *          the kernel's TCP for CLC and one wake-up per CDC.
+ *
+ * Usage: smcr-clccost [seconds [tcp|smc|floor]]; floor alone prints tcp, tcp+clc and floor
+ * rates in turns (3 rounds) and the ratios, with CPU per connection (both threads). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <smcr/smcr.h>
 #include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 static int lfd;
-static volatile int clc_mode;
+static volatile int clc_mode; /* 0 tcp, 1 tcp+clc, 2 floor */
+
+/* floor: the "memory" path. One connection at a time (as smcr-perf connect), so one
+ * buffer per direction; an eventfd per direction is the doorbell (made once, as a link's
+ * are). The CDC is 44 bytes (wire-formats.md: CDC message), copied with the data. */
+struct fl_dir {
+	int efd;
+	unsigned char data[64];
+	unsigned char cdc[44];
+	_Atomic int closed; /* the C: a CDC with the close flag */
+};
+static struct fl_dir to_srv, to_cli;
+
+static void fl_send(struct fl_dir *d, const unsigned char *b, int close_flag, int wake)
+{
+	unsigned char cdc[44] = { 0xfe, 44 };
+	if (b)
+		memcpy(d->data, b, 64);
+	memcpy(d->cdc, cdc, sizeof(cdc));
+	if (close_flag)
+		d->closed = 1;
+	uint64_t one = 1;
+	if (wake)
+		(void)!write(d->efd, &one, sizeof(one));
+}
+
+static void fl_wait(struct fl_dir *d, unsigned char *b)
+{
+	uint64_t v;
+	if (read(d->efd, &v, sizeof(v)) != (ssize_t)sizeof(v))
+		exit(1);
+	if (b)
+		memcpy(b, d->data, 64);
+}
 
 static double now(void)
 {
@@ -59,6 +110,21 @@ static void *server(void *arg)
 			return NULL;
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (clc_mode == 2) {
+			unsigned char d[64];
+			if (rd(fd, b, 92) || write(fd, b, 68) != 68 || rd(fd, b, 68)) {
+				close(fd);
+				continue;
+			}
+			fl_wait(&to_srv, d);  /* request */
+			fl_send(&to_cli, d, 0, 1); /* answer */
+			fl_wait(&to_srv, NULL); /* the client's C */
+			/* our C: written, no doorbell (the client is not asleep on it; shm
+			 * rings the doorbell only for an armed sleeper) */
+			fl_send(&to_cli, NULL, 1, 0);
+			close(fd);
+			continue;
+		}
 		if (clc_mode) {
 			if (rd(fd, b, 44) || write(fd, b, 68) != 68 || rd(fd, b, 68)) {
 				close(fd);
@@ -86,6 +152,19 @@ static double run(struct sockaddr_in *sa, int clc, double secs)
 		if (connect(fd, (struct sockaddr *)sa, sizeof(*sa)) < 0) {
 			perror("connect");
 			exit(1);
+		}
+		if (clc == 2) {
+			unsigned char d[64];
+			memset(d, 0x5a, sizeof(d));
+			if (write(fd, b, 92) != 92 || rd(fd, b, 68) || write(fd, b, 68) != 68)
+				exit(1);
+			fl_send(&to_srv, d, 0, 1); /* request */
+			fl_wait(&to_cli, d);       /* answer */
+			fl_send(&to_srv, NULL, 1, 1); /* C */
+			close(fd);
+			n++;
+			t = now();
+			continue;
 		}
 		if (clc && (write(fd, b, 44) != 44 || rd(fd, b, 68) || write(fd, b, 68) != 68))
 			exit(1);
@@ -189,7 +268,7 @@ static void phases(const char *rules, double secs)
 int main(int argc, char **argv)
 {
 	double secs = argc > 1 ? atof(argv[1]) : 1.0;
-	if (argc > 2) { /* "tcp" or "smc": that phase run only (profiling) */
+	if (argc > 2 && strcmp(argv[2], "floor") != 0) { /* "tcp"/"smc": that phase only */
 		phases(strcmp(argv[2], "smc") == 0 ? "use smc both * *" : "use tcp both * *", secs);
 		return 0;
 	}
@@ -201,15 +280,34 @@ int main(int argc, char **argv)
 	getsockname(lfd, (struct sockaddr *)&sa, &sl);
 	pthread_t th;
 	pthread_create(&th, NULL, server, NULL);
-	double r[2][3];
+	to_srv.efd = eventfd(0, EFD_CLOEXEC);
+	to_cli.efd = eventfd(0, EFD_CLOEXEC);
+	bool floor_only = argc > 2; /* "floor" */
+	static const char *const names[3] = { "tcp    ", "tcp+clc", "floor  " };
+	double r[3][3], cpu[3][3];
 	for (int round = 0; round < 3; round++)
-		for (int m = 0; m < 2; m++)
+		for (int m = 0; m < 3; m++) {
+			struct rusage u0, u1;
+			getrusage(RUSAGE_SELF, &u0);
+			double t0 = now();
 			r[m][round] = run(&sa, m, secs);
-	for (int m = 0; m < 2; m++)
-		printf("%s: %.0f %.0f %.0f conn/s\n", m ? "tcp+clc" : "tcp    ", r[m][0], r[m][1],
-		       r[m][2]);
-	double a = (r[0][0] + r[0][1] + r[0][2]) / 3, c = (r[1][0] + r[1][1] + r[1][2]) / 3;
+			double el = now() - t0;
+			getrusage(RUSAGE_SELF, &u1);
+			double us = (double)(u1.ru_utime.tv_sec - u0.ru_utime.tv_sec) * 1e6 +
+				    (double)(u1.ru_utime.tv_usec - u0.ru_utime.tv_usec) +
+				    (double)(u1.ru_stime.tv_sec - u0.ru_stime.tv_sec) * 1e6 +
+				    (double)(u1.ru_stime.tv_usec - u0.ru_stime.tv_usec);
+			cpu[m][round] = us / (r[m][round] * el); /* both threads, per connection */
+		}
+	for (int m = 0; m < 3; m++)
+		printf("%s: %.0f %.0f %.0f conn/s, CPU %.0f %.0f %.0f us/conn (both ends)\n",
+		       names[m], r[m][0], r[m][1], r[m][2], cpu[m][0], cpu[m][1], cpu[m][2]);
+	double a = (r[0][0] + r[0][1] + r[0][2]) / 3, c = (r[1][0] + r[1][1] + r[1][2]) / 3,
+	       f = (r[2][0] + r[2][1] + r[2][2]) / 3;
 	printf("ratio tcp+clc / tcp: %.2fx\n", c / a);
+	printf("ratio floor / tcp:   %.2fx (the SMC-R message sequence at its least work)\n", f / a);
+	if (floor_only)
+		return 0;
 	/* each in a process of its own: the rules are read once per process */
 	for (int round = 0; round < 2; round++) {
 		for (int m = 0; m < 2; m++) {

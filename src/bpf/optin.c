@@ -74,7 +74,7 @@ static int is_tcp(int fd)
 
 int smcr_optin_enable(int fd, int *err)
 {
-	int one = 1, t;
+	int t;
 
 	if (err)
 		*err = 0;
@@ -86,6 +86,15 @@ int smcr_optin_enable(int fd, int *err)
 	}
 	if (!t)
 		return -SMCR_E_BPF_NOT_TCP;
+	return smcr_optin_enable_tcp(fd, err);
+}
+
+int smcr_optin_enable_tcp(int fd, int *err)
+{
+	int one = 1;
+
+	if (err)
+		*err = 0;
 	if (setsockopt(fd, SMCR_SOL, SMCR_SO_ENABLE, &one, sizeof(one)) == 0)
 		return 0;
 	if (err)

@@ -403,8 +403,12 @@ int core_engine_prepare_sleep(struct core_engine *e)
 	if (!e->freed) {
 		bool arm = arm_allowed_locked(e);
 		for (int i = 0; i < e->ndevs; i++) {
-			while (dev_get_cq_event(e->devs[i].cq) == 0)
-				;	/* the event that woke us (if any) */
+			/* The event that woke us (if any). One call: a completion fd is an
+			 * eventfd whose read takes every notification at once (shm, emu), and
+			 * one arm yields at most one event; a second call was a read() answered
+			 * EAGAIN on every wake-up. */
+			int ev_rc = dev_get_cq_event(e->devs[i].cq);
+			(void)ev_rc; /* -AGAIN: nothing was queued */
 			if (arm && dev_req_notify_cq(e->devs[i].cq,
 						     arm_solicited_locked(e, &e->devs[i])))
 				more = 1;

@@ -43,7 +43,7 @@ static uint32_t reason_of(enum smcr_optin_result r)
 static uint32_t disc_optin(int fd)
 {
 	int err = 0;
-	int rc = smcr_optin_enable(fd, &err);
+	int rc = smcr_optin_enable_tcp(fd, &err); /* every socket object is TCP (api.c) */
 	if (rc == 0)
 		return 0;
 	if (rc == -SMCR_E_BPF_NOT_INSTALLED)

@@ -201,8 +201,147 @@ void hs_peer_closed(struct sock *s)
 		sock_put(s);
 }
 
+/* ---- deferred RST watch of an established connection ----
+ *
+ * The watch of an SMC-R connection's idle TCP socket only catches a peer's RST (below):
+ * registering it when the connection comes up and removing it at close cost two
+ * epoll_ctl per connection and side (the ADD contending with the progress thread on the
+ * epoll instance), for connections that mostly live a few hundred microseconds. So it
+ * starts HS_WATCH_DEFER_NS after the connection is up: until then the connection waits on
+ * one list (FIFO, deadlines in order), one progress timer for the whole list; a close
+ * before takes it off the list (no system call). A registration reports a reset that
+ * came before it (epoll checks the socket's state at EPOLL_CTL_ADD), so an RST in the
+ * first HS_WATCH_DEFER_NS is noticed at most that late (docs/parts/connect.md, Round 3:
+ * deviation). The engine's own signals (the peer's C or A, link failure) are not delayed.
+ * Lock: hs_dw_lock, a leaf (taken under a socket's lock; progress_lock is taken under it
+ * by progress_timer_arm); it protects the list, the s->dw_* fields and hs_dw_inited. */
+#define HS_WATCH_DEFER_NS (100ull * SMCR_NS_PER_MS)
+static pthread_mutex_t hs_dw_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sock *hs_dw_head, *hs_dw_tail;
+static struct prog_timer hs_dw_timer;
+static bool hs_dw_inited;
+
+static void hs_dw_fire(void *arg, uint32_t unused);
+
+/* fork(): the child's progress thread starts with no timers and no watches (progress.c),
+ * so none are inherited: the list is emptied (its references stay, as the parent's
+ * watches' did) and the timer is armed again by the child's next connection. */
+static pthread_once_t hs_dw_once = PTHREAD_ONCE_INIT;
+
+static void hs_dw_atfork_child(void)
+{
+	pthread_mutex_init(&hs_dw_lock, NULL);
+	for (struct sock *s = hs_dw_head, *n; s; s = n) {
+		n = s->dw_next;
+		s->dw_next = s->dw_prev = NULL;
+		s->dw_on = false;
+	}
+	hs_dw_head = hs_dw_tail = NULL;
+	hs_dw_inited = false;
+}
+
+static void hs_dw_init(void)
+{
+	pthread_atfork(NULL, NULL, hs_dw_atfork_child);
+}
+
+/* Caller holds hs_dw_lock. */
+static void hs_dw_unlink_locked(struct sock *s)
+{
+	if (s->dw_prev)
+		s->dw_prev->dw_next = s->dw_next;
+	else
+		hs_dw_head = s->dw_next;
+	if (s->dw_next)
+		s->dw_next->dw_prev = s->dw_prev;
+	else
+		hs_dw_tail = s->dw_prev;
+	s->dw_next = s->dw_prev = NULL;
+	s->dw_on = false;
+}
+
+/* Caller holds hs_dw_lock: the timer for the list's head, unless armed already (it then
+ * fires earlier or at the same time and re-arms for what is left). The timer's own state
+ * is asked (progress_timer_armed), not a flag of ours: progress_stop disarms every timer.
+ * Armed by another thread while the callback is on its way: one extra turn, no loss. */
+static void hs_dw_arm_locked(void)
+{
+	if (!hs_dw_head)
+		return;
+	if (!hs_dw_inited) {
+		progress_timer_init(&hs_dw_timer, hs_dw_fire, NULL);
+		hs_dw_inited = true;
+	}
+	if (!progress_timer_armed(&hs_dw_timer) &&
+	    progress_timer_arm(&hs_dw_timer, hs_dw_head->dw_deadline) < 0)
+		LOG_WARN("hs", "cannot arm the deferred TCP watch timer");
+}
+
+static void hs_watch_now_locked(struct sock *s)
+{
+	sock_hold(s); /* the watch's, dropped by hs_watch_release */
+	if (progress_watch(s->tcp, EPOLLET, hs_watch_fn, s, hs_watch_release, &s->watch) < 0) {
+		sock_put(s);
+		s->watch = NULL;
+		LOG_WARN("hs", "fd %d: cannot watch the TCP connection", s->fd);
+	}
+}
+
+static void hs_dw_fire(void *arg, uint32_t unused)
+{
+	(void)arg;
+	(void)unused;
+	uint64_t now = smcr_now_ns();
+	struct sock *due = NULL, **tail = &due;
+	pthread_mutex_lock(&hs_dw_lock);
+	while (hs_dw_head && hs_dw_head->dw_deadline <= now) {
+		struct sock *s = hs_dw_head;
+		hs_dw_unlink_locked(s);
+		*tail = s; /* the list's reference goes with it */
+		tail = &s->dw_next;
+	}
+	hs_dw_arm_locked();
+	pthread_mutex_unlock(&hs_dw_lock);
+	while (due) {
+		struct sock *s = due;
+		due = s->dw_next; /* off the list: dw_next is ours until s->dw_on again */
+		pthread_mutex_lock(&s->lock);
+		s->dw_next = NULL;
+		if (atomic_load(&s->state) == SS_SMC && !s->closing && !s->watch && s->tcp >= 0)
+			hs_watch_now_locked(s);
+		pthread_mutex_unlock(&s->lock);
+		sock_put(s);
+	}
+}
+
+/* The RST watch of s, HS_WATCH_DEFER_NS from now. Caller holds s->lock. */
+static void hs_watch_defer_locked(struct sock *s)
+{
+	pthread_once(&hs_dw_once, hs_dw_init);
+	sock_hold(s); /* the list's */
+	pthread_mutex_lock(&hs_dw_lock);
+	s->dw_deadline = smcr_now_ns() + HS_WATCH_DEFER_NS;
+	s->dw_next = NULL;
+	s->dw_prev = hs_dw_tail;
+	if (hs_dw_tail)
+		hs_dw_tail->dw_next = s;
+	else
+		hs_dw_head = s;
+	hs_dw_tail = s;
+	s->dw_on = true;
+	hs_dw_arm_locked();
+	pthread_mutex_unlock(&hs_dw_lock);
+}
+
 void hs_unwatch_locked(struct sock *s)
 {
+	pthread_mutex_lock(&hs_dw_lock);
+	bool listed = s->dw_on;
+	if (listed)
+		hs_dw_unlink_locked(s);
+	pthread_mutex_unlock(&hs_dw_lock);
+	if (listed)
+		sock_put(s); /* the list's; never the last: the caller holds one */
 	if (s->watch) {
 		progress_unwatch(s->watch); /* its release drops the watch's reference */
 		s->watch = NULL;
@@ -276,20 +415,21 @@ static void hs_smc_locked(struct sock *s)
 			return;
 		}
 	}
-	/* The watch stays, now for the idle TCP connection's FIN/RST (RFC 7609: TCP stays up
-	 * for the connection's life). Edge-triggered: one event per change, no spinning on
-	 * a FIN that stays readable. A handshake its thread drove has none yet. */
-	uint32_t wev = EPOLLIN | EPOLLRDHUP | EPOLLET;
+	/* The watch stays, now for the idle TCP connection's RST (RFC 7609: TCP stays up for
+	 * the connection's life; a Linux peer resets it when it aborts connections,
+	 * linux-interop.md 8). Only EPOLLERR/EPOLLHUP, which epoll always reports: a FIN
+	 * means nothing here (core_conn_tcp_event ignores it, the C says it all) and comes
+	 * right after the peer's C on every connection: waking the progress thread for it
+	 * cost a wake-up and a sock.lock contention with the program's close. HUP without
+	 * ERR needs our own FIN too (we send it only in close, which removes the watch) or a
+	 * reset. Edge-triggered: one event per change. A handshake its thread drove has
+	 * none yet: it starts HS_WATCH_DEFER_NS later (deferred RST watch, above). */
+	uint32_t wev = EPOLLET;
 	if (s->watch) {
 		if (progress_watch_modify(s->watch, wev) < 0)
 			LOG_WARN("hs", "fd %d: cannot watch the TCP connection", s->fd);
 	} else {
-		sock_hold(s); /* the watch's, dropped by hs_watch_release */
-		if (progress_watch(s->tcp, wev, hs_watch_fn, s, hs_watch_release, &s->watch) < 0) {
-			sock_put(s);
-			s->watch = NULL;
-			LOG_WARN("hs", "fd %d: cannot watch the TCP connection", s->fd);
-		}
+		hs_watch_defer_locked(s); /* below: most connections end before it starts */
 	}
 	atomic_store(&s->state, SS_SMC);
 	/* After the state store: an engine event from now on applies itself; one from before

@@ -64,7 +64,23 @@
 struct lsn_drive {
 	struct sock *c[LSN_DRIVE_MAX];
 	int n;
+	bool cloexec; /* the accept's SOCK_CLOEXEC: its children are installed so */
+	/* The engine while this accept holds a poll bracket (core_engine_spin_begin): from
+	 * the moment its wait for a Confirm ends (spin or poll) until it sleeps again or
+	 * returns. The client's first CDC follows
+	 * its Confirm by microseconds; with the CQs unarmed meanwhile it rings no doorbell
+	 * and wakes no progress thread, and the bracket's end (spin_end: arm, then poll
+	 * once) takes it on this thread. Never held across a sleep. */
+	struct core_engine *held;
 };
+
+static void lsn_bracket_end(struct lsn_drive *d)
+{
+	if (d->held) {
+		core_engine_spin_end(d->held);
+		d->held = NULL;
+	}
+}
 
 static void lsn_fill(struct sock *ls, struct lsn_drive *d);
 
@@ -483,9 +499,14 @@ static void lsn_new_child(struct sock *ls, int nfd, const struct sockaddr_storag
 		c->tcp = t;
 		c->fd_is_tcp = true;
 		if (d && d->n < LSN_DRIVE_MAX) {
+			/* Most likely this accept returns it: its SMC-R end goes in with the
+			 * accept's close-on-exec flag, no F_SETFD when it is taken. */
+			c->cloexec_off_at_install = !d->cloexec;
 			if (hs_drive_start_locked(c)) {
 				sock_hold(c);
 				d->c[d->n++] = c;
+			} else {
+				c->cloexec_off_at_install = false; /* ended at once */
 			}
 		} else {
 			rc = hs_start_locked(c);
@@ -543,10 +564,13 @@ static int lsn_deliver(struct sock *c, struct sockaddr *addr, socklen_t *alen, i
 		c->background = false;
 		bool nb = (flags & SOCK_NONBLOCK) != 0, ce = (flags & SOCK_CLOEXEC) != 0;
 		c->nonblock = nb;
-		if (!ce) {
-			/* taken close-on-exec (children are invisible until now) */
-			(void)sock_sys.fcntl(fd, F_SETFD, 0);
-			c->cloexec = false;
+		c->cloexec_off_at_install = false;
+		if (ce != c->cloexec) {
+			/* Children are close-on-exec until taken (invisible until now), except
+			 * one a blocking accept without SOCK_CLOEXEC drove to SMC-R (installed
+			 * without it): fix whichever differs from this accept's flag. */
+			(void)sock_sys.fcntl(fd, F_SETFD, ce ? FD_CLOEXEC : 0);
+			c->cloexec = ce;
 		}
 		if (nb) {
 			if (c->has_sig)
@@ -572,9 +596,11 @@ static int lsn_deliver(struct sock *c, struct sockaddr *addr, socklen_t *alen, i
 /* The accepting thread leaves: the children it drove go to the progress thread. */
 static void lsn_drive_release(struct lsn_drive *d)
 {
+	lsn_bracket_end(d); /* every return of a blocking accept comes here */
 	for (int i = 0; i < d->n; i++) {
 		struct sock *c = d->c[i];
 		pthread_mutex_lock(&c->lock);
+		c->cloexec_off_at_install = false; /* handed on: close-on-exec until taken */
 		int rc = hs_drive_release_locked(c);
 		if (rc < 0)
 			hs_fail_start_locked(c, rc);
@@ -629,8 +655,17 @@ static int lsn_wait(struct sock *ls, struct lsn_drive *d, uint64_t deadline)
 	 * slow: spin for it first (hs.c; bounded, off after misses). A silent or stalled
 	 * client costs at most the spin, once, and turns it off when it repeats. */
 	int n = answered ? hs_spin_poll(pf, (unsigned)k, HS_SPIN_SERVER) : 0;
-	if (n == 0)
+	if (n == 0) {
+		lsn_bracket_end(d); /* never asleep with the CQs unarmed */
 		n = sock_sys.poll(pf, (nfds_t)k, ms); /* < 0 from the spin: EINTR as this poll's */
+	}
+	if (answered && n > 0 && !d->held) {
+		/* Most likely the Confirm: the client's first CDC is microseconds behind it,
+		 * while we step the child and return it (struct lsn_drive). */
+		d->held = sock_engine_if_up();
+		if (d->held)
+			core_engine_spin_begin(d->held, smcr_now_ns());
+	}
 	int perr = errno;
 	pthread_mutex_lock(&ls->lq_lock);
 	ls->lq_waiters--;
@@ -659,7 +694,7 @@ static int lsn_accept_loop(struct sock *ls, struct sockaddr *addr, socklen_t *al
 	if (tmo.tv_sec || tmo.tv_usec)
 		deadline = smcr_now_ns() + (uint64_t)tmo.tv_sec * SMCR_NS_PER_S +
 			   (uint64_t)tmo.tv_usec * 1000ull;
-	struct lsn_drive d = { .n = 0 };
+	struct lsn_drive d = { .n = 0, .cloexec = (flags & SOCK_CLOEXEC) != 0 };
 	/* A blocking accept takes connections after its poll saw the listener readable (it
 	 * returns at once when some are queued): no accept4 answered EAGAIN per call. */
 	bool filled = !nonblock;

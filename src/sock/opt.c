@@ -110,6 +110,53 @@ static void fill_info(struct sock *s, struct smcr_info *in)
 
 /* ---- options ---- */
 
+/* Deferred options of an SMC-R connection (sock.h opt_defer). Only values the kernel
+ * would take without error are deferred (so the call's answer, 0, is the kernel's);
+ * anything else goes to the kernel at once, which answers it. Whatever reads the TCP
+ * socket's options (getsockopt, a setsockopt that goes through) flushes them first, so
+ * reads show exactly what TCP would (its own rounding of timeouts included). */
+#define SOCK_OPT_RCVTIMEO 1u
+#define SOCK_OPT_SNDTIMEO 2u
+#define SOCK_OPT_NODELAY 4u
+
+static void opt_flush_locked(struct sock *s)
+{
+	uint8_t d = s->opt_defer;
+	s->opt_defer = 0;
+	if (!d || s->tcp < 0)
+		return;
+	if (d & SOCK_OPT_RCVTIMEO)
+		(void)sock_sys.setsockopt(s->tcp, SOL_SOCKET, SO_RCVTIMEO, &s->rcvtimeo,
+					  sizeof(s->rcvtimeo));
+	if (d & SOCK_OPT_SNDTIMEO)
+		(void)sock_sys.setsockopt(s->tcp, SOL_SOCKET, SO_SNDTIMEO, &s->sndtimeo,
+					  sizeof(s->sndtimeo));
+	if (d & SOCK_OPT_NODELAY)
+		(void)sock_sys.setsockopt(s->tcp, IPPROTO_TCP, TCP_NODELAY, &s->nodelay,
+					  sizeof(s->nodelay));
+}
+
+/* The bit for (level, name, val) if it can be deferred on s, else 0. Caller holds the
+ * lock. SO_RCVTIMEO/SO_SNDTIMEO: the kernel answers EDOM for tv_usec outside
+ * [0, 1000000) and EINVAL for a short optlen: those go to it. */
+static unsigned opt_deferrable_locked(struct sock *s, int level, int name, const void *val,
+				      socklen_t len)
+{
+	if (atomic_load(&s->state) != SS_SMC || s->tcp < 0 || s->tcp == s->fd || !val)
+		return 0;
+	if (level == SOL_SOCKET && (name == SO_RCVTIMEO || name == SO_SNDTIMEO) &&
+	    len >= (socklen_t)sizeof(struct timeval)) {
+		struct timeval tv;
+		memcpy(&tv, val, sizeof(tv));
+		if (tv.tv_usec < 0 || tv.tv_usec >= 1000000)
+			return 0;
+		return name == SO_RCVTIMEO ? SOCK_OPT_RCVTIMEO : SOCK_OPT_SNDTIMEO;
+	}
+	if (level == IPPROTO_TCP && name == TCP_NODELAY && len >= (socklen_t)sizeof(int))
+		return SOCK_OPT_NODELAY;
+	return 0;
+}
+
 static int opt_int(const void *val, socklen_t len, int *out)
 {
 	if (!val || len < (socklen_t)sizeof(int))
@@ -133,9 +180,17 @@ int smcr_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 		rc = -SMCR_E_SOCK_INVAL;
 		goto out;
 	}
-	if (sock_sys.setsockopt(s->tcp, level, name, val, len) < 0) {
-		rc = sock_err_sys(errno);
-		goto out;
+	unsigned defer = opt_deferrable_locked(s, level, name, val, len);
+	if (defer) {
+		s->opt_defer |= (uint8_t)defer;
+		if (defer == SOCK_OPT_NODELAY)
+			memcpy(&s->nodelay, val, sizeof(int));
+	} else {
+		opt_flush_locked(s); /* keep the program's order on the TCP socket */
+		if (sock_sys.setsockopt(s->tcp, level, name, val, len) < 0) {
+			rc = sock_err_sys(errno);
+			goto out;
+		}
 	}
 	int v;
 	if (level == SOL_SOCKET) {
@@ -249,8 +304,10 @@ int smcr_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		}
 	} else if (s->tcp < 0) {
 		rc = -SMCR_E_SOCK_INVAL;
-	} else if (sock_sys.getsockopt(s->tcp, level, name, val, len) < 0) {
-		rc = sock_err_sys(errno);
+	} else {
+		opt_flush_locked(s);
+		if (sock_sys.getsockopt(s->tcp, level, name, val, len) < 0)
+			rc = sock_err_sys(errno);
 	}
 	pthread_mutex_unlock(&s->lock);
 	sock_put(s);

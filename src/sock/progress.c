@@ -177,10 +177,9 @@ static void *progress_main(void *unused)
 		if (stop)
 			break;
 		int n = epoll_wait(epfd, evs, 64, timeout);
-		/* Awake: arms need no kick until the list is read again. Watches are published
-		 * under progress_lock (progress_watch adds the epoll registration while holding
-		 * it): taking it here orders our reads of each watch after its initialisation
-		 * (epoll itself is no barrier to TSan). */
+		/* Awake: arms need no kick until the list is read again. A watch is published
+		 * by progress_watch's release store of its dead flag, read with acquire below
+		 * before its fn is called (epoll itself is no barrier to TSan). */
 		pthread_mutex_lock(&progress_lock);
 		prog_wake_at = 0;
 		pthread_mutex_unlock(&progress_lock);
@@ -317,12 +316,19 @@ int progress_watch(int fd, uint32_t events, prog_fn fn, void *arg, prog_release_
 	w->fn = fn;
 	w->arg = arg;
 	w->release = release;
-	atomic_init(&w->dead, false);
+	/* Published by this release store (the thread's acquire load of dead before it
+	 * calls w->fn orders its reads of w after these writes), not by holding
+	 * progress_lock across the epoll_ctl: the thread takes that lock as it wakes, and an
+	 * ADD under it (a server's child turning SMC-R while the client's first CDC wakes
+	 * the thread) made it sleep on the futex once per connection. prog_epfd is read
+	 * under the lock (progress_stop changes it), used after. */
+	atomic_store_explicit(&w->dead, false, memory_order_release);
 	struct epoll_event ev = { .events = events, .data.ptr = w };
 	pthread_mutex_lock(&progress_lock);
-	if (epoll_ctl(prog_epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
-		rc = sock_err_sys(errno);
+	int epfd = prog_epfd;
 	pthread_mutex_unlock(&progress_lock);
+	if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+		rc = sock_err_sys(errno);
 	if (rc < 0) {
 		free(w);
 		return rc;
@@ -335,10 +341,13 @@ int progress_watch_modify(struct prog_watch *w, uint32_t events)
 {
 	struct epoll_event ev = { .events = events, .data.ptr = w };
 	int rc = 0;
+	/* Not under progress_lock (see progress_watch): w is published already, the
+	 * owner's lock serialises its modify and unwatch. */
 	pthread_mutex_lock(&progress_lock);
-	if (epoll_ctl(prog_epfd, EPOLL_CTL_MOD, w->fd, &ev) < 0)
-		rc = sock_err_sys(errno);
+	int epfd = prog_epfd;
 	pthread_mutex_unlock(&progress_lock);
+	if (epoll_ctl(epfd, EPOLL_CTL_MOD, w->fd, &ev) < 0)
+		rc = sock_err_sys(errno);
 	return rc;
 }
 

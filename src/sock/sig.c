@@ -58,10 +58,8 @@ int sig_open(struct sig *s)
 	s->prog = s->end = -1;
 	if (sock_sys.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return sock_err_sys(errno);
-	int sndbuf = SIG_PROG_SNDBUF;
-	/* Smallest send buffer: POLLOUT goes off after a few KiB of filler. */
-	(void)sock_sys.setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
-	/* end's O_NONBLOCK is not needed: every operation on it passes MSG_DONTWAIT (and
+	/* prog's smallest send buffer (POLLOUT off after a few KiB of filler) is set when
+	 * POLLOUT is first blocked (sig_block_out). end's O_NONBLOCK is not needed: every operation on it passes MSG_DONTWAIT (and
 	 * the connect-rate work counts each syscall of a connection, docs/parts/connect.md) */
 	int end = sock_fd_hide(sv[1]);
 	if (end < 0) {
@@ -227,6 +225,15 @@ void sig_block_out(struct sig *s)
 	pthread_once(&fill_once, fill_probe);
 	pthread_mutex_lock(&s->lock);
 	if (!s->out_blocked && !s->dead && !s->wr_shut && s->prog >= 0) {
+		if (!s->small_sndbuf) {
+			/* nothing is queued from prog before its first fill (the reserve
+			 * byte comes with SHUT_WR, excluded above): the same buffer as when
+			 * sig_open set it */
+			int sndbuf = SIG_PROG_SNDBUF;
+			(void)sock_sys.setsockopt(s->prog, SOL_SOCKET, SO_SNDBUF, &sndbuf,
+						  sizeof(sndbuf));
+			s->small_sndbuf = true;
+		}
 		for (;;) {
 			ssize_t n = sock_sys.send(s->prog, filler, sizeof(filler), SIG_IO_FLAGS);
 			if (n <= 0)

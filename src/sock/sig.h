@@ -76,6 +76,9 @@ struct sig {
 	bool wr_shut;	      /* shutdown(prog, SHUT_WR) done */
 	bool rd_shut;	      /* shutdown(prog, SHUT_RD) done */
 	bool dead;	      /* sig_error done: end closed */
+	bool small_sndbuf;    /* prog's SO_SNDBUF set to SIG_PROG_SNDBUF: only before the
+			       * first fill (sig_block_out), not at sig_open: most
+			       * connections never block POLLOUT (one call less each) */
 	_Atomic bool pri;     /* an OOB byte is queued end -> prog (POLLPRI) */
 	unsigned pre;	      /* of tokens: queued before that OOB byte (a plain read of
 			       * more would pass the mark and drop it) */

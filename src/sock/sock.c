@@ -210,7 +210,8 @@ int sock_sig_install_locked(struct sock *s, bool block_out)
 		sig_set_nonblock(&s->sig, true);
 	sock_epoll_move_locked(s, true);
 	/* dup3 drops fd's reference to the file there; the caller's hidden dup keeps it */
-	int rc = sig_install(&s->sig, s->fd, s->cloexec);
+	bool ce = s->cloexec && !s->cloexec_off_at_install;
+	int rc = sig_install(&s->sig, s->fd, ce);
 	if (rc < 0) {
 		sock_epoll_move_locked(s, false);
 		sock_sys.close(s->sig.prog);
@@ -219,6 +220,7 @@ int sock_sig_install_locked(struct sock *s, bool block_out)
 		return rc;
 	}
 	sock_epoll_move_locked(s, false);
+	s->cloexec = ce;
 	return 0;
 }
 

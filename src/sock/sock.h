@@ -85,6 +85,10 @@ struct sock {
 	int domain;	     /* AF_INET / AF_INET6 */
 	bool nonblock;	     /* (L) O_NONBLOCK as the program set it */
 	bool cloexec;	     /* (L) FD_CLOEXEC of fd */
+	/* (L) A child driven by a blocking accept without SOCK_CLOEXEC: its SMC-R end is
+	 * installed at fd without FD_CLOEXEC (sock_sig_install_locked), so the accept that
+	 * pops it needs no F_SETFD; cleared when the driving accept hands it on. */
+	bool cloexec_off_at_install;
 	bool has_sig;	     /* (L) sig is open (HANDSHAKE, SMC, FAILED) */
 	bool closing;	     /* (L) smcr_close ran: no more program calls */
 	bool linger_set;     /* (L) SO_LINGER as set */
@@ -95,6 +99,13 @@ struct sock {
 	uint32_t rcvbuf;     /* (L) SO_RCVBUF / SO_SNDBUF as asked (0 = default) */
 	uint32_t sndbuf;
 	struct timeval rcvtimeo, sndtimeo; /* (L) SO_RCVTIMEO / SO_SNDTIMEO */
+	/* (L) Options the program set on an SMC-R connection (SS_SMC, final: no fallback
+	 * any more) that reach the hidden TCP socket only when its options are read
+	 * (opt.c: SOCK_OPT_* bits; SO_RCVTIMEO/SO_SNDTIMEO from the fields above,
+	 * TCP_NODELAY from nodelay): TCP carries nothing more for it, so a setsockopt
+	 * system call per option after connect/accept was work for nothing. */
+	uint8_t opt_defer;
+	int nodelay;
 	struct sig sig;			  /* (own lock) the program end's readiness */
 	/* Threads spinning in a receive on this socket (SOCK_RX_SPIN_ONE each) and
 	 * SOCK_RX_DEFERRED: an arrival's POLLIN token was not written because a spinner
@@ -136,6 +147,12 @@ struct sock {
 	_Atomic bool peer_closed_seen;	  /* hs_peer_closed queued its call (once per socket) */
 	uint64_t first_byte_deadline;	  /* server: fall back if no byte by then (ns) */
 	struct prog_watch *watch;	  /* (L) the TCP watch (handshake, then FIN/RST) */
+	/* An established SMC-R connection's RST watch starts HS_WATCH_DEFER_NS after it is
+	 * up (hs.c "deferred RST watch"): while it waits it is on hs.c's list, which holds
+	 * a reference. Protected by hs.c's hs_dw_lock (a leaf), not by lock. */
+	struct sock *dw_next, *dw_prev;
+	uint64_t dw_deadline;
+	bool dw_on;
 	struct prog_timer timer;	  /* handshake deadline; armed under lock */
 	bool timer_ref;			  /* (L) the armed timer holds a reference */
 	_Atomic bool kick_pending;	  /* a progress_call for the handshake is queued */
@@ -341,7 +358,8 @@ void hs_wait_locked(struct sock *s);
 void hs_abort_locked(struct sock *s);
 /* Queues a handshake step on the progress thread (from the engine's callback). */
 void hs_kick(struct sock *s);
-/* Stops watching the TCP socket (close of an SMC connection). Caller holds s->lock. */
+/* Stops watching the TCP socket (close of an SMC connection), or takes it off the list of
+ * deferred watches. Caller holds s->lock. */
 void hs_unwatch_locked(struct sock *s);
 /* The engine's callback saw the peer stop (CORE_EV_RDHUP): on the progress thread, queues
  * the removal of the TCP watch if the peer closed (C or A). No lock held. */
