@@ -360,7 +360,8 @@ static int run_connect(struct cli *c, struct perf_result *r)
 	return 0;
 }
 
-/* KiB grown since BEGIN: client PSS + server PSS + kernel TCP memory (proc.h). */
+/* KiB grown since the base (BEGIN; over smcr the session's / server's start, see
+ * perf_client_run): client PSS + server PSS + kernel TCP memory (proc.h). */
 static double mem_growth(const struct proto_reply *rep, uint64_t rss0, uint64_t tcpmem0)
 {
 	return (double)perf_rss_kib() - (double)rss0 + (double)rep->rss_kib -
