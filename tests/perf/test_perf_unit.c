@@ -10,12 +10,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "json_mini.h"
 #include "out.h"
 #include "perf.h"
+#include "proc.h"
 #include "proto.h"
 #include "tr.h"
 
@@ -524,8 +528,95 @@ static void test_proto(void **st)
 	assert_int_equal(proto_reply_decode(pb, sizeof(pb) - 1, &q), -PROTO_E_SHORT);
 }
 
-int main(void)
+/* ---- memory: shared pages count once across the processes sharing them ---- */
+
+/* The other process of test_mem_shared_counted_once: this binary run again (exec, so it
+ * shares nothing with the test but the memfd: a forked child would share all of the test's
+ * private pages copy-on-write too and halve their PSS as well, a lot of memory under ASan).
+ * Maps the memfd, reads every page, answers 0 on done_w, exits when go_r has a byte or EOF. */
+static int pss_child(int mfd, size_t len, int done_w, int go_r)
 {
+	const unsigned char *p = mmap(NULL, len, PROT_READ, MAP_SHARED, mfd, 0);
+	char b = 1;
+	if (p != MAP_FAILED) {
+		unsigned sum = 0;
+		for (size_t i = 0; i < len; i += 4096)
+			sum += p[i];
+		b = (char)(sum != 0x5au * (unsigned)(len / 4096));
+	}
+	if (write(done_w, &b, 1) != 1)
+		return 2;
+	return read(go_r, &b, 1) < 0 ? 2 : 0;
+}
+
+/* An RMB is a memfd both ends map (owner reads, shm peer WRITEs): conns' memory figure
+ * adds client and server, so each must count a shared page half (PSS), or every RMB is
+ * counted twice. 16 MiB touched here, then by another process too: ours must drop by about
+ * half of it; when that process is gone, back to all of it. */
+static void test_mem_shared_counted_once(void **st)
+{
+	(void)st;
+	const size_t len = 16u << 20;
+	int fd = memfd_create("perf-pss", 0); /* inherited by the child (exec) */
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)len), 0);
+	uint64_t m0 = perf_rss_kib();
+	assert_true(m0 > 0);
+	unsigned char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(p != MAP_FAILED);
+	memset(p, 0x5a, len);
+	uint64_t m1 = perf_rss_kib();
+	/* all 16384 KiB are ours alone (within 10 %: other allocations of this process) */
+	assert_true(m1 >= m0 + 16384 * 9 / 10 && m1 <= m0 + 16384 * 11 / 10);
+	int go[2], done[2];
+	assert_int_equal(pipe(go), 0);
+	assert_int_equal(pipe(done), 0);
+	char a_fd[16], a_len[24], a_done[16], a_go[16];
+	snprintf(a_fd, sizeof(a_fd), "%d", fd);
+	snprintf(a_len, sizeof(a_len), "%zu", len);
+	snprintf(a_done, sizeof(a_done), "%d", done[1]);
+	snprintf(a_go, sizeof(a_go), "%d", go[0]);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		/* only the parent's ends open elsewhere: if the parent fails (and exits), the
+		 * child's read of go sees EOF instead of blocking forever */
+		close(go[1]);
+		close(done[0]);
+		execl("/proc/self/exe", "test_perf_unit", "--pss-child", a_fd, a_len, a_done, a_go, (char *)NULL);
+		_exit(3);
+	}
+	close(go[0]);
+	close(done[1]);
+	char b = 1;
+	assert_int_equal(read(done[0], &b, 1), 1);
+	assert_int_equal(b, 0);
+	uint64_t m2 = perf_rss_kib();
+	print_message("PSS KiB: before %llu, mapped %llu, shared %llu\n", (unsigned long long)m0,
+	              (unsigned long long)m1, (unsigned long long)m2);
+	/* the child shares the 16 MiB: we hold half of them now. It runs this binary, so
+	 * pages of the executable and its libraries that were in m0 may now be shared too
+	 * and count half as well (about 3 MiB under ASan): the drop is 8 MiB, plus at most
+	 * half of m0. RSS (statm) would not drop at all. */
+	assert_true(m2 <= m1 - 8192 * 9 / 10);
+	assert_true(m1 - m2 <= 8192 * 11 / 10 + m0 / 2);
+	assert_int_equal(write(go[1], "x", 1), 1);
+	int status = -1;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	uint64_t m3 = perf_rss_kib();
+	assert_true(m3 >= m1 - 16384 / 10); /* ours alone again */
+	munmap(p, len);
+	close(fd);
+	close(go[1]);
+	close(done[0]);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 6 && strcmp(argv[1], "--pss-child") == 0)
+		return pss_child(atoi(argv[2]), (size_t)strtoull(argv[3], NULL, 10), atoi(argv[4]),
+		                 atoi(argv[5]));
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_size_parse),
 	    cmocka_unit_test(test_size_list),
@@ -538,6 +629,7 @@ int main(void)
 	    cmocka_unit_test(test_json_pingpong_fallback),
 	    cmocka_unit_test(test_json_mini_rejects),
 	    cmocka_unit_test(test_proto),
+	    cmocka_unit_test(test_mem_shared_counted_once),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

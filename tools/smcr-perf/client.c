@@ -360,7 +360,8 @@ static int run_connect(struct cli *c, struct perf_result *r)
 	return 0;
 }
 
-/* KiB grown since BEGIN: client RSS + server RSS + kernel TCP memory (proc.h). */
+/* KiB grown since the base (BEGIN; over smcr the session's / server's start, see
+ * perf_client_run): client PSS + server PSS + kernel TCP memory (proc.h). */
 static double mem_growth(const struct proto_reply *rep, uint64_t rss0, uint64_t tcpmem0)
 {
 	return (double)perf_rss_kib() - (double)rss0 + (double)rep->rss_kib -
@@ -493,6 +494,7 @@ int perf_session_open(const struct perf_tr *tr, const struct sockaddr_storage *a
 	err[0] = 0;
 	sess->tr = tr;
 	sess->id = c.session;
+	sess->mem_base_kib = perf_rss_kib();
 	sess->ctrl = open_conn(&c, PROTO_KIND_CTRL, NULL, 0);
 	if (sess->ctrl >= 0) {
 		set_timeo(&c, sess->ctrl, CLI_RCVTIMEO_S);
@@ -545,6 +547,12 @@ int perf_client_run(const struct perf_client_cfg *cfg, struct perf_session *sess
 	if (ctrl_call(&c, PROTO_OP_BEGIN, 0, &rep) < 0)
 		return -1;
 	uint64_t cpu0 = perf_cpu_us(), rss0 = perf_rss_kib(), tcpmem0 = perf_tcp_mem_kib();
+	/* smcr keeps RMBs in its link group's pool (and its send rings' heap) after a run's
+	 * connections close, so a later run's growth since BEGIN would leave out exactly the
+	 * buffers its connections use: over smcr the base is the session's start (the server
+	 * does the same). TCP frees its buffers with its sockets: BEGIN is its base. */
+	if (cfg->tr->kind == PERF_TR_SMCR)
+		rss0 = sess->mem_base_kib;
 	int rc = -1;
 	switch (cfg->test) {
 	case PERF_TEST_STREAM:

@@ -26,6 +26,9 @@ struct perf_session {
 	const struct perf_tr *tr;
 	int ctrl; /* -1 when closed */
 	uint64_t id;
+	/* this process's resident memory (proc.h) before the session's first connection: the
+	 * base of conns' memory figure over smcr (see perf_client_run) */
+	uint64_t mem_base_kib;
 };
 
 /* Connects and checks the server answers (a BEGIN). Returns 0, or -1 with a message. */

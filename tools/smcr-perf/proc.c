@@ -1,4 +1,4 @@
-/* proc.c: CPU time, RSS and the fd limit of the smcr-perf process (proc.h). */
+/* proc.c: CPU time, resident memory (PSS) and the fd limit of the smcr-perf process (proc.h). */
 #define _GNU_SOURCE
 #include "proc.h"
 
@@ -19,8 +19,33 @@ uint64_t perf_cpu_us(void)
 	       (uint64_t)ru.ru_stime.tv_sec * 1000000u + (uint64_t)ru.ru_stime.tv_usec;
 }
 
+/* PSS from /proc/self/smaps_rollup ("Pss: N kB"): a page mapped by k processes counts 1/k
+ * in each, so client + server add up to the memory really used. RSS would count an RMB
+ * twice on the same host: the owner maps it and reads it, the shm peer maps the same memfd
+ * and WRITEs into it. */
+static bool pss_kib(uint64_t *out)
+{
+	FILE *f = fopen("/proc/self/smaps_rollup", "r");
+	char line[256];
+	bool found = false;
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		unsigned long long kib = 0;
+		if (sscanf(line, "Pss: %llu kB", &kib) == 1) {
+			*out = kib;
+			found = true;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
 uint64_t perf_rss_kib(void)
 {
+	uint64_t pss = 0;
+	if (pss_kib(&pss))
+		return pss;
 	FILE *f = fopen("/proc/self/statm", "r");
 	unsigned long long size = 0, rss = 0;
 	if (!f)

@@ -7,8 +7,10 @@
 /* User + system CPU time of the whole process (every thread, the smcr progress thread
  * included), in microseconds. */
 uint64_t perf_cpu_us(void);
-/* Resident set size in KiB (/proc/self/statm), 0 if unreadable. Shared memory the process
- * touched (RMBs are memfd mappings) is included. */
+/* Resident memory in KiB: the proportional set size (/proc/self/smaps_rollup "Pss"), so a
+ * shared page (an RMB is a memfd the shm peer maps and writes too) counts once across the
+ * processes sharing it, not once in each; /proc/self/statm's RSS where smaps_rollup is
+ * missing (kernels before 4.14); 0 if neither is readable. */
 uint64_t perf_rss_kib(void);
 /* Kernel memory of all TCP sockets in this network namespace ("TCP: ... mem N" pages of
  * /proc/net/sockstat), in KiB; 0 if unreadable. Kernel TCP buffers are not in any RSS, so

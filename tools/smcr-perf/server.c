@@ -61,6 +61,7 @@ struct srv {
 	pthread_mutex_t lock; /* sessions and their counters; sink start */
 	struct srv_session *sessions;
 	int sink_ep; /* epoll of the sink thread, -1 until started (lock) */
+	uint64_t mem_start_kib; /* resident memory at start, before any connection (read-only) */
 };
 
 struct srv_conn {
@@ -144,6 +145,14 @@ static void fill_reply(struct srv *s, struct srv_session *x, struct proto_reply 
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* The base of the memory figure: over smcr the server's start, since RMBs stay in the link
+ * group's pool between runs (a base taken at BEGIN would leave out the RMBs this run's
+ * connections reuse); TCP frees its buffers with its sockets, so BEGIN. */
+static uint64_t mem_base(const struct srv *s)
+{
+	return s->tr->kind == PERF_TR_SMCR ? s->mem_start_kib : perf_rss_kib();
+}
+
 static void *ctrl_main(void *arg)
 {
 	struct srv_conn *c = arg;
@@ -154,7 +163,7 @@ static void *ctrl_main(void *arg)
 	struct proto_reply rep;
 
 	x->cpu_base_us = perf_cpu_us();
-	x->rss_base_kib = perf_rss_kib();
+	x->rss_base_kib = mem_base(s);
 	while (tr_recv_all(s->tr, c->fd, in, sizeof(in)) == 1) {
 		int rc = proto_req_decode(in, sizeof(in), &req);
 		if (rc < 0) {
@@ -173,7 +182,7 @@ static void *ctrl_main(void *arg)
 			x->conns = x->conns_smcr = x->conns_fallback = 0;
 			pthread_mutex_unlock(&s->lock);
 			x->cpu_base_us = perf_cpu_us();
-			x->rss_base_kib = perf_rss_kib();
+			x->rss_base_kib = mem_base(s);
 			break;
 		case PROTO_OP_END: {
 			struct timespec dl;
@@ -425,6 +434,7 @@ int perf_server_run(const struct perf_opts *o, const struct perf_tr *tr, int rep
 	s.tr = tr;
 	s.once = o->once;
 	s.sink_ep = -1;
+	s.mem_start_kib = perf_rss_kib();
 	atomic_init(&s.stop, false);
 	pthread_mutex_init(&s.lock, NULL);
 	signal(SIGPIPE, SIG_IGN);
