@@ -465,7 +465,7 @@ static void call_spin_end(struct core_engine *e)
  * (core_engine_hold_cancel), so its own wake-up is never held up; another poller of
  * the process (poll/epoll on a socket) sees an arrival at most SOCK_HOLD_NS late, as
  * with a spinner that lost its CPU (the spin grace). $SMCR_HOLD_US (read once) changes
- * the bound; 0 turns holds off. */
+ * the bound; unset or 0: no holds (the default, see hold_ns). */
 static struct prog_timer hold_tmr;
 static pthread_once_t hold_once = PTHREAD_ONCE_INIT;
 
@@ -486,7 +486,10 @@ static uint64_t hold_ns(void)
 	uint64_t x = atomic_load_explicit(&v, memory_order_relaxed);
 	if (x == UINT64_MAX) {
 		const char *e = getenv("SMCR_HOLD_US");
-		x = e && *e ? (uint64_t)strtoull(e, NULL, 10) * 1000 : SOCK_HOLD_NS;
+		/* off unless asked for: with holds on, tests/sock/it_ready test_deferred_token
+		 * lost the POLLIN of data left after a partial read in 3 of 10 runs (cause not
+		 * found yet; docs/parts/stream.md "Round 3"). SOCK_HOLD_NS is the bound to try. */
+		x = e && *e ? (uint64_t)strtoull(e, NULL, 10) * 1000 : 0;
 		atomic_store_explicit(&v, x, memory_order_relaxed);
 	}
 	return x;

@@ -305,6 +305,37 @@ static void ep_thread_exit(void *arg)
  * forking thread, the only one whose ep_held the child has. The lists (their sockets
  * belong to the parent's engine) are forgotten, leaked. */
 static pthread_once_t ep_fork_once = PTHREAD_ONCE_INIT;
+
+/* The held spin's end when the program does not come back (it waits elsewhere, e.g. in the
+ * kernel's poll on an smcr fd): the progress thread arms the CQs once the spin's grace is
+ * over, but only if it wakes then. While a spin is held it reports the grace as a deadline
+ * (core_engine_progress), so once awake it stays due; this timer covers the start, when it
+ * may be asleep with no timeout: armed at every spin begin, with no kick if the thread is
+ * due by then anyway (progress_timer_arm_quiet). Without it such an arrival waited for an
+ * unrelated wake-up (tests/sock/it_epoll_wait test_left_loop). */
+#define EP_TAKEOVER_NS 2000000ull /* > the core's 1 ms spin grace */
+static struct prog_timer ep_takeover_tmr;
+static pthread_once_t ep_takeover_once = PTHREAD_ONCE_INIT;
+
+static void ep_takeover_fire(void *arg, uint32_t events)
+{
+	(void)arg;
+	(void)events; /* the progress thread polls and arms after its timers */
+}
+
+static void ep_takeover_init(void)
+{
+	progress_timer_init(&ep_takeover_tmr, ep_takeover_fire, NULL);
+}
+
+static void ep_takeover_arm(uint64_t now)
+{
+	pthread_once(&ep_takeover_once, ep_takeover_init);
+	uint64_t at = now + EP_TAKEOVER_NS;
+	if (progress_timer_arm_quiet(&ep_takeover_tmr, at) < 0 &&
+	    progress_timer_arm(&ep_takeover_tmr, at) < 0)
+		SMCR_LOG_RL(SMCR_LOG_WARN, "epoll", "progress timer for the held spin failed");
+}
 static void ep_atfork_child(void)
 {
 	ep_held = NULL;
@@ -541,6 +572,7 @@ int smcr_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
 		ep_release(t, true); /* (none: ep_held is this engine's or NULL) */
 		core_engine_spin_begin(e, now);
 		ep_held = e;
+		ep_takeover_arm(now);
 	} else {
 		core_engine_spin_renew(e, now);
 	}

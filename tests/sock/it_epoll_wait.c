@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <poll.h>
 #include <pthread.h>
@@ -39,6 +40,7 @@ static uint16_t port;
 
 struct shared {
 	volatile int cstage, sstage;
+	volatile uint64_t sent_ns; /* test_left_loop: when the client sent its 'y' */
 	uint8_t sha[NCONN][32]; /* the client's hashes of what it sent */
 };
 static struct shared *sh;
@@ -619,6 +621,82 @@ static void test_tokenfree(void **state)
 	assert_int_equal(it_run_smc_pair(&lfd, &port, tf_server, NULL, tf_client, NULL, 60000), 0);
 }
 
+/* ---- 5. the loop's held spin when the program leaves the loop ----
+ * smcr_epoll_wait returns with the CQs unarmed (the held spin). A program that then waits
+ * elsewhere, in the kernel's poll() on an smcr fd, must still see the next arrival: the
+ * progress thread takes over at the grace's end even if it was asleep with no timeout
+ * when the spin began. EPOLLET, so no token-free list (and its timer) is involved. */
+
+static int left_server(void *arg)
+{
+	(void)arg;
+	int fd = it_accept_smc(lfd);
+	int fl = smcr_fcntl(fd, F_GETFL);
+	IT_CHECK(smcr_fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0);
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u64 = TAG | 5 };
+	IT_CHECK(smcr_epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+	sh->sstage = 1;
+	for (int round = 0; round < 3; round++) {
+		struct epoll_event got;
+		IT_CHECK(smcr_epoll_wait(ep, &got, 1, 5000) == 1 && got.data.u64 == (TAG | 5));
+		char b[8];
+		IT_CHECK(smcr_recv(fd, b, sizeof(b), 0) == 1 && b[0] == 'x');
+		/* out of the loop, the spin still held: the kernel's poll from here on (a
+		 * POLLIN that a recv answers with EAGAIN is allowed, as for TCP: poll again) */
+		sh->sstage = 2 + round;
+		int got_y = 0;
+		for (int k = 0; k < 100 && !got_y; k++) {
+			struct pollfd p = { .fd = fd, .events = POLLIN };
+			IT_CHECK(poll(&p, 1, 4000) == 1 && (p.revents & POLLIN));
+			ssize_t r = smcr_recv(fd, b, sizeof(b), 0);
+			if (!(r == 1 || (r == -1 && errno == EAGAIN)))
+				fprintf(stderr, "recv gave %zd errno %d\n", r, errno);
+			IT_CHECK(r == 1 || (r == -1 && errno == EAGAIN));
+			got_y = r == 1;
+		}
+		IT_CHECK(got_y && b[0] == 'y');
+		uint64_t late = smcr_now_ns() - sh->sent_ns;
+		fprintf(stderr, "round %d: the arrival after leaving the loop read %llu ms after its send\n",
+			round, (unsigned long long)(late / SMCR_NS_PER_MS));
+		/* without the take-over timer: never (rounds 1, 2) or at an unrelated timer */
+		IT_CHECK(late < 500 * SMCR_NS_PER_MS);
+		sh->sstage = 10 + round; /* the client's next 'x' only now */
+	}
+	close(ep);
+	smcr_close(fd);
+	return 0;
+}
+
+static int left_client(void *arg)
+{
+	(void)arg;
+	it_child_env(1);
+	smcr_close(lfd);
+	int fd = it_connect(false, port);
+	IT_CHECK(fd >= 0);
+	it_wait_at_least(&sh->sstage, 1);
+	for (int round = 0; round < 3; round++) {
+		IT_CHECK(smcr_send(fd, "x", 1, 0) == 1);
+		it_wait_at_least(&sh->sstage, 2 + round);
+		usleep(30000); /* past the spin's 1 ms grace: the server sleeps in poll() */
+		sh->sent_ns = smcr_now_ns(); /* CLOCK_MONOTONIC: one clock for both processes */
+		IT_CHECK(smcr_send(fd, "y", 1, 0) == 1);
+		it_wait_at_least(&sh->sstage, 10 + round);
+	}
+	char b;
+	IT_CHECK(smcr_recv(fd, &b, 1, 0) == 0);
+	smcr_close(fd);
+	return 0;
+}
+
+static void test_left_loop(void **state)
+{
+	(void)state;
+	memset(sh, 0, sizeof(*sh));
+	assert_int_equal(it_run_smc_pair(&lfd, &port, left_server, NULL, left_client, NULL, 30000), 0);
+}
+
 int main(void)
 {
 	char port_s[16];
@@ -632,6 +710,7 @@ int main(void)
 		cmocka_unit_test(test_lt_and_et),
 		cmocka_unit_test(test_timeout_eintr_errors),
 		cmocka_unit_test(test_tokenfree),
+		cmocka_unit_test(test_left_loop),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
