@@ -310,8 +310,10 @@ static pthread_once_t ep_fork_once = PTHREAD_ONCE_INIT;
  * kernel's poll on an smcr fd): the progress thread arms the CQs once the spin's grace is
  * over, but only if it wakes then. While a spin is held it reports the grace as a deadline
  * (core_engine_progress), so once awake it stays due; this timer covers the start, when it
- * may be asleep with no timeout: armed at every spin begin, with no kick if the thread is
- * due by then anyway (progress_timer_arm_quiet). Without it such an arrival waited for an
+ * may be asleep with no timeout (at a spin begin, or at a renew after the thread armed
+ * the CQs of an expired spin and slept): armed at every call that holds the spin (at most
+ * every 0.5 ms), with no kick if the thread is due by then anyway
+ * (progress_timer_arm_quiet). Without it such an arrival waited for an
  * unrelated wake-up (tests/sock/it_epoll_wait test_left_loop). */
 #define EP_TAKEOVER_NS 2000000ull /* > the core's 1 ms spin grace */
 static struct prog_timer ep_takeover_tmr;
@@ -328,8 +330,15 @@ static void ep_takeover_init(void)
 	progress_timer_init(&ep_takeover_tmr, ep_takeover_fire, NULL);
 }
 
+static _Thread_local uint64_t ep_takeover_last; /* this thread's last arm */
+
 static void ep_takeover_arm(uint64_t now)
 {
+	/* at most every 0.5 ms: a deadline armed then is still >= 1.5 ms ahead, after the
+	 * grace of a spin renewed now */
+	if (ep_takeover_last && now - ep_takeover_last < EP_TAKEOVER_NS / 4)
+		return;
+	ep_takeover_last = now;
 	pthread_once(&ep_takeover_once, ep_takeover_init);
 	uint64_t at = now + EP_TAKEOVER_NS;
 	if (progress_timer_arm_quiet(&ep_takeover_tmr, at) < 0 &&
@@ -575,6 +584,7 @@ int smcr_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
 		ep_takeover_arm(now);
 	} else {
 		core_engine_spin_renew(e, now);
+		ep_takeover_arm(now);
 	}
 	unsigned pend = 0;
 	if (t) {
