@@ -403,12 +403,9 @@ static void timer_unlink_locked(struct prog_timer *t)
 	t->armed = false;
 }
 
-int progress_timer_arm(struct prog_timer *t, uint64_t deadline_ns)
+/* (Re)inserts t at deadline_ns, keeping the list sorted by deadline. */
+static void timer_insert_locked(struct prog_timer *t, uint64_t deadline_ns)
 {
-	int rc = progress_start();
-	if (rc < 0)
-		return rc;
-	pthread_mutex_lock(&progress_lock);
 	if (t->armed)
 		timer_unlink_locked(t);
 	t->deadline = deadline_ns;
@@ -418,6 +415,15 @@ int progress_timer_arm(struct prog_timer *t, uint64_t deadline_ns)
 	t->next = *p;
 	*p = t;
 	t->armed = true;
+}
+
+int progress_timer_arm(struct prog_timer *t, uint64_t deadline_ns)
+{
+	int rc = progress_start();
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&progress_lock);
+	timer_insert_locked(t, deadline_ns);
 	/* only when the thread would sleep past it (prog_wake_at: 0 while awake) */
 	bool kick = deadline_ns < prog_wake_at;
 	pthread_mutex_unlock(&progress_lock);
@@ -433,15 +439,7 @@ int progress_timer_arm_quiet(struct prog_timer *t, uint64_t deadline_ns)
 	/* awake (prog_wake_at 0: it reads the list before it sleeps) or due by then; not
 	 * while stopped or not started (prog_started false) */
 	if (prog_started && !prog_stopping && deadline_ns >= prog_wake_at) {
-		if (t->armed)
-			timer_unlink_locked(t);
-		t->deadline = deadline_ns;
-		struct prog_timer **p = &prog_timers;
-		while (*p && (*p)->deadline <= deadline_ns)
-			p = &(*p)->next;
-		t->next = *p;
-		*p = t;
-		t->armed = true;
+		timer_insert_locked(t, deadline_ns);
 		rc = 0;
 	}
 	pthread_mutex_unlock(&progress_lock);

@@ -270,14 +270,21 @@ static int ltet_server(void *arg)
 	return 0;
 }
 
-static int ltet_client(void *arg)
+/* A client child: its connection, once the server is ready for it (sstage 1). */
+static int client_start(void)
 {
-	(void)arg;
 	it_child_env(1);
 	smcr_close(lfd);
 	int fd = it_connect(false, port);
 	IT_CHECK(fd >= 0);
 	it_wait_at_least(&sh->sstage, 1);
+	return fd;
+}
+
+static int ltet_client(void *arg)
+{
+	(void)arg;
+	int fd = client_start();
 	for (int round = 0; round < 3; round++) {
 		IT_CHECK(smcr_send(fd, "aaa", 3, 0) == 3);
 		it_wait_at_least(&sh->sstage, 2 + 2 * round);
@@ -353,11 +360,7 @@ static int tmo_server(void *arg)
 static int tmo_client(void *arg)
 {
 	(void)arg;
-	it_child_env(1);
-	smcr_close(lfd);
-	int fd = it_connect(false, port);
-	IT_CHECK(fd >= 0);
-	it_wait_at_least(&sh->sstage, 1);
+	int fd = client_start();
 	IT_CHECK(it_write_all(fd, "hello", 5));
 	it_wait_at_least(&sh->sstage, 2);
 	usleep(20000); /* the server sleeps in its blocking recv by now */
@@ -671,11 +674,7 @@ static int left_server(void *arg)
 static int left_client(void *arg)
 {
 	(void)arg;
-	it_child_env(1);
-	smcr_close(lfd);
-	int fd = it_connect(false, port);
-	IT_CHECK(fd >= 0);
-	it_wait_at_least(&sh->sstage, 1);
+	int fd = client_start();
 	for (int round = 0; round < 3; round++) {
 		IT_CHECK(smcr_send(fd, "x", 1, 0) == 1);
 		it_wait_at_least(&sh->sstage, 2 + round);
