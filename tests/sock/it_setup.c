@@ -92,6 +92,17 @@ static int opt_server(void *a)
 	(void)a;
 	it_child_env(0);
 	count_install();
+	/* The first accept activates the listener (its watch, and a progress-thread call for
+	 * connections queued before): one the progress thread took is installed
+	 * close-on-exec and fixed at accept (F_SETFD), as it must be. So activate it first
+	 * (a non-blocking accept: EAGAIN), then let the client connect while the blocking
+	 * accept sleeps, the case under test (under TSan the client used to win). */
+	int fl = smcr_fcntl(lfd, F_GETFL);
+	IT_CHECK(fl >= 0 && smcr_fcntl(lfd, F_SETFL, fl | O_NONBLOCK) == 0);
+	errno = 0;
+	IT_CHECK(smcr_accept(lfd, NULL, NULL) == -1 && errno == EAGAIN);
+	IT_CHECK(smcr_fcntl(lfd, F_SETFL, fl) == 0);
+	sh->stage = 1;
 	int fd = smcr_accept(lfd, NULL, NULL); /* no SOCK_CLOEXEC */
 	IT_CHECK(fd >= 0);
 	struct smcr_info in;
@@ -129,7 +140,7 @@ static int opt_server(void *a)
 	IT_CHECK(errno == EDOM);
 	errno = 0;
 	IT_CHECK(smcr_setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, 1) == -1 && errno == EINVAL);
-	sh->stage = 1;
+	sh->stage = 2;
 	IT_CHECK(it_read_all(fd, b, 4) && memcmp(b, "ping", 4) == 0);
 	IT_CHECK(it_write_all(fd, "pong", 4));
 	IT_CHECK(smcr_close(fd) == 0);
@@ -151,11 +162,13 @@ static int opt_client(void *a)
 	(void)a;
 	it_child_env(1);
 	smcr_close(lfd);
+	it_wait_at_least(&sh->stage, 1);
+	usleep(100000); /* the server is asleep in its blocking accept by now */
 	int fd = it_connect(false, port);
 	IT_CHECK(fd >= 0);
 	struct smcr_info in;
 	IT_CHECK(it_info(fd, &in) && in.mode == SMCR_MODE_SMCR);
-	it_wait_at_least(&sh->stage, 1);
+	it_wait_at_least(&sh->stage, 2);
 	IT_CHECK(it_write_all(fd, "ping", 4));
 	char b[4];
 	IT_CHECK(it_read_all(fd, b, 4) && memcmp(b, "pong", 4) == 0);
