@@ -68,23 +68,6 @@ static void raw_expect_closed(int fd, int timeout_ms)
 	}
 }
 
-static size_t make_proposal(uint8_t *out, size_t cap, uint32_t subnet, uint8_t plen, uint8_t path)
-{
-	struct clc_msg m;
-	memset(&m, 0, sizeof(m));
-	m.type = CLC_PROPOSAL;
-	clc_proposal_init(&m.proposal);
-	m.proposal.peer_id.instance = 0x4242;
-	m.proposal.gid.b[10] = 0xff;
-	m.proposal.gid.b[11] = 0xff;
-	m.proposal.gid.b[12] = 127;
-	m.proposal.gid.b[15] = 99;
-	m.proposal.ipv4_subnet = subnet;
-	m.proposal.ipv4_prefix_len = plen;
-	m.proposal.typev1 = path;
-	return it_clc_enc(&m, out, cap);
-}
-
 /* ---- the smcr server child ---- */
 
 static int server(void *arg)
@@ -164,7 +147,7 @@ static void test_fake_clients(void **state)
 	size_t n = it_clc_enc(&m, b, sizeof(b));
 	fake_dropped(b, n, false);
 	/* 3. a truncated Proposal, then EOF */
-	n = make_proposal(b, sizeof(b), 0x7f000000, 8, CLC_PATH_R);
+	n = it_clc_proposal(b, sizeof(b), 0x4242, 99, 0x7f000000, 8, CLC_PATH_R);
 	fake_dropped(b, n - 10, true);
 	/* 4. a valid Proposal, then nothing: the server times out waiting for the Confirm */
 	int fd = raw_connect(port);
@@ -179,7 +162,7 @@ static void test_fake_clients(void **state)
 
 	/* 5. foreign IP prefix: Decline DIFFPREFIX, then TCP with the data after it */
 	fd = raw_connect(port);
-	n = make_proposal(b, sizeof(b), 0x0a0a0000, 16, CLC_PATH_R);
+	n = it_clc_proposal(b, sizeof(b), 0x4242, 99, 0x0a0a0000, 16, CLC_PATH_R);
 	it_raw_write(fd, b, n);
 	an = it_raw_read_clc(fd, ans, sizeof(ans), 5000);
 	assert_int_equal(clc_decode(ans, an, &got), 0);
@@ -192,7 +175,7 @@ static void test_fake_clients(void **state)
 	close(fd);
 	/* 6. a Proposal offering only SMC-D: Decline, then TCP */
 	fd = raw_connect(port);
-	n = make_proposal(b, sizeof(b), 0x7f000000, 8, CLC_PATH_D);
+	n = it_clc_proposal(b, sizeof(b), 0x4242, 99, 0x7f000000, 8, CLC_PATH_D);
 	it_raw_write(fd, b, n);
 	an = it_raw_read_clc(fd, ans, sizeof(ans), 5000);
 	assert_int_equal(clc_decode(ans, an, &got), 0);

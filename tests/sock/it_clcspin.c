@@ -226,19 +226,8 @@ static void test_late_client(void **state)
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	/* a Proposal from 127.0.0.0/8 (the server's own prefix: it accepts) */
-	struct clc_msg m;
-	memset(&m, 0, sizeof(m));
-	m.type = CLC_PROPOSAL;
-	clc_proposal_init(&m.proposal);
-	m.proposal.peer_id.instance = 0x4243;
-	m.proposal.gid.b[10] = 0xff;
-	m.proposal.gid.b[11] = 0xff;
-	m.proposal.gid.b[12] = 127;
-	m.proposal.gid.b[15] = 97;
-	m.proposal.ipv4_subnet = 0x7f000000;
-	m.proposal.ipv4_prefix_len = 8;
 	uint8_t b[CLC_MSG_MAX_LEN];
-	size_t n = it_clc_enc(&m, b, sizeof(b));
+	size_t n = it_clc_proposal(b, sizeof(b), 0x4243, 97, 0x7f000000, 8, CLC_PATH_R);
 	it_raw_write(fd, b, n);
 	n = it_raw_read_clc(fd, b, sizeof(b), 10000);
 	struct clc_msg got;

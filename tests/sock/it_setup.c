@@ -250,6 +250,19 @@ static int hidden_tcp(int fd)
 	return t;
 }
 
+/* Resets the TCP connection under an SMC-R fd: the close of its file with linger 0 sends
+ * the RST (also in FIN_WAIT2 after our FIN); a fresh socket dup2()ed over the number keeps
+ * the socket object's number valid. */
+static void reset_hidden(int fd)
+{
+	int t = hidden_tcp(fd);
+	struct linger lg = { 1, 0 };
+	IT_CHECK(setsockopt(t, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0);
+	int spare = socket(AF_INET, SOCK_STREAM, 0);
+	IT_CHECK(spare >= 0 && dup2(spare, t) == t);
+	close(spare);
+}
+
 static int fin_server(void *a)
 {
 	(void)a;
@@ -268,14 +281,7 @@ static int fin_server(void *a)
 	IT_CHECK(it_write_all(fd, "pong", 4));
 	it_wait_at_least(&sh->stage, 4);
 	/* now a reset of the TCP connection: the client's connection must end with it */
-	int t = hidden_tcp(fd);
-	struct linger lg = { 1, 0 };
-	IT_CHECK(setsockopt(t, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0);
-	/* the close of the file with linger 0 sends the RST (FIN_WAIT2 after our FIN): a
-	 * fresh socket dup2()ed over the number (the socket object keeps a valid number) */
-	int spare = socket(AF_INET, SOCK_STREAM, 0);
-	IT_CHECK(spare >= 0 && dup2(spare, t) == t);
-	close(spare);
+	reset_hidden(fd);
 	it_wait_at_least(&sh->stage, 5);
 	smcr_close(fd);
 	return 0;
@@ -351,12 +357,7 @@ static int early_server(void *a)
 {
 	(void)a;
 	int fd = it_accept_smc(lfd);
-	int t = hidden_tcp(fd);
-	struct linger lg = { 1, 0 };
-	IT_CHECK(setsockopt(t, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0);
-	int spare = socket(AF_INET, SOCK_STREAM, 0);
-	IT_CHECK(spare >= 0 && dup2(spare, t) == t); /* the RST, right after the set-up */
-	close(spare);
+	reset_hidden(fd); /* the RST, right after the set-up */
 	it_wait_at_least(&sh->stage, 1);
 	smcr_close(fd);
 	return 0;

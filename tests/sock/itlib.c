@@ -402,3 +402,21 @@ size_t it_clc_enc(const struct clc_msg *m, uint8_t *out, size_t cap)
 	IT_CHECK(clc_encode(m, out, cap, &len) == 0);
 	return len;
 }
+
+size_t it_clc_proposal(uint8_t *out, size_t cap, uint16_t instance, uint8_t gid_last,
+		       uint32_t subnet, uint8_t plen, uint8_t path)
+{
+	struct clc_msg m;
+	memset(&m, 0, sizeof(m));
+	m.type = CLC_PROPOSAL;
+	clc_proposal_init(&m.proposal);
+	m.proposal.peer_id.instance = instance;
+	m.proposal.gid.b[10] = 0xff;
+	m.proposal.gid.b[11] = 0xff;
+	m.proposal.gid.b[12] = 127;
+	m.proposal.gid.b[15] = gid_last;
+	m.proposal.ipv4_subnet = subnet;
+	m.proposal.ipv4_prefix_len = plen;
+	m.proposal.typev1 = path;
+	return it_clc_enc(&m, out, cap);
+}

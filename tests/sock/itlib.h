@@ -104,5 +104,9 @@ struct clc_msg;
 void it_raw_write(int fd, const void *b, size_t n);
 size_t it_raw_read_clc(int fd, uint8_t *buf, size_t cap, int timeout_ms);
 size_t it_clc_enc(const struct clc_msg *m, uint8_t *out, size_t cap);
+/* A raw client's Proposal (SMC-R v1 fields only): peer instance, the last byte of an
+ * IPv4-mapped 127.0.0.x GID, the IPv4 prefix it offers and its path (CLC_PATH_*). */
+size_t it_clc_proposal(uint8_t *out, size_t cap, uint16_t instance, uint8_t gid_last,
+		       uint32_t subnet, uint8_t plen, uint8_t path);
 
 #endif
