@@ -1,4 +1,4 @@
-/* it_quietc.c: the quiet final C and the close reaper (docs/parts/connect.md "Round 4";
+/* it_quietc.c: the quiet final C, the close reaper and the EOF without a token (docs/parts/connect.md "Round 4";
  * core close.c "Quiet final C", sock/api.c "The close reaper").
  *
  * The server answers and closes first (its C is solicited: the client's program is
@@ -14,7 +14,10 @@
  *  - test_solicited_final_c: with $SMCR_CLOSE_SOLICITED=1 in the client (the C solicited as
  *    every other CDC) the server's progress thread takes it at once: released well before
  *    the reaper's first turn.
- * Both connections reuse a link group (a first connection made it) and are older than the
+ *  - test_eof_no_token: the peer's C writes no POLLIN token (sock.c sock_apply_events:
+ *    the signal end's shutdown shows POLLIN|POLLRDHUP and wakes); an edge-triggered epoll
+ *    waiter still gets the EOF's edge after it read the data.
+ * The first two tests' connections reuse a link group (a first connection made it) and are older than the
  * deferred TCP watch's 100 ms (hs.c) before closing, so no progress timer of the set-up
  * fires in between (each of those turns polls the CQs and would take the C). */
 #define _GNU_SOURCE
@@ -25,9 +28,13 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -145,6 +152,74 @@ static int client(void *a)
 	return 0;
 }
 
+/* ---- EOF without a token (sock.c sock_apply_events) ----
+ * The server writes "bye" and closes; the client, asleep in an edge-triggered epoll_wait
+ * (the kernel's, on the program fd) is woken, reads "bye", and is woken again for the EOF
+ * although no token byte was written for it (the shutdown of the signal end makes the
+ * edge): POLLIN|POLLRDHUP stay on, recv says 0. */
+
+static int eof_server(void *a)
+{
+	(void)a;
+	int fd = it_accept_smc(lfd);
+	it_wait_at_least(&sh->stage, 1); /* the client waits in epoll_wait */
+	IT_CHECK(it_write_all(fd, "bye", 3));
+	it_wait_at_least(&sh->stage, 2); /* the client read it */
+	smcr_close(fd);
+	it_wait_at_least(&sh->stage, 3);
+	return 0;
+}
+
+static int eof_client(void *a)
+{
+	(void)a;
+	it_child_env(1);
+	smcr_close(lfd);
+	int fd = it_connect(false, port);
+	IT_CHECK(fd >= 0);
+	struct smcr_info in;
+	IT_CHECK(it_info(fd, &in) && in.mode == SMCR_MODE_SMCR);
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	IT_CHECK(ep >= 0);
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.fd = fd };
+	IT_CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+	sh->stage = 1;
+	IT_CHECK(epoll_wait(ep, &ev, 1, 5000) == 1 && (ev.events & EPOLLIN));
+	char b[8];
+	IT_CHECK(smcr_recv(fd, b, sizeof(b), MSG_DONTWAIT) == 3 && memcmp(b, "bye", 3) == 0);
+	sh->stage = 2;
+	/* the EOF: a new edge although its arrival wrote no token */
+	int n = epoll_wait(ep, &ev, 1, 5000);
+	IT_CHECK(n == 1);
+	IT_CHECK((ev.events & (EPOLLIN | EPOLLRDHUP)) == (EPOLLIN | EPOLLRDHUP));
+	struct sock *so = sock_get(fd);
+	IT_CHECK(so != NULL);
+	pthread_mutex_lock(&so->sig.lock);
+	unsigned tokens = so->sig.tokens;
+	bool rdhup = so->sig.rdhup;
+	pthread_mutex_unlock(&so->sig.lock);
+	sock_put(so);
+	if (tokens != 0)
+		fprintf(stderr, "tokens %u after the EOF\n", tokens);
+	IT_CHECK(tokens == 0 && rdhup);
+	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+	IT_CHECK(poll(&p, 1, 0) == 1 && p.revents == (POLLIN | POLLRDHUP));
+	IT_CHECK(smcr_recv(fd, b, sizeof(b), 0) == 0);
+	IT_CHECK(epoll_wait(ep, &ev, 1, 0) == 0); /* edge-triggered: reported once */
+	close(ep);
+	smcr_close(fd);
+	sh->stage = 3;
+	return 0;
+}
+
+static void test_eof_no_token(void **state)
+{
+	(void)state;
+	sh->stage = 0;
+	assert_int_equal(it_run_smc_pair(&lfd, &port, eof_server, NULL, eof_client, NULL, 20000),
+			 0);
+}
+
 static void run(bool solicited)
 {
 	sh->stage = 0;
@@ -170,6 +245,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_quiet_final_c),
 		cmocka_unit_test(test_solicited_final_c),
+		cmocka_unit_test(test_eof_no_token),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
