@@ -14,6 +14,8 @@
  *  - test_solicited_final_c: with $SMCR_CLOSE_SOLICITED=1 in the client (the C solicited as
  *    every other CDC) the server's progress thread takes it at once: released well before
  *    the reaper's first turn.
+ *  - test_quiet_final_c_peer_exits: the same, the client's process ending right after its
+ *    close (its shm peer gone): released within the same 1 s, not after the close wait;
  *  - test_eof_no_token: the peer's C writes no POLLIN token (sock.c sock_apply_events:
  *    the signal end's shutdown shows POLLIN|POLLRDHUP and wakes); an edge-triggered epoll
  *    waiter still gets the EOF's edge after it read the data.
@@ -49,6 +51,7 @@ static uint16_t port;
 struct shared {
 	volatile int stage;
 	volatile int solicited; /* the client sets $SMCR_CLOSE_SOLICITED=1 */
+	volatile int exits;	/* the client exits right after its close */
 };
 static struct shared *sh;
 
@@ -148,8 +151,9 @@ static int client(void *a)
 	smcr_close(fd);
 	IT_CHECK(close_waits() == 0); /* our side completed at our close */
 	sh->stage = 1;
-	it_wait_at_least(&sh->stage, 2);
-	return 0;
+	if (!sh->exits)
+		it_wait_at_least(&sh->stage, 2);
+	return 0; /* with exits: the process ends, its engine and shm peer go */
 }
 
 /* ---- EOF without a token (sock.c sock_apply_events) ----
@@ -220,23 +224,33 @@ static void test_eof_no_token(void **state)
 			 0);
 }
 
-static void run(bool solicited)
+static void run(bool solicited, bool exits)
 {
 	sh->stage = 0;
 	sh->solicited = solicited;
+	sh->exits = exits;
 	assert_int_equal(it_run_smc_pair(&lfd, &port, server, NULL, client, NULL, 20000), 0);
 }
 
 static void test_quiet_final_c(void **state)
 {
 	(void)state;
-	run(false);
+	run(false, false);
+}
+
+/* The client's process ends right after its quiet C: the server still releases the
+ * connection at once-ish (the C, or the link's failure when the peer is gone), not after
+ * the engine's close wait (30 s). */
+static void test_quiet_final_c_peer_exits(void **state)
+{
+	(void)state;
+	run(false, true);
 }
 
 static void test_solicited_final_c(void **state)
 {
 	(void)state;
-	run(true);
+	run(true, false);
 }
 
 int main(void)
@@ -245,6 +259,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_quiet_final_c),
 		cmocka_unit_test(test_solicited_final_c),
+		cmocka_unit_test(test_quiet_final_c_peer_exits),
 		cmocka_unit_test(test_eof_no_token),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
