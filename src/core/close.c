@@ -30,6 +30,49 @@ bool close_finished_locked(struct core_conn *c)
 	       (c->cl & (CL_RCVD_C | CL_RCVD_A));
 }
 
+/* Quiet final C (connect4 branch; procedures.md 5.1, RFC 7609 4.8.1 close procedures).
+ * The passive closer's C, sent after the peer's C, completes the exchange, and nobody at
+ * the peer waits for it: the peer's C says its program closed the socket (smcr sends C
+ * only from core_conn_close; linger waits only for our own C to go out, api.c), so the
+ * CDC only lets the peer's engine release the connection's RMB. Sent solicited (every
+ * other CDC is, link_slot_send_wr) it wakes the peer's progress thread once per
+ * connection: on the connect test that was the server's most frequent wake-up (0.9 per
+ * connection, docs/parts/connect.md Round 4). Sent unsolicited it wakes nobody while the
+ * peer's CQs are armed for solicited events (the usual arm, engine.c
+ * arm_solicited_locked); it is taken by the peer's next CQ poll: any spin, a progress
+ * turn for anything else, or the socket layer's close reaper, which polls within a bound
+ * while core_engine_close_waits() > 0 (sock/api.c). Only on a software device (shm, emu):
+ * their peers are smcr; a Linux peer over verbs arms for solicited events
+ * (linux-interop.md 6) and has no such reaper, so it gets the C solicited as before.
+ * DEVIATION from Linux (which sends every CDC solicited): the peer's release of the
+ * connection may come up to the reaper's bound later. $SMCR_CLOSE_SOLICITED=1 turns it
+ * off (e->p.close_solicited). */
+bool close_cdc_quiet_locked(const struct core_conn *c)
+{
+	return !c->eng->p.close_solicited && (c->cl & CL_SENT_C) && (c->cl & CL_RCVD_C) &&
+	       !(c->cl & (CL_SENT_A | CL_RCVD_A)) && c->link && c->link->cdev &&
+	       c->link->cdev->gid.type == DEV_GID_TYPE_SOFT;
+}
+
+bool close_wait_locked(const struct core_conn *c)
+{
+	return c->app_closed && c->lg && c->mode == CORE_MODE_SMC &&
+	       !((c->cl & (CL_SENT_C | CL_SENT_A)) && (c->cl & (CL_RCVD_C | CL_RCVD_A)));
+}
+
+unsigned core_engine_close_waits(struct core_engine *e)
+{
+	unsigned n = 0;
+	pthread_mutex_lock(&e->lock);
+	for (struct core_conn *c = e->conns; c; c = c->all_next) {
+		pthread_mutex_lock(&c->lock);
+		n += close_wait_locked(c);
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&e->lock);
+	return n;
+}
+
 void close_maybe_finish_elocked(struct core_conn *c, uint64_t now)
 {
 	struct core_engine *e = c->eng;

@@ -269,6 +269,7 @@ void core_conn_info(struct core_conn *c, struct core_conn_info *in)
 		in->rx_cons_sent = abs_to_curs(c->rx_cons_sent, c->rmbe_size);
 	}
 	in->readable = (uint32_t)conn_readable_locked(c);
+	in->close_wait = close_wait_locked(c);
 	in->unacked = (uint32_t)(c->tx_prod - c->tx_peer_cons);
 	in->writable = conn_writable_locked(c);
 	in->at_mark = (c->urg == URG_VALID || c->urg == URG_READ) && c->urg_abs &&

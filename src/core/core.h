@@ -114,6 +114,11 @@ struct core_engine_params {
 	 * take together (0 = CORE_RMBE_AUTO_BUDGET). Added by the tune branch. */
 	uint32_t rmbe_auto_max;
 	uint64_t rmbe_auto_budget;
+	/* true: the final C of a connection (sent after the peer's C) is solicited like every
+	 * other CDC. false (default): on a software device it is sent unsolicited, so it
+	 * wakes no sleeper at the peer, whose program has closed (close.c "Quiet final C").
+	 * Added by the connect4 branch. */
+	bool close_solicited;
 };
 
 /* Creates the engine: opens the devices, one CQ per device, picks the peer ID.
@@ -161,6 +166,12 @@ int core_engine_progress(struct core_engine *e, uint64_t now_ns, uint64_t *next_
  * it: whatever completed before the arm is handled by its own check, so a sleeper whose
  * fd event it consumed loses nothing. core_engine_progress never consumes fd events. */
 int core_engine_prepare_sleep(struct core_engine *e);
+/* Connections in close_wait (core_conn_info): the program closed them and the peer's C/A
+ * (or our own, behind queued bytes) is still to come. A peer's final C may come
+ * unsolicited (close.c "Quiet final C"): a caller that sees a count > 0 makes sure the CQs
+ * are polled again within a bound (the socket layer's close reaper). Takes eng->lock and
+ * each conn's lock. Added by the connect4 branch. */
+unsigned core_engine_close_waits(struct core_engine *e);
 
 /* Spinning (added by the tune branch; docs/parts/tune.md "Spinning"). A thread that polls
  * the engine in a loop for a short time before it sleeps (a blocking call's brief spin,
@@ -515,6 +526,9 @@ struct core_conn_info {
 	uint32_t sndbuf_queued;		/* bytes in the ring, not yet written (SIOCOUTQ adds unacked) */
 	bool corked;			/* bytes are held by CORE_MSG_MORE */
 	bool close_pending;		/* D or C waits for the ring to empty */
+	/* Added by the connect4 branch: the program closed, the close exchange is not complete
+	 * (our C/A or the peer's is still to come) and the connection holds its RMB. */
+	bool close_wait;
 	/* Added by the ready branch (sock-wishes.md item 2; all 0 while not attached to an LG): */
 	uint32_t qpn_local;		/* our QP of the link carrying the connection */
 	uint32_t qpn_peer;		/* the peer's QP of that link (its qpn_local) */

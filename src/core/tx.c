@@ -60,6 +60,8 @@ int tx_cdc_locked(struct core_conn *c, bool urg)
 	struct dev_send_wr wr;
 	struct dev_sge sge;
 	link_slot_send_wr(l, slot, &wr, &sge);
+	if (close_cdc_quiet_locked(c))
+		wr.send_flags &= ~(unsigned)DEV_SEND_SOLICITED; /* close.c "Quiet final C" */
 	int rc = link_post(l, &wr);
 	if (rc) {
 		link_slot_abandon(l, slot);

@@ -8,10 +8,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core/core.h"
 #include "sock/errmap.h"
+#include "sock/progress.h"
 #include "sock/sock.h"
 #include "sock/sys.h"
 #include "util/clock.h"
@@ -473,6 +477,79 @@ static void linger_wait(struct sock *s, int secs)
 	}
 }
 
+/* The close reaper (connect4 branch; core close.c "Quiet final C"). A peer's final C may
+ * come unsolicited: it wakes no thread here, and is taken by the next CQ poll of this
+ * process (a spin, a progress turn for anything else). So that an idle process still
+ * releases the connection's RMB, a close that leaves the exchange incomplete (close_wait)
+ * arms one shared progress timer, unless it is armed already; when it fires, the progress
+ * thread polls the CQs and re-arms while connections still wait, the interval doubling
+ * from REAP_MIN_NS up to REAP_MAX_NS (a peer that never answers is given up by the engine
+ * after close_wait_ns anyway). While connections close back to back (the connect test)
+ * their C are taken by the program threads' spins and the timer fires every few ms at
+ * most: one progress wake-up for many connections instead of one each.
+ * $SMCR_CLOSE_REAP_MS sets the first interval (tests). The timer's state is asked
+ * (progress_timer_armed), as hs.c's deferred watch does: progress_stop disarms every
+ * timer. reap_lock (a leaf) protects reap_inited and reap_next_ns. fork(): the child's
+ * progress thread has no timers; the child's next close arms its own. */
+#define REAP_MIN_NS (10ull * SMCR_NS_PER_MS)
+#define REAP_MAX_NS (160ull * SMCR_NS_PER_MS)
+static pthread_mutex_t reap_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct prog_timer reap_tmr;
+static bool reap_inited;
+static uint64_t reap_first_ns, reap_next_ns;
+static pthread_once_t reap_once = PTHREAD_ONCE_INIT;
+
+static void reap_atfork_child(void)
+{
+	pthread_mutex_init(&reap_lock, NULL);
+	reap_inited = false;
+}
+
+static void reap_setup(void)
+{
+	const char *v = getenv("SMCR_CLOSE_REAP_MS");
+	unsigned long ms = v && *v ? strtoul(v, NULL, 10) : 0;
+	reap_first_ns = ms ? (uint64_t)ms * SMCR_NS_PER_MS : REAP_MIN_NS;
+	pthread_atfork(NULL, NULL, reap_atfork_child);
+}
+
+static void reap_fire(void *arg, uint32_t unused)
+{
+	(void)arg;
+	(void)unused;
+	struct core_engine *e = sock_engine_if_up();
+	if (!e)
+		return;
+	uint64_t now = smcr_now_ns(), next = UINT64_MAX;
+	/* the hook polls too, after the timers: polled here first so the count below sees
+	 * what this turn takes */
+	(void)core_engine_progress(e, now, &next);
+	if (core_engine_close_waits(e) == 0)
+		return;
+	pthread_mutex_lock(&reap_lock);
+	uint64_t iv = reap_next_ns < REAP_MAX_NS ? reap_next_ns * 2 : REAP_MAX_NS;
+	reap_next_ns = iv;
+	if (!progress_timer_armed(&reap_tmr) && progress_timer_arm(&reap_tmr, now + iv) < 0)
+		LOG_WARN("sock", "cannot re-arm the close reaper");
+	pthread_mutex_unlock(&reap_lock);
+}
+
+static void reap_arm(void)
+{
+	pthread_once(&reap_once, reap_setup);
+	pthread_mutex_lock(&reap_lock);
+	if (!reap_inited) {
+		progress_timer_init(&reap_tmr, reap_fire, NULL);
+		reap_inited = true;
+	}
+	if (!progress_timer_armed(&reap_tmr)) {
+		reap_next_ns = reap_first_ns;
+		if (progress_timer_arm(&reap_tmr, smcr_now_ns() + reap_first_ns) < 0)
+			LOG_WARN("sock", "cannot arm the close reaper");
+	}
+	pthread_mutex_unlock(&reap_lock);
+}
+
 int smcr_close(int fd)
 {
 	struct sock *s = sock_get(fd);
@@ -510,6 +587,8 @@ int sock_close(struct sock *s)
 		core_conn_close(s->conn, abort, smcr_now_ns());
 		struct core_conn_info ci;
 		core_conn_info(s->conn, &ci);
+		if (ci.close_wait)
+			reap_arm(); /* the peer's C may come quiet (the close reaper, above) */
 		hs_unwatch_locked(s);
 		/* O_NONBLOCK does not matter: Linux TCP's close lingers either way (measured:
 		 * docs/parts/sndbuf.md "Linger"). */

@@ -342,6 +342,7 @@ struct core_engine *sock_engine(void)
 		.lg_free_srv_ns = env_ms("SMCR_LG_FREE_MS", 0),
 		.lg_free_clnt_ns = env_ms("SMCR_LG_FREE_MS", 0),
 		.close_wait_ns = env_ms("SMCR_CLOSE_WAIT_MS", 0),
+		.close_solicited = getenv("SMCR_CLOSE_SOLICITED") && atoi(getenv("SMCR_CLOSE_SOLICITED")) > 0,
 		.rmbe_auto_max = CORE_RMBE_AUTO_MAX,
 		.conns_per_lg = getenv("SMCR_CONNS_PER_LG")
 					? (unsigned)strtoul(getenv("SMCR_CONNS_PER_LG"), NULL, 10)
