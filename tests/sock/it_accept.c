@@ -55,6 +55,7 @@ struct shared {
 	volatile int flags_ok[4];
 	volatile int done;
 	volatile uint64_t conn_ns[NCLI];    /* each client's connect duration */
+	volatile uint64_t conn_end_ns[NCLI]; /* ... and when it returned (CLOCK_MONOTONIC) */
 	volatile uint64_t gap_start_ns;	    /* the server left accept for a while */
 	volatile uint64_t gap_end_ns;	    /* ... and called it again */
 	volatile int echo_ok[NCLI];
@@ -167,14 +168,19 @@ static int echo_server(void *arg)
 	return 0;
 }
 
-static void start(const char *wait_ms)
+static void start_clc(const char *wait_ms, const char *clc_wait_ms)
 {
 	memset(sh, 0, sizeof(*sh));
 	setenv("SMCR_SERVER_WAIT_MS", wait_ms, 1);
-	setenv("SMCR_CLC_WAIT_MS", "1500", 1);
+	setenv("SMCR_CLC_WAIT_MS", clc_wait_ms, 1);
 	it_rules("use smc both * *");
 	lfd = it_listen(false, &port);
 	assert_true(lfd >= 0);
+}
+
+static void start(const char *wait_ms)
+{
+	start_clc(wait_ms, "1500");
 }
 
 static void finish(void)
@@ -236,7 +242,11 @@ static void test_silent_client_does_not_delay_next(void **state)
 static void test_half_proposal_dropped_next_served(void **state)
 {
 	(void)state;
-	start("2000");
+	/* A CLC wait of 3 s: the normal client's count of fds (the mid-point) must come
+	 * while the stalled one is still pending; under TSan with the other core busy the
+	 * normal client's process started more than 1 s late (CI-like load: failed 2 of 10
+	 * with the 1.5 s wait). */
+	start_clc("2000", "3000");
 	pid_t s = it_fork(echo_server, (void *)(intptr_t)1);
 	usleep(100 * 1000);
 	/* a Proposal's first 20 bytes: eyecatcher, header, part of the peer ID */
@@ -264,14 +274,14 @@ static void test_half_proposal_dropped_next_served(void **state)
 		"one connected %.1f ms before)\n", (double)lag / 1e6,
 		(double)(sh->cli_start_ns - t0) / 1e6);
 	assert_true(lag < 1000000000ull);
-	/* the stalled one is dropped at the CLC wait (1.5 s): its connection ends */
+	/* the stalled one is dropped at the CLC wait (3 s): its connection ends */
 	struct pollfd p = { .fd = staller, .events = POLLIN };
 	assert_int_equal(poll(&p, 1, 10000), 1);
 	char x[16];
 	assert_true(read(staller, x, sizeof(x)) <= 0);
 	uint64_t t_drop = now_ns() - t0;
 	fprintf(stderr, "stalled client dropped after %.1f ms\n", (double)t_drop / 1e6);
-	assert_true(t_drop >= 1400000000ull);
+	assert_true(t_drop >= 2900000000ull);
 	close(staller);
 	sh->stage = 1;
 	assert_int_equal(it_wait(s, 20000), 0);
@@ -496,7 +506,8 @@ static int timed_client(void *arg)
 	uint64_t t0 = now_ns();
 	int fd = it_connect(false, port);
 	IT_CHECK(fd >= 0);
-	sh->conn_ns[i] = now_ns() - t0;
+	sh->conn_end_ns[i] = now_ns();
+	sh->conn_ns[i] = sh->conn_end_ns[i] - t0;
 	struct smcr_info in;
 	IT_CHECK(it_info(fd, &in) && in.mode == SMCR_MODE_SMCR);
 	char m[5] = { 'c', 'l', 'i', (char)('0' + i), '!' }, b[5];
@@ -508,7 +519,7 @@ static int timed_client(void *arg)
 }
 
 /* Blocking accepts of 3 clients that connect at once (one taken per poll of the
- * listener, the rest handed on), then 300 ms outside accept, then 1 more. */
+ * listener, the rest handed on), then 1 s outside accept, then 1 more. */
 static int gap_server(void *arg)
 {
 	(void)arg;
@@ -518,7 +529,7 @@ static int gap_server(void *arg)
 		if (i == 3) {
 			sh->gap_start_ns = now_ns();
 			sh->stage = 1; /* the 4th client connects now */
-			usleep(300 * 1000);
+			usleep(1000 * 1000);
 			sh->gap_end_ns = now_ns();
 		}
 		int fd = smcr_accept(lfd, NULL, NULL);
@@ -564,10 +575,13 @@ static void test_blocking_accepts_and_gap(void **state)
 		assert_true(sh->conn_ns[i] < 1000000000ull);
 	}
 	/* the 4th completed while the server slept outside accept: its connect returned
-	 * before the server's next accept call (300 ms after the gap began) */
-	fprintf(stderr, "gap: %.1f ms; the 4th client's connect %.1f ms\n",
-		(double)(sh->gap_end_ns - sh->gap_start_ns) / 1e6, (double)sh->conn_ns[3] / 1e6);
-	assert_true(sh->conn_ns[3] < 200000000ull);
+	 * before the server's next accept call (1 s after the gap began; a first contact
+	 * took 261 ms once at load 8, so the bound is the server's call, not a duration) */
+	fprintf(stderr, "gap: %.1f ms; the 4th client's connect %.1f ms, returned %.1f ms "
+		"before the server's next accept\n",
+		(double)(sh->gap_end_ns - sh->gap_start_ns) / 1e6, (double)sh->conn_ns[3] / 1e6,
+		((double)sh->gap_end_ns - (double)sh->conn_end_ns[3]) / 1e6);
+	assert_true(sh->conn_end_ns[3] < sh->gap_end_ns);
 	finish();
 }
 
