@@ -214,8 +214,9 @@ void core_engine_spin_renew_until(struct core_engine *e, uint64_t now_ns, uint64
  * held and live at now_ns (its holder polls and fires the callbacks, so the sleeper has
  * nothing to do and must not compete for the engine's locks); then the CQ events pending
  * on the fds are consumed (a level-triggered wait would return at once again) and
- * *until_ns gets the moment to look again (the spin's end, or an earlier timer). false:
- * do the usual core_engine_progress + core_engine_prepare_sleep. Added by conns4. */
+ * *until_ns gets the moment to look again (the spin's end, or an earlier timer). false
+ * (also when an engine timer is due: the holder runs timers only at its calls): do the
+ * usual core_engine_progress + core_engine_prepare_sleep. Added by conns4. */
 bool core_engine_spin_live(struct core_engine *e, uint64_t now_ns, uint64_t *until_ns);
 /* Hand-over of a bracket (wake branch, docs/parts/stream.md "Round 2"). A thread that
  * sleeps inside a blocking call's bracket (it ended the bracket before the sleep, and

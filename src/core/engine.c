@@ -486,7 +486,9 @@ bool core_engine_spin_live(struct core_engine *e, uint64_t now_ns, uint64_t *unt
 {
 	pthread_mutex_lock(&e->lock);
 	uint64_t end = spin_end_locked(e);
-	bool live = !e->freed && e->spinners && now_ns < end;
+	/* an engine timer due already: a round of our own (the holder runs timers only at
+	 * its calls; returning a deadline in the past would make the caller spin) */
+	bool live = !e->freed && e->spinners && now_ns < end && e->next_deadline > now_ns;
 	if (live) {
 		/* The wake-up that brought us here, if it was a CQ event (armed before the
 		 * spin began): taken, or a level-triggered epoll_wait returns at once again.

@@ -385,6 +385,16 @@ static void test_spin_until(void **state)
 	assert_true(core_engine_spin_live(f->ce, t5, &u));
 	assert_true(u > t5 && u <= until);
 	assert_false(readable(f->cfd, 0)); /* taken: no busy wake-up loop */
+	/* an engine timer due: not live (the caller's own round runs it; a deadline in the
+	 * past would make it spin) */
+	pthread_mutex_lock(&f->ce->lock);
+	uint64_t nd = f->ce->next_deadline;
+	f->ce->next_deadline = t5;
+	pthread_mutex_unlock(&f->ce->lock);
+	assert_false(core_engine_spin_live(f->ce, t5, &u));
+	pthread_mutex_lock(&f->ce->lock);
+	f->ce->next_deadline = nd;
+	pthread_mutex_unlock(&f->ce->lock);
 	/* past the grace, within the hold: the deadline is the hold's end, no arm */
 	uint64_t next = 0;
 	core_engine_progress(f->ce, t5, &next);
