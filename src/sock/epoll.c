@@ -126,10 +126,11 @@ void sock_epoll_move_locked(struct sock *s, bool before)
  *   - between two calls the thread holds a spin on the engine (core_engine_spin_begin):
  *     the CQs stay disarmed, so the peers' CDCs write no eventfd and wake no progress
  *     thread while the program works through its events; each call renews it
- *     (core_engine_spin_renew). If the program does not come back within the spin grace
- *     (CORE_SPIN_GRACE_NS, 1 ms: it blocks elsewhere, or left the loop), the progress
- *     thread arms the CQs and takes over, as for a spinner that lost its CPU: nothing is
- *     lost, a completion waits at most that long.
+ *     (core_engine_spin_renew_until) for twice the loop's recent longest turn (1-50 ms,
+ *     ep_hold_ns below). If the program does not come back by then (it blocks
+ *     elsewhere, or left the loop), the progress thread arms the CQs and takes over, as
+ *     for a spinner that lost its CPU: nothing is lost, a completion waits at most that
+ *     long.
  *   - before it sleeps (nothing ready) the thread gives the spin up (spin_end arms the
  *     CQs and polls once more), and the progress thread wakes it through the tokens, as
  *     before.
