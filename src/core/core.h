@@ -215,6 +215,20 @@ bool core_engine_spinning(struct core_engine *e);
  * (prepare_sleep may have armed them once the grace passed). No-op without a spinner.
  * Added by the conns branch (additive). */
 void core_engine_spin_renew(struct core_engine *e, uint64_t now_ns);
+/* The same, and the spin counts as live until until_ns instead of now_ns + the 1 ms grace
+ * (the later of the two): an event loop whose turns take longer than the grace (conns'
+ * client: 4-30 ms per 256 sends) is not taken over by the progress thread between two of
+ * its calls (docs/parts/conns.md "Round 4"). The caller makes sure the progress thread
+ * wakes by until_ns if it sleeps (sock: progress_due_by). Added by conns4 (additive). */
+void core_engine_spin_renew_until(struct core_engine *e, uint64_t now_ns, uint64_t until_ns);
+/* For the thread that sleeps on core_engine_fds (the progress thread): true if a spin is
+ * held and live at now_ns (its holder polls and fires the callbacks, so the sleeper has
+ * nothing to do and must not compete for the engine's locks); then the CQ events pending
+ * on the fds are consumed (a level-triggered wait would return at once again) and
+ * *until_ns gets the moment to look again (the spin's end, or an earlier timer). false
+ * (also when an engine timer is due: the holder runs timers only at its calls): do the
+ * usual core_engine_progress + core_engine_prepare_sleep. Added by conns4. */
+bool core_engine_spin_live(struct core_engine *e, uint64_t now_ns, uint64_t *until_ns);
 /* Hand-over of a bracket (wake branch, docs/parts/stream.md "Round 2"). A thread that
  * sleeps inside a blocking call's bracket (it ended the bracket before the sleep, and
  * begins it again, polling, as soon as it wakes) lets the CQs be armed while it sleeps;

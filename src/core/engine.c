@@ -263,6 +263,14 @@ static int progress_locked(struct core_engine *e, uint64_t now)
 	return n;
 }
 
+/* Until when the spinners keep the CQs unarmed (a spin that lost its CPU, or whose
+ * holder left, stops counting then). eng->lock held. */
+static uint64_t spin_end_locked(const struct core_engine *e)
+{
+	uint64_t g = e->spin_since + CORE_SPIN_GRACE_NS;
+	return e->spin_until > g ? e->spin_until : g;
+}
+
 int core_engine_progress(struct core_engine *e, uint64_t now_ns, uint64_t *next_deadline_ns)
 {
 	int n = 0;
@@ -280,7 +288,7 @@ int core_engine_progress(struct core_engine *e, uint64_t now_ns, uint64_t *next_
 		 * and a deadline in the past made the progress thread poll with a zero
 		 * timeout for as long as the spinner stayed descheduled (seen at load 9:
 		 * epoll_wait(.., 0) in a loop, fighting the spinner for the locks). */
-		uint64_t g = e->spin_since + CORE_SPIN_GRACE_NS;
+		uint64_t g = spin_end_locked(e);
 		if (e->spinners && g > now_ns && g < next)
 			next = g;
 		/* A hand-over holds the arms off until its bound: arm then. */
@@ -322,7 +330,7 @@ static int arm_solicited_locked(struct core_engine *e, const struct core_dev *cd
  * spin (core_engine_handoff), within the hand-over's bound. eng->lock held. */
 static bool arm_allowed_locked(const struct core_engine *e)
 {
-	if (e->spinners && e->last_now <= e->spin_since + CORE_SPIN_GRACE_NS)
+	if (e->spinners && e->last_now <= spin_end_locked(e))
 		return false;
 	if (atomic_load_explicit(&e->handoffs, memory_order_acquire) > 0 &&
 	    e->last_now < atomic_load_explicit(&e->handoff_until, memory_order_acquire))
@@ -340,6 +348,7 @@ void core_engine_spin_end_hold(struct core_engine *e, uint64_t until_ns)
 	pthread_mutex_lock(&e->lock);
 	bool last = e->spinners && --e->spinners == 0 && !e->freed;
 	if (last) {
+		e->spin_until = 0;
 		uint64_t cur = atomic_load_explicit(&e->hold_until, memory_order_relaxed);
 		if (cur < until_ns)
 			atomic_store_explicit(&e->hold_until, until_ns, memory_order_release);
@@ -426,6 +435,7 @@ void core_engine_spin_begin(struct core_engine *e, uint64_t now_ns)
 	pthread_mutex_lock(&e->lock);
 	if (e->spinners++ == 0 && !e->freed) {
 		e->spin_since = now_ns;
+		e->spin_until = 0;
 		/* The spinner polls: completions need not write the comp fds (no eventfd write
 		 * by the peer, no wake-up of the progress thread) until spin_end arms again. */
 		for (int i = 0; i < e->ndevs; i++) {
@@ -441,6 +451,7 @@ void core_engine_spin_end(struct core_engine *e)
 	bool armed = false;
 	pthread_mutex_lock(&e->lock);
 	if (e->spinners && --e->spinners == 0 && !e->freed) {
+		e->spin_until = 0;
 		for (int i = 0; i < e->ndevs; i++)
 			if (dev_req_notify_cq(e->devs[i].cq, arm_solicited_locked(e, &e->devs[i])))
 				SMCR_LOG_RL(SMCR_LOG_WARN, CORE_UNIT, "CQ arm failed");
@@ -454,15 +465,42 @@ void core_engine_spin_end(struct core_engine *e)
 
 void core_engine_spin_renew(struct core_engine *e, uint64_t now_ns)
 {
+	core_engine_spin_renew_until(e, now_ns, 0);
+}
+
+void core_engine_spin_renew_until(struct core_engine *e, uint64_t now_ns, uint64_t until_ns)
+{
 	pthread_mutex_lock(&e->lock);
 	if (e->spinners && !e->freed) {
 		e->spin_since = now_ns;
+		e->spin_until = until_ns;
 		for (int i = 0; i < e->ndevs; i++) {
 			int rc = dev_disarm_cq(e->devs[i].cq);
 			(void)rc;	/* NOTSUP: the arm stays, as in spin_begin */
 		}
 	}
 	pthread_mutex_unlock(&e->lock);
+}
+
+bool core_engine_spin_live(struct core_engine *e, uint64_t now_ns, uint64_t *until_ns)
+{
+	pthread_mutex_lock(&e->lock);
+	uint64_t end = spin_end_locked(e);
+	/* an engine timer due already: a round of our own (the holder runs timers only at
+	 * its calls; returning a deadline in the past would make the caller spin) */
+	bool live = !e->freed && e->spinners && now_ns < end && e->next_deadline > now_ns;
+	if (live) {
+		/* The wake-up that brought us here, if it was a CQ event (armed before the
+		 * spin began): taken, or a level-triggered epoll_wait returns at once again.
+		 * The spinner polls the CQ itself. */
+		for (int i = 0; i < e->ndevs; i++) {
+			int ev_rc = dev_get_cq_event(e->devs[i].cq);
+			(void)ev_rc; /* -AGAIN: the wake-up was a timer */
+		}
+		*until_ns = e->next_deadline < end ? e->next_deadline : end;
+	}
+	pthread_mutex_unlock(&e->lock);
+	return live;
 }
 
 bool core_engine_spinning(struct core_engine *e)

@@ -233,6 +233,13 @@ static uint64_t engine_hook(uint64_t now)
 	if (!e)
 		return 0;
 	uint64_t next = UINT64_MAX;
+	/* A program thread holds a live spin (smcr_epoll_wait's loop, a blocking call's
+	 * poll): it polls and fires the callbacks; a progress round here would take its
+	 * completions (tokens instead of its token-free list, the send ring's flushes on
+	 * this thread) and fight it for the engine's locks. Look again at the spin's end
+	 * (conns4, docs/parts/conns.md "Round 4"). */
+	if (core_engine_spin_live(e, now, &next))
+		return next == UINT64_MAX ? 0 : (next ? next : 1);
 	for (int i = 0;; i++) {
 		(void)core_engine_progress(e, now, &next);
 		if (core_engine_prepare_sleep(e) == 0)

@@ -126,10 +126,11 @@ void sock_epoll_move_locked(struct sock *s, bool before)
  *   - between two calls the thread holds a spin on the engine (core_engine_spin_begin):
  *     the CQs stay disarmed, so the peers' CDCs write no eventfd and wake no progress
  *     thread while the program works through its events; each call renews it
- *     (core_engine_spin_renew). If the program does not come back within the spin grace
- *     (CORE_SPIN_GRACE_NS, 1 ms: it blocks elsewhere, or left the loop), the progress
- *     thread arms the CQs and takes over, as for a spinner that lost its CPU: nothing is
- *     lost, a completion waits at most that long.
+ *     (core_engine_spin_renew_until) for twice the loop's recent longest turn (1-50 ms,
+ *     ep_hold_ns below). If the program does not come back by then (it blocks
+ *     elsewhere, or left the loop), the progress thread arms the CQs and takes over, as
+ *     for a spinner that lost its CPU: nothing is lost, a completion waits at most that
+ *     long.
  *   - before it sleeps (nothing ready) the thread gives the spin up (spin_end arms the
  *     CQs and polls once more), and the progress thread wakes it through the tokens, as
  *     before.
@@ -306,49 +307,52 @@ static void ep_thread_exit(void *arg)
  * belong to the parent's engine) are forgotten, leaked. */
 static pthread_once_t ep_fork_once = PTHREAD_ONCE_INIT;
 
-/* The held spin's end when the program does not come back (it waits elsewhere, e.g. in the
- * kernel's poll on an smcr fd): the progress thread arms the CQs once the spin's grace is
- * over, but only if it wakes then. While a spin is held it reports the grace as a deadline
- * (core_engine_progress), so once awake it stays due; this timer covers the start, when it
- * may be asleep with no timeout (at a spin begin, or at a renew after the thread armed
- * the CQs of an expired spin and slept): armed then (ep_takeover_arm), with no kick if the
- * thread is due by then anyway (progress_timer_arm_quiet). Arming it at every call cost
- * conns 1000 a third of its throughput (20:52: 16 against 25 Gbit/s). Without it such an arrival waited for an
- * unrelated wake-up (tests/sock/it_epoll_wait test_left_loop). */
-#define EP_TAKEOVER_NS 2000000ull /* > the core's 1 ms spin grace */
-static struct prog_timer ep_takeover_tmr;
-static pthread_once_t ep_takeover_once = PTHREAD_ONCE_INIT;
+/* The held spin's end when the program does not come back (it waits elsewhere, e.g. in
+ * the kernel's poll on an smcr fd, or another of its threads sleeps in a blocking call):
+ * the progress thread arms the CQs and takes over once the spin is over, and it must be
+ * awake then, even if it slept with no timeout when the spin began (or was renewed after
+ * it had armed the CQs of an expired one): tests/sock/it_epoll_wait test_left_loop.
+ *
+ * How long a held spin lasts (ep_hold_ns): twice the loop's recent longest turn (the time
+ * the program spends between two calls, a decaying maximum), at least the core's 1 ms
+ * grace, at most EP_HOLD_MAX_NS. A fixed 1 ms made the progress thread take over in
+ * every turn of conns' client (256 sends of 64 KiB per call: 4-30 ms between calls):
+ * the CQs armed (an eventfd write by the peer per CDC), this process's completions and
+ * send-ring flushes on the progress thread, fighting the loop for the locks; 20 % of
+ * conns 1000 (docs/parts/conns.md "Round 4"). While the loop runs, nothing waits longer
+ * than the loop's next call (its progress round serves every connection and fires every
+ * callback); EP_HOLD_MAX_NS bounds what a program that left the loop waits.
+ *
+ * How the progress thread learns it (no timer insert, no lock): the spin's end is in the
+ * engine (core_engine_spin_renew_until), where the progress thread reads it whenever it
+ * looks (it stands back while the spin is live and sleeps until its end); and every call
+ * posts the end with progress_due_by, which kicks only when the thread sleeps past it
+ * (it had slept with no timeout before the spin began, or after it took over an expired
+ * one): two atomic loads per call otherwise. */
+#define EP_HOLD_MIN_NS 1000000ull  /* = the core's CORE_SPIN_GRACE_NS */
+#define EP_HOLD_MAX_NS 50000000ull /* bound for a program that left the loop */
 
-static void ep_takeover_fire(void *arg, uint32_t events)
+static _Thread_local uint64_t ep_ret_ns; /* when this thread's previous call returned */
+static _Thread_local uint64_t ep_turn_ns; /* decaying max of its turns (between calls) */
+
+/* The spin's length for a call starting at now (a turn of the program just ended). */
+static uint64_t ep_hold_ns(uint64_t now)
 {
-	(void)arg;
-	(void)events; /* the progress thread polls and arms after its timers */
+	uint64_t turn = ep_ret_ns && now > ep_ret_ns ? now - ep_ret_ns : 0;
+	uint64_t est = ep_turn_ns - ep_turn_ns / 8; /* decays by 1/8 per call */
+	ep_turn_ns = turn > est ? turn : est;
+	uint64_t h = 2 * ep_turn_ns;
+	return h < EP_HOLD_MIN_NS ? EP_HOLD_MIN_NS : h > EP_HOLD_MAX_NS ? EP_HOLD_MAX_NS : h;
 }
 
-static void ep_takeover_init(void)
+/* The spin is held (just begun or renewed at now) until now + hold: tell the engine and
+ * make sure the progress thread looks by then. */
+static void ep_hold(struct core_engine *e, uint64_t now, uint64_t hold)
 {
-	progress_timer_init(&ep_takeover_tmr, ep_takeover_fire, NULL);
+	core_engine_spin_renew_until(e, now, now + hold);
+	progress_due_by(now + hold);
 }
 
-static _Thread_local uint64_t ep_last_call; /* this thread's previous call holding a spin */
-
-/* begin: the spin was just begun. A renew needs the timer only when the previous call is
- * over a grace ago (EP_TAKEOVER_NS / 2 = the core's 1 ms): the spin had expired, and the
- * progress thread may have armed the CQs and gone to sleep with no timeout. Within the
- * grace, the progress thread is due anyway (it was woken by this timer and, while the
- * spin is held, reports its grace as its next deadline), so a busy loop pays nothing. */
-static void ep_takeover_arm(uint64_t now, bool begin)
-{
-	bool need = begin || now - ep_last_call >= EP_TAKEOVER_NS / 2;
-	ep_last_call = now;
-	if (!need)
-		return;
-	pthread_once(&ep_takeover_once, ep_takeover_init);
-	uint64_t at = now + EP_TAKEOVER_NS;
-	if (progress_timer_arm_quiet(&ep_takeover_tmr, at) < 0 &&
-	    progress_timer_arm(&ep_takeover_tmr, at) < 0)
-		SMCR_LOG_RL(SMCR_LOG_WARN, "epoll", "progress timer for the held spin failed");
-}
 static void ep_atfork_child(void)
 {
 	ep_held = NULL;
@@ -581,15 +585,13 @@ int smcr_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
 	if (t)
 		pthread_mutex_lock(&t->lock);
 	uint64_t now = smcr_now_ns();
+	uint64_t hold = ep_hold_ns(now);
 	if (ep_held != e) {
 		ep_release(t, true); /* (none: ep_held is this engine's or NULL) */
 		core_engine_spin_begin(e, now);
 		ep_held = e;
-		ep_takeover_arm(now, true);
-	} else {
-		core_engine_spin_renew(e, now);
-		ep_takeover_arm(now, false);
 	}
+	ep_hold(e, now, hold);
 	unsigned pend = 0;
 	if (t) {
 		t->call_ns = now;
@@ -648,9 +650,10 @@ int smcr_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
 				tnow = smcr_now_ns();
 		}
 		if (n > 0)
-			core_engine_spin_renew(e, smcr_now_ns());
+			core_engine_spin_renew_until(e, tnow, tnow + hold);
 	}
 	if (n != 0 || timeout == 0) {
+		ep_ret_ns = smcr_now_ns();
 		if (t) {
 			/* entries to take back if the program does not come back (ep_timer_fn) */
 			if (t->n && !t->tmr_on)
@@ -671,8 +674,12 @@ int smcr_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
 		ms = spent >= (uint64_t)timeout ? 0 : timeout - (int)spent;
 	}
 	n = sock_sys.epoll_wait(epfd, evs, max, ms);
+	ep_ret_ns = smcr_now_ns();
 	if (n > 0) {
-		core_engine_spin_begin(e, smcr_now_ns());
+		/* the progress thread that woke us may have looked at the engine before
+		 * this begin: the post makes it look again by the spin's end */
+		core_engine_spin_begin(e, ep_ret_ns);
+		ep_hold(e, ep_ret_ns, hold);
 		ep_held = e;
 	}
 	return n;

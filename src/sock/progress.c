@@ -47,6 +47,16 @@ static bool prog_atfork_done;
  * nothing queued while it is awake does (an eventfd write and a wake-up per handshake
  * and per close otherwise; docs/parts/connect.md). */
 static uint64_t prog_wake_at;
+/* progress_due_by (conns4). prog_due: the earliest "be awake by" posted since the thread
+ * last took it (UINT64_MAX: none); prog_sleep_end: prog_wake_at for lock-free readers (0
+ * awake or about to be, 1 kicked, UINT64_MAX asleep with no timeout). A Dekker pair, both
+ * sequentially consistent: a poster lowers prog_due, then loads prog_sleep_end; the thread
+ * stores prog_sleep_end, then exchanges prog_due. So the thread takes the post into its
+ * timeout, or the poster sees the sleep's end (and kicks if that is too late), or both.
+ * Written by any thread (posters, the thread), never under a lock. */
+static _Atomic uint64_t prog_due = UINT64_MAX;
+static _Atomic uint64_t prog_sleep_end;
+#define PROG_DUE_SLACK_NS SMCR_NS_PER_MS /* a sleep's end is rounded up to whole ms */
 /* Read by any thread: */
 static _Atomic(prog_hook_fn) prog_hook;
 static _Atomic uint64_t prog_turn_count;
@@ -64,6 +74,19 @@ void progress_kick(void)
 	pthread_mutex_unlock(&progress_lock);
 	if (fd >= 0)
 		(void)!write(fd, &one, sizeof(one));
+}
+
+void progress_due_by(uint64_t at_ns)
+{
+	uint64_t d = atomic_load(&prog_due);
+	while (d > at_ns && !atomic_compare_exchange_weak(&prog_due, &d, at_ns))
+		;
+	uint64_t s = atomic_load(&prog_sleep_end);
+	/* asleep past it: one kick per such sleep (1 = kicked, due at once, for the next
+	 * posters), and none from the thread itself (it runs its hook before it sleeps) */
+	if (s > 1 && s > at_ns + PROG_DUE_SLACK_NS && !progress_on_thread() &&
+	    atomic_compare_exchange_strong(&prog_sleep_end, &s, 1))
+		progress_kick();
 }
 
 bool progress_on_thread(void)
@@ -139,6 +162,8 @@ static void *progress_main(void *unused)
 	struct epoll_event evs[64];
 	int epfd;
 	atomic_store(&prog_self, pthread_self());
+	/* named for per-thread profiles (perf stat --per-thread, top -H); failure is harmless */
+	(void)pthread_setname_np(pthread_self(), "smcr-progress");
 	pthread_mutex_lock(&progress_lock);
 	epfd = prog_epfd;
 	pthread_mutex_unlock(&progress_lock);
@@ -172,6 +197,17 @@ static void *progress_main(void *unused)
 			timeout = ms > 60000 ? 60000 : (int)ms;
 			wake = now + (uint64_t)timeout * SMCR_NS_PER_MS;
 		}
+		/* the posts of progress_due_by (see prog_due): publish the sleep's end, then
+		 * take what was posted before it */
+		atomic_store(&prog_sleep_end, wake);
+		uint64_t due = atomic_exchange(&prog_due, UINT64_MAX);
+		if (due < wake) {
+			now = smcr_now_ns();
+			uint64_t ms = due > now ? (due - now + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS : 0;
+			timeout = ms > 60000 ? 60000 : (int)ms;
+			wake = now + (uint64_t)timeout * SMCR_NS_PER_MS;
+			atomic_store(&prog_sleep_end, wake);
+		}
 		prog_wake_at = wake;
 		pthread_mutex_unlock(&progress_lock);
 		if (stop)
@@ -182,6 +218,7 @@ static void *progress_main(void *unused)
 		 * before its fn is called (epoll itself is no barrier to TSan). */
 		pthread_mutex_lock(&progress_lock);
 		prog_wake_at = 0;
+		atomic_store(&prog_sleep_end, 0);
 		pthread_mutex_unlock(&progress_lock);
 		for (int i = 0; i < n; i++) {
 			if (evs[i].data.ptr == &prog_ev_marker) {
@@ -211,6 +248,8 @@ static void progress_atfork_child(void)
 	prog_epfd = prog_evfd = -1;
 	prog_started = prog_stopping = false;
 	prog_wake_at = 0;
+	atomic_store(&prog_sleep_end, 0);
+	atomic_store(&prog_due, UINT64_MAX);
 	prog_timers = NULL;
 	prog_calls = NULL;
 	prog_calls_tail = &prog_calls;
@@ -295,6 +334,7 @@ void progress_stop(void)
 	prog_epfd = prog_evfd = -1;
 	prog_started = false;
 	prog_wake_at = 0;
+	atomic_store(&prog_sleep_end, 0);
 	pthread_mutex_unlock(&progress_lock);
 	while (c) {
 		struct prog_call *n = c->next;

@@ -94,6 +94,14 @@ typedef uint64_t (*prog_hook_fn)(uint64_t now_ns);
 void progress_set_hook(prog_hook_fn fn);
 /* Wakes the thread (e.g. after the engine armed an earlier deadline). */
 void progress_kick(void);
+/* The thread is to run a loop turn (the poll hook) by at_ns (+ up to 1 ms: its timeout is
+ * in ms) because the caller changed what the hook would report: smcr_epoll_wait's held
+ * spin (the hook stands back while it is live and must look again at its end). No lock,
+ * no timer insert: a post taken by the thread before it sleeps or seen to be covered by
+ * its sleep's end costs two atomic loads; a kick only when the thread sleeps past at_ns
+ * (once per such sleep). Any thread; a no-op on the progress thread itself (its hook runs
+ * before it sleeps). Added by conns4 (docs/parts/conns.md "Round 4"). */
+void progress_due_by(uint64_t at_ns);
 
 /* Loop turns so far (tests: the thread sleeps when idle). */
 uint64_t progress_turns(void);

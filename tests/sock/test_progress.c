@@ -2,7 +2,8 @@
  * stop after unwatch, release runs once no call can run (at once, without a wake-up, when
  * the thread sleeps), timers fire in deadline order and
  * can be cancelled, calls run on the thread, the hook is called, and an idle thread sleeps
- * (no spinning on 2 cores). Label threads. */
+ * (no spinning on 2 cores), and progress_due_by wakes it by the posted time with a kick only
+ * when it would sleep past it. Label threads. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -183,6 +184,60 @@ static void test_calls_hook_idle(void **state)
 	progress_stop();
 }
 
+/* progress_due_by (conns4, docs/parts/conns.md "Round 4"): a thread asleep with no timeout
+ * is kicked and then runs a turn at the posted time (taken into its next sleep); a post
+ * that the thread's own deadline covers wakes nothing, and is taken into the sleep after
+ * that deadline's turn. */
+static _Atomic int dturns;
+static _Atomic uint64_t dlast, dnext;
+static uint64_t due_hook(uint64_t now)
+{
+	(void)now;
+	atomic_store(&dlast, smcr_now_ns());
+	atomic_fetch_add(&dturns, 1);
+	return atomic_load(&dnext);
+}
+
+/* Waits (3 s at most) for a turn that ran at or after at. */
+static void wait_turn_after(uint64_t at)
+{
+	for (int i = 0; i < 3000 && atomic_load(&dlast) < at; i++)
+		usleep(1000);
+	assert_true(atomic_load(&dlast) >= at);
+}
+
+static void test_due_by(void **state)
+{
+	(void)state;
+	assert_int_equal(progress_start(), 0);
+	atomic_store(&dnext, 0);
+	progress_set_hook(due_hook);
+	wait_for(&dturns, 1);
+	usleep(20000); /* asleep with no timeout (or, if slow, about to be: then it takes
+			* the post into that sleep; either way the turn below comes) */
+	uint64_t at = smcr_now_ns() + 50 * SMCR_NS_PER_MS;
+	progress_due_by(at);
+	wait_turn_after(at); /* without the kick or the fold: never */
+	/* covered: asleep until its own deadline (300 ms), a post after it wakes nothing */
+	uint64_t t2 = smcr_now_ns();
+	int k = atomic_load(&dturns);
+	atomic_store(&dnext, t2 + 300 * SMCR_NS_PER_MS);
+	progress_kick();
+	wait_for(&dturns, k + 1);
+	usleep(10000);
+	int k2 = atomic_load(&dturns);
+	atomic_store(&dnext, 0);
+	uint64_t at2 = smcr_now_ns() + 400 * SMCR_NS_PER_MS;
+	progress_due_by(at2);
+	usleep(100000);
+	if (smcr_now_ns() < t2 + 290 * SMCR_NS_PER_MS) /* (a descheduled test proves nothing) */
+		assert_int_equal(atomic_load(&dturns), k2);
+	/* the deadline's turn takes the post into its sleep: a turn at the posted time */
+	wait_turn_after(at2);
+	progress_set_hook(NULL);
+	progress_stop();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -190,6 +245,7 @@ int main(void)
 		cmocka_unit_test(test_unwatch_asleep_releases_now),
 		cmocka_unit_test(test_timers),
 		cmocka_unit_test(test_calls_hook_idle),
+		cmocka_unit_test(test_due_by),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
