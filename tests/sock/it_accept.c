@@ -151,10 +151,19 @@ static int echo_server(void *arg)
 		IT_CHECK(it_write_all(fd, b, 5));
 		IT_CHECK(smcr_close(fd) == 0);
 		if (i == 0) {
-			sh->fds_mid = settled_fds(2); /* listener + the stalled client, pending */
-			/* a silent client may still be in the kernel (TCP_DEFER_ACCEPT, lsn.c):
-			 * then it holds none of our fds yet */
-			sh->socks_mid = (int)sock_count();
+			/* listener + the stalled client, pending. A silent client may still be
+			 * in the kernel (TCP_DEFER_ACCEPT, lsn.c): then it holds none of our fds
+			 * yet; and under TSan at load 9 the settling (the normal client's LG to
+			 * go) can outlast the stalled one's CLC wait: then it was dropped
+			 * already. The socket count is read around the fd count, so both
+			 * describe the same moment (retried if it changed in between). */
+			for (int k = 0; k < 20; k++) {
+				int before = (int)sock_count();
+				sh->fds_mid = settled_fds(2);
+				sh->socks_mid = (int)sock_count();
+				if (sh->socks_mid == before)
+					break;
+			}
 		}
 		sh->srv_n = i + 1;
 	}
@@ -276,7 +285,10 @@ static void test_half_proposal_dropped_next_served(void **state)
 	sh->stage = 1;
 	assert_int_equal(it_wait(s, 20000), 0);
 	assert_int_equal(sh->srv_n, 1); /* never accepted */
-	assert_int_equal(sh->fds_after, sh->fds_mid - 2);
+	/* its fd and the handshake's hidden dup if it was ours at mid (none if it was not
+	 * taken yet or dropped already; failed once under TSan at load 9: 19 != 17) */
+	assert_true(sh->socks_mid == 1 || sh->socks_mid == 2);
+	assert_int_equal(sh->fds_after, sh->fds_mid - 2 * (sh->socks_mid - 1));
 	finish();
 }
 
