@@ -489,8 +489,8 @@ static uint64_t hold_ns(void)
 		/* off unless asked for. The POLLIN that it_ready test_deferred_token lost with
 		 * holds on (3-4 of 10-12 runs) was sig_readable_if_none trusting a token still
 		 * in flight on the progress thread (fixed in sig.c, docs/parts/hold.md); with
-		 * the fix, holds on measured no win on stream and only 2-4 % on pingpong's
-		 * round trip and connect's CPU (hold.md "Figures"), against a progress-thread
+		 * the fix, holds on measured no win on stream and a few per cent on pingpong's
+		 * round trip and connect's CPU (hold.md section 2), against a progress-thread
 		 * wake-up per bound and arrivals up to the bound late for other pollers. So
 		 * still off; SOCK_HOLD_NS is the bound to try. */
 		x = e && *e ? (uint64_t)strtoull(e, NULL, 10) * 1000 : 0;
