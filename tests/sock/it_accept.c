@@ -157,13 +157,18 @@ static int echo_server(void *arg)
 			 * go) can outlast the stalled one's CLC wait: then it was dropped
 			 * already. The socket count is read around the fd count, so both
 			 * describe the same moment (retried if it changed in between). */
-			for (int k = 0; k < 20; k++) {
+			int fds = 0, socks = 0;
+			for (int k = 0; k < 3; k++) { /* it moves twice at most: taken, dropped */
 				int before = (int)sock_count();
-				sh->fds_mid = settled_fds(2);
-				sh->socks_mid = (int)sock_count();
-				if (sh->socks_mid == before)
+				fds = settled_fds(2);
+				socks = (int)sock_count();
+				if (socks == before)
 					break;
 			}
+			/* fds_mid last: the parent waits for it, then reads the others */
+			sh->socks_mid = socks;
+			sh->srv_n = 1;
+			sh->fds_mid = fds;
 		}
 		sh->srv_n = i + 1;
 	}
