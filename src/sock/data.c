@@ -486,9 +486,13 @@ static uint64_t hold_ns(void)
 	uint64_t x = atomic_load_explicit(&v, memory_order_relaxed);
 	if (x == UINT64_MAX) {
 		const char *e = getenv("SMCR_HOLD_US");
-		/* off unless asked for: with holds on, tests/sock/it_ready test_deferred_token
-		 * lost the POLLIN of data left after a partial read in 3 of 10 runs (cause not
-		 * found yet; docs/parts/stream.md "Round 3"). SOCK_HOLD_NS is the bound to try. */
+		/* off unless asked for. The POLLIN that it_ready test_deferred_token lost with
+		 * holds on (3-4 of 10-12 runs) was sig_readable_if_none trusting a token still
+		 * in flight on the progress thread (fixed in sig.c, docs/parts/hold.md); with
+		 * the fix, holds on measured no win on stream and a few per cent on pingpong's
+		 * round trip and connect's CPU (hold.md section 2), against a progress-thread
+		 * wake-up per bound and arrivals up to the bound late for other pollers. So
+		 * still off; SOCK_HOLD_NS is the bound to try. */
 		x = e && *e ? (uint64_t)strtoull(e, NULL, 10) * 1000 : 0;
 		atomic_store_explicit(&v, x, memory_order_relaxed);
 	}

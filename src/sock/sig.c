@@ -128,6 +128,21 @@ void sig_set_nonblock(struct sig *s, bool on)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* One token byte from end to prog, counted before the send (sig_readable says why) and
+ * flagged in flight until it is queued. The stores: `sending` before the count's
+ * increment (a release), so a reader whose acquire load of tokens sees this count also
+ * sees sending set, or its clearing after the send (release again); a reader that sees
+ * tokens > 0 and sending clear therefore finds the byte in prog's queue. Lock held. */
+static void token_send_locked(struct sig *s)
+{
+	char b = 't';
+	atomic_store_explicit(&s->sending, true, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->tokens, 1, memory_order_release);
+	if (sock_sys.send(s->end, &b, 1, SIG_IO_FLAGS) != 1)
+		atomic_fetch_sub_explicit(&s->tokens, 1, memory_order_relaxed);
+	atomic_store_explicit(&s->sending, false, memory_order_release);
+}
+
 void sig_readable(struct sig *s)
 {
 	char b = 't';
@@ -145,25 +160,26 @@ void sig_readable(struct sig *s)
 		 * were already queued. Counted before the send: the fast paths read tokens
 		 * without the lock, and a byte already queued but not yet counted made a
 		 * reader (sig_drain_in) skip it while epoll kept reporting it (seen: an epoll
-		 * program spinning on EAGAIN for as long as this thread was descheduled here). */
-		s->tokens++;
-		if (sock_sys.send(s->end, &b, 1, SIG_IO_FLAGS) != 1)
-			s->tokens--;
+		 * program spinning on EAGAIN for as long as this thread was descheduled here).
+		 * `sending` tells sig_readable_if_none's fast path that the count runs ahead. */
+		token_send_locked(s);
 	}
 	pthread_mutex_unlock(&s->lock);
 }
 
 void sig_readable_if_none(struct sig *s)
 {
-	char b = 't';
-	if (atomic_load_explicit(&s->tokens, memory_order_relaxed) > 0)
-		return; /* fast path: POLLIN is on already */
+	/* Fast path: a token is queued, so POLLIN is on already. Not while one is in flight
+	 * (counted, not yet sent): the engine's callback on the progress thread can be
+	 * between the two while the program's receive that left data ends here, and the
+	 * program's poll right after then found no POLLIN (hold branch: direct wake + hold,
+	 * the progress thread took the arrival). The lock waits for that send. */
+	if (atomic_load_explicit(&s->tokens, memory_order_acquire) > 0 &&
+	    !atomic_load_explicit(&s->sending, memory_order_acquire))
+		return;
 	pthread_mutex_lock(&s->lock);
-	if (!s->dead && !s->rdhup && !s->rd_shut && s->prog >= 0 && s->tokens == 0) {
-		s->tokens++; /* before the send, as in sig_readable */
-		if (sock_sys.send(s->end, &b, 1, SIG_IO_FLAGS) != 1)
-			s->tokens--;
-	}
+	if (!s->dead && !s->rdhup && !s->rd_shut && s->prog >= 0 && s->tokens == 0)
+		token_send_locked(s);
 	pthread_mutex_unlock(&s->lock);
 }
 

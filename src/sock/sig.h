@@ -70,6 +70,12 @@ struct sig {
 	_Atomic unsigned tokens; /* token bytes queued from end towards prog; counted before
 				  * the send (an unlocked reader may see one more, never one
 				  * less: the fast paths then take the lock) */
+	_Atomic bool sending; /* a token send is in flight: tokens counts it already, but prog
+			       * may not show it yet. Set and cleared under the lock around the
+			       * send; read without it by sig_readable_if_none's fast path, which
+			       * must not take "tokens > 0" for "POLLIN is on" while the byte is
+			       * still on its way (hold branch: a program's poll right after its
+			       * receive missed POLLIN with bytes left, docs/parts/hold.md) */
 	unsigned filled;      /* bytes queued from prog towards end (POLLOUT off when > 0) */
 	_Atomic bool out_blocked; /* sig_block_out done and not undone */
 	bool rdhup;	      /* shutdown(end, SHUT_WR) done */
@@ -115,7 +121,8 @@ void sig_set_nonblock(struct sig *s, bool on);
  * progress thread). So a poll() or another epoll on the fd sees POLLIN at most one loop
  * turn or 2 ms late, never not at all. */
 void sig_readable(struct sig *s);
-/* POLLIN on if no token is queued (no new edge otherwise). */
+/* POLLIN on if no token is queued (no new edge otherwise). On return POLLIN is on: a
+ * token another thread is still sending is waited for (the lock), not assumed. */
 void sig_readable_if_none(struct sig *s);
 /* Nothing left to read: POLLIN off (unless EOF/error made it permanent). */
 void sig_drain_in(struct sig *s);

@@ -152,10 +152,24 @@ static int echo_server(void *arg)
 		IT_CHECK(it_write_all(fd, b, 5));
 		IT_CHECK(smcr_close(fd) == 0);
 		if (i == 0) {
-			sh->fds_mid = settled_fds(2); /* listener + the stalled client, pending */
-			/* a silent client may still be in the kernel (TCP_DEFER_ACCEPT, lsn.c):
-			 * then it holds none of our fds yet */
-			sh->socks_mid = (int)sock_count();
+			/* listener + the stalled client, pending. A silent client may still be
+			 * in the kernel (TCP_DEFER_ACCEPT, lsn.c): then it holds none of our fds
+			 * yet; and under TSan at load 9 the settling (the normal client's LG to
+			 * go) can outlast the stalled one's CLC wait: then it was dropped
+			 * already. The socket count is read around the fd count, so both
+			 * describe the same moment (retried if it changed in between). */
+			int fds = 0, socks = 0;
+			for (int k = 0; k < 3; k++) { /* it moves twice at most: taken, dropped */
+				int before = (int)sock_count();
+				fds = settled_fds(2);
+				socks = (int)sock_count();
+				if (socks == before)
+					break;
+			}
+			/* fds_mid last: the parent waits for it, then reads the others */
+			sh->socks_mid = socks;
+			sh->srv_n = 1;
+			sh->fds_mid = fds;
 		}
 		sh->srv_n = i + 1;
 	}
@@ -286,7 +300,10 @@ static void test_half_proposal_dropped_next_served(void **state)
 	sh->stage = 1;
 	assert_int_equal(it_wait(s, 20000), 0);
 	assert_int_equal(sh->srv_n, 1); /* never accepted */
-	assert_int_equal(sh->fds_after, sh->fds_mid - 2);
+	/* its fd and the handshake's hidden dup if it was ours at mid (none if it was not
+	 * taken yet or dropped already; failed once under TSan at load 9: 19 != 17) */
+	assert_true(sh->socks_mid == 1 || sh->socks_mid == 2);
+	assert_int_equal(sh->fds_after, sh->fds_mid - 2 * (sh->socks_mid - 1));
 	finish();
 }
 
@@ -476,11 +493,19 @@ static int eintr_server(void *arg)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_alarm; /* no SA_RESTART */
 	IT_CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
-	struct itimerval it = { .it_value = { 0, 200000 } };
+	/* Repeated every 200 ms: a signal that lands while the accept is between its checks
+	 * and its poll() (not inside the system call) runs its handler and the poll then
+	 * sleeps on; only a signal inside the poll makes EINTR (a userspace accept's window,
+	 * which TCP's kernel wait does not have). Once, under TSan at load 8, the only signal
+	 * landed there and the accept slept until the test's 10 s limit (hold branch). */
+	struct itimerval it = { .it_value = { 0, 200000 }, .it_interval = { 0, 200000 } };
 	IT_CHECK(setitimer(ITIMER_REAL, &it, NULL) == 0);
 	uint64_t t0 = now_ns();
 	int fd = smcr_accept(lfd, NULL, NULL);
-	IT_CHECK(fd < 0 && errno == EINTR);
+	int err = errno;
+	struct itimerval off = { 0 };
+	IT_CHECK(setitimer(ITIMER_REAL, &off, NULL) == 0);
+	IT_CHECK(fd < 0 && err == EINTR);
 	IT_CHECK(now_ns() - t0 >= 150000000ull);
 	return 0;
 }

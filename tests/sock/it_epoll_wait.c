@@ -125,6 +125,24 @@ static int loop_server(void *arg)
 			piped = true;
 		}
 	}
+	/* The last connections can reach EOF in the calls right after the pipe's write
+	 * (conn 0 crossed half way with a burst), before a call had a slot for the pipe:
+	 * the loop then ends with the pipe's event still due. It must still be reported,
+	 * by the next call (only the pipe is registered now), within its timeout. Before,
+	 * the check ran at once and failed 1 in ~75 runs (hold branch, 22:40). */
+	for (int k = 0; k < 3 && piped && pipe_events == 0; k++) {
+		struct epoll_event ev1;
+		int n = smcr_epoll_wait(ep, &ev1, 1, 1000);
+		IT_CHECK(n >= 0 || errno == EINTR);
+		if (n == 1) {
+			IT_CHECK(ev1.data.u64 == PIPE_TAG && (ev1.events & EPOLLIN));
+			char c;
+			IT_CHECK(read(pp[0], &c, 1) == 1 && c == 'p');
+			pipe_events++;
+			fprintf(stderr, "it_epoll_wait: the pipe's event came after the "
+					"loop's end (call %d)\n", k + 1);
+		}
+	}
 	IT_CHECK(piped && pipe_events == 1);
 	it_wait_at_least(&sh->cstage, 1); /* the client's hashes are written */
 	for (unsigned i = 0; i < NCONN; i++) {
