@@ -259,6 +259,7 @@ int lsn_activate_locked(struct sock *s)
 		int one = 1;
 		s->lq_defer = sock_sys.setsockopt(t, IPPROTO_TCP, TCP_DEFER_ACCEPT, &one,
 						  sizeof(one)) == 0;
+		s->lq_defer_ns = smcr_now_ns();
 	}
 	pthread_mutex_lock(&s->lq_lock);
 	s->lq_fd = t;
@@ -319,7 +320,12 @@ static void lsn_inherit_of(struct sock *ls, struct lsn_inherit *in)
 	in->rcvtimeo = ls->rcvtimeo;
 	in->sndtimeo = ls->sndtimeo;
 	in->have_local = ls->have_addrs;
-	in->deferred = ls->lq_defer;
+	/* The kernel's 1 s counts only for a connection it held: one queued between listen()
+	 * and this first accept (before the option) was not, and a silent one it held is
+	 * reported 1 s after the option at the earliest. So no credit within that second
+	 * (a client that spoke is not waited for anyway): the silent client of it_accept,
+	 * queued before a slow server's first accept, was served as TCP 1 s early. */
+	in->deferred = ls->lq_defer && smcr_now_ns() >= ls->lq_defer_ns + SMCR_NS_PER_S;
 	if (in->have_local)
 		in->local = ls->laddr;
 	pthread_mutex_unlock(&ls->lock);

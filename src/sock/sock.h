@@ -187,6 +187,7 @@ struct sock {
 					   * themselves: the progress thread leaves new
 					   * connections to them */
 	bool lq_defer;			  /* (L) TCP_DEFER_ACCEPT set on the hidden listener */
+	uint64_t lq_defer_ns;		  /* (L) ... at this time (smcr_now_ns) */
 	bool accept_deferred;		  /* a child of such a listener (first-byte wait) */
 	bool lq_quiet;			  /* (lq_lock) a ready child got no POLLIN token: the
 					   * blocking accept that drove it pops it (lsn.c) */
