@@ -19,9 +19,7 @@ static void test_first_contact(void **state)
 	assert_non_null(ce);
 	assert_non_null(se);
 	struct cp_pair pp = { 0 };
-	assert_int_equal(cp_connect(&pp, ce, se, NULL, NULL, 50), 0);
-	assert_int_equal(pp.rc.status, CORE_CLC_SMC);
-	assert_int_equal(pp.rs.status, CORE_CLC_SMC);
+	assert_true(cp_connect_smc(&pp, ce, se));
 	struct core_conn_info ci, si;
 	core_conn_info(pp.cli, &ci);
 	core_conn_info(pp.srv, &si);

@@ -61,9 +61,7 @@ static void run(bool solicited)
 	assert_non_null(ce);
 	assert_non_null(se);
 	struct cp_pair pp = { 0 };
-	assert_int_equal(cp_connect(&pp, ce, se, NULL, NULL, 50), 0);
-	assert_int_equal(pp.rc.status, CORE_CLC_SMC);
-	assert_int_equal(pp.rs.status, CORE_CLC_SMC);
+	assert_true(cp_connect_smc(&pp, ce, se));
 
 	/* the server closes first: a C the sleeping client is woken for */
 	arm(&pp, ce);

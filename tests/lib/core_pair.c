@@ -109,6 +109,12 @@ void cp_round(struct cp_pair *pp)
 	pp->steps++;
 }
 
+bool cp_connect_smc(struct cp_pair *pp, struct core_engine *ce, struct core_engine *se)
+{
+	return cp_connect(pp, ce, se, NULL, NULL, 50) == 0 && pp->rc.status == CORE_CLC_SMC &&
+	       pp->rs.status == CORE_CLC_SMC;
+}
+
 int cp_connect(struct cp_pair *pp, struct core_engine *ce, struct core_engine *se,
 	       const struct core_conn_params *cli_params, const struct core_conn_params *srv_params,
 	       unsigned max_steps)

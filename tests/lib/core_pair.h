@@ -43,6 +43,8 @@ void cp_conn_params(struct core_conn_params *p, enum core_role role, uint32_t rc
 int cp_connect(struct cp_pair *pp, struct core_engine *ce, struct core_engine *se,
 	       const struct core_conn_params *cli_params, const struct core_conn_params *srv_params,
 	       unsigned max_steps);
+/* cp_connect with default params (50 steps) that ended in SMC-R on both sides. */
+bool cp_connect_smc(struct cp_pair *pp, struct core_engine *ce, struct core_engine *se);
 /* One round: step both handshakes (if not done), progress both engines. */
 void cp_round(struct cp_pair *pp);
 /* Progress both engines n times at pp->now. */

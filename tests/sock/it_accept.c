@@ -108,6 +108,17 @@ static bool accept_again(void)
 	return fd < 0 && e == EAGAIN;
 }
 
+/* A silent client the server served as plain TCP: its 5 bytes come back. */
+static void tcp_echo(int staller)
+{
+	struct pollfd p = { .fd = staller, .events = POLLIN };
+	assert_int_equal(write(staller, "tcp!!", 5), 5);
+	assert_int_equal(poll(&p, 1, 10000), 1);
+	char b[5];
+	assert_int_equal(read(staller, b, 5), 5);
+	assert_memory_equal(b, "tcp!!", 5);
+}
+
 /* fds once only `socks` socket objects are left (a closed socket's last reference, its
  * watch, is released by the progress thread a moment later; the release closes its
  * hidden fds), no link group is left, and the count stopped moving. */
@@ -232,12 +243,7 @@ static void test_silent_client_does_not_delay_next(void **state)
 	/* the silent one: after the server's wait (2.5 s), a plain TCP client */
 	for (int i = 0; i < 10000 && sh->srv_n < 2; i++)
 		usleep(1000);
-	struct pollfd p = { .fd = staller, .events = POLLIN };
-	assert_int_equal(write(staller, "tcp!!", 5), 5);
-	assert_int_equal(poll(&p, 1, 10000), 1);
-	char b[5];
-	assert_int_equal(read(staller, b, 5), 5);
-	assert_memory_equal(b, "tcp!!", 5);
+	tcp_echo(staller);
 	uint64_t t_fb = sh->srv_accept_ns[1] - t0;
 	fprintf(stderr, "silent client served as TCP after %.1f ms\n", (double)t_fb / 1e6);
 	assert_true(t_fb >= 2400000000ull);
@@ -285,14 +291,9 @@ static void test_silent_before_first_accept(void **state)
 	int staller = raw_connect();
 	usleep(50 * 1000); /* established, in the kernel's queue */
 	sh->go = 1;
-	struct pollfd p = { .fd = staller, .events = POLLIN };
 	for (int i = 0; i < 10000 && !sh->srv_accept_ns[0]; i++)
 		usleep(1000);
-	assert_int_equal(write(staller, "tcp!!", 5), 5);
-	assert_int_equal(poll(&p, 1, 10000), 1);
-	char b[5];
-	assert_int_equal(read(staller, b, 5), 5);
-	assert_memory_equal(b, "tcp!!", 5);
+	tcp_echo(staller);
 	uint64_t t_fb = sh->srv_accept_ns[0] - t0;
 	fprintf(stderr, "silent client queued before the first accept served as TCP after "
 		"%.1f ms (wait 1500 ms)\n", (double)t_fb / 1e6);

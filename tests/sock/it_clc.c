@@ -95,12 +95,7 @@ static int server(void *arg)
 static int real_client(void *arg)
 {
 	(void)arg;
-	it_child_env(1);
-	smcr_close(lfd);
-	int fd = it_connect(false, port);
-	IT_CHECK(fd >= 0);
-	struct smcr_info in;
-	IT_CHECK(it_info(fd, &in) && in.mode == SMCR_MODE_SMCR);
+	int fd = it_client_smc(lfd, port);
 	IT_CHECK(it_write_all(fd, "real!", 5));
 	char b[5];
 	IT_CHECK(it_read_all(fd, b, 5) && memcmp(b, "real!", 5) == 0);

@@ -66,13 +66,7 @@ static void setup(int (*srv)(void *), int (*cli)(void *), int timeout_ms)
 
 static int connect_smc(void)
 {
-	it_child_env(1);
-	smcr_close(lfd);
-	int fd = it_connect(false, port);
-	IT_CHECK(fd >= 0);
-	struct smcr_info in;
-	IT_CHECK(it_info(fd, &in) && in.mode == SMCR_MODE_SMCR);
-	return fd;
+	return it_client_smc(lfd, port);
 }
 
 /* ---- half-close ---- */

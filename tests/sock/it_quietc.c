@@ -177,12 +177,7 @@ static int eof_server(void *a)
 static int eof_client(void *a)
 {
 	(void)a;
-	it_child_env(1);
-	smcr_close(lfd);
-	int fd = it_connect(false, port);
-	IT_CHECK(fd >= 0);
-	struct smcr_info in;
-	IT_CHECK(it_info(fd, &in) && in.mode == SMCR_MODE_SMCR);
+	int fd = it_client_smc(lfd, port);
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 	IT_CHECK(ep >= 0);
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.fd = fd };

@@ -125,6 +125,17 @@ int it_accept_smc(int lfd)
 	return fd;
 }
 
+int it_client_smc(int lfd, uint16_t port)
+{
+	it_child_env(1);
+	smcr_close(lfd);
+	int fd = it_connect(false, port);
+	IT_CHECK(fd >= 0);
+	struct smcr_info in;
+	IT_CHECK(it_info(fd, &in) && in.mode == SMCR_MODE_SMCR);
+	return fd;
+}
+
 int it_listen(bool v6, uint16_t *port)
 {
 	int fd = smcr_socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);

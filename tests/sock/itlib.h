@@ -61,6 +61,9 @@ int it_connect(bool v6, uint16_t port);
 int it_run_smc_pair(int *lfd, uint16_t *port, int (*srv)(void *), void *sarg,
 		    int (*cli)(void *), void *carg, int timeout_ms);
 int it_accept_smc(int lfd);
+/* A client child's connection over SMC-R: its env, the inherited listener closed, connect
+ * to port, SMC-R checked. */
+int it_client_smc(int lfd, uint16_t port);
 /* A pipe-free rendezvous: the parent creates the listener before forking, so children
  * need nothing else. */
 
