@@ -463,11 +463,6 @@ void core_engine_spin_end(struct core_engine *e)
 	core_ev_fire(e);
 }
 
-void core_engine_spin_renew(struct core_engine *e, uint64_t now_ns)
-{
-	core_engine_spin_renew_until(e, now_ns, 0);
-}
-
 void core_engine_spin_renew_until(struct core_engine *e, uint64_t now_ns, uint64_t until_ns)
 {
 	pthread_mutex_lock(&e->lock);

@@ -39,9 +39,6 @@ static struct core_engine *eng;
 static bool eng_tried;
 static bool eng_atfork;
 static _Atomic(struct core_engine *) eng_fast; /* eng, for lock-free reads once created */
-static int eng_fds[SOCK_ENGINE_FDS_MAX]; /* core_engine_fds, written once before eng_fast is
-					  * published (release), read after it (acquire) */
-static int eng_nfds;
 static struct prog_watch *eng_watch[16];      /* (eng_lock) the engine fds' watches, kept for
 					       * the engine's life (the process's) */
 
@@ -363,9 +360,6 @@ struct core_engine *sock_engine(void)
 	} else {
 		int fds[16];
 		int n = core_engine_fds(e, fds, 16);
-		eng_nfds = 0;
-		for (int i = 0; i < n && i < SOCK_ENGINE_FDS_MAX; i++)
-			eng_fds[eng_nfds++] = fds[i];
 		/* the direct sleep's registrations first: exclusive wake-ups go in
 		 * registration order (Direct wake, above) */
 		bool excl = direct_setup(e);
@@ -389,16 +383,6 @@ struct core_engine *sock_engine(void)
 struct core_engine *sock_engine_if_up(void)
 {
 	return atomic_load_explicit(&eng_fast, memory_order_acquire);
-}
-
-int sock_engine_fds(int *fds, int max)
-{
-	if (!atomic_load_explicit(&eng_fast, memory_order_acquire))
-		return 0;
-	int n = eng_nfds < max ? eng_nfds : max;
-	for (int i = 0; i < n; i++)
-		fds[i] = eng_fds[i];
-	return n;
 }
 
 void sock_engine_spin(void)

@@ -156,6 +156,18 @@ static void run_calls(void)
 	}
 }
 
+/* epoll_wait's timeout (whole ms, rounded up, at most 60 s) for a sleep until deadline_ns;
+ * *wake gets when that sleep ends. */
+static int sleep_ms_until(uint64_t deadline_ns, uint64_t *wake)
+{
+	uint64_t now = smcr_now_ns();
+	uint64_t ms = deadline_ns > now ? (deadline_ns - now + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS
+					: 0;
+	int timeout = ms > 60000 ? 60000 : (int)ms;
+	*wake = now + (uint64_t)timeout * SMCR_NS_PER_MS;
+	return timeout;
+}
+
 static void *progress_main(void *unused)
 {
 	(void)unused;
@@ -190,22 +202,14 @@ static void *progress_main(void *unused)
 			/* queued while awake (no kick then: progress_unwatch, progress_call) */
 			next = 1;
 		}
-		if (next) {
-			now = smcr_now_ns();
-			uint64_t ms = next > now ? (next - now + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS
-						 : 0;
-			timeout = ms > 60000 ? 60000 : (int)ms;
-			wake = now + (uint64_t)timeout * SMCR_NS_PER_MS;
-		}
+		if (next)
+			timeout = sleep_ms_until(next, &wake);
 		/* the posts of progress_due_by (see prog_due): publish the sleep's end, then
 		 * take what was posted before it */
 		atomic_store(&prog_sleep_end, wake);
 		uint64_t due = atomic_exchange(&prog_due, UINT64_MAX);
 		if (due < wake) {
-			now = smcr_now_ns();
-			uint64_t ms = due > now ? (due - now + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS : 0;
-			timeout = ms > 60000 ? 60000 : (int)ms;
-			wake = now + (uint64_t)timeout * SMCR_NS_PER_MS;
+			timeout = sleep_ms_until(due, &wake);
 			atomic_store(&prog_sleep_end, wake);
 		}
 		prog_wake_at = wake;

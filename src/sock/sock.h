@@ -260,10 +260,8 @@ struct core_engine *sock_engine_if_up(void);
 /* One round of the engine's progress from a program thread (blocking calls spin on it for
  * at most SOCK_SPIN_NS before they sleep; decision 3). Leaves the CQs armed. */
 void sock_engine_spin(void);
-/* The engine's completion/async fds (core_engine_fds), read once; at most max (tests,
- * diagnostics; a sleeping program thread waits on the CQ fds through sock_direct_*). */
+/* At most this many CQ fds (one per device) for a direct sleeper (engine.c). */
 #define SOCK_ENGINE_FDS_MAX 8
-int sock_engine_fds(int *fds, int max);
 /* Direct wake (engine.c "Direct wake", mode branch): one program thread at a time sleeps
  * on the CQ fds and its program fd (fd, EPOLLIN or EPOLLOUT when out) and takes the
  * completions itself; the progress thread is then not woken for them. begin: false when
