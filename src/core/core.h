@@ -220,6 +220,9 @@ bool core_engine_spinning(struct core_engine *e);
  * "Round 4"). The caller makes sure the progress thread wakes by until_ns if it sleeps
  * (sock: progress_due_by). */
 void core_engine_spin_renew_until(struct core_engine *e, uint64_t now_ns, uint64_t until_ns);
+/* A spin older than this no longer keeps the CQs unarmed (a spinner that lost its CPU);
+ * also the shortest hold the socket layer asks for (sock/epoll.c). */
+#define CORE_SPIN_GRACE_NS 1000000ull
 /* For the thread that sleeps on core_engine_fds (the progress thread): true if a spin is
  * held and live at now_ns (its holder polls and fires the callbacks, so the sleeper has
  * nothing to do and must not compete for the engine's locks); then the CQ events pending

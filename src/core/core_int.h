@@ -41,7 +41,6 @@
 #define CORE_LG_SLOTS 256		/* conn slots 1..255; alert token = gen << 8 | slot */
 #define CORE_RTOKENS_MAX 255		/* peer RMBs remembered per LG (procedures.md 6) */
 #define CORE_MAX_DEVS 4
-#define CORE_SPIN_GRACE_NS 1000000ull	/* a spin older than this no longer keeps CQs unarmed */
 
 /* wr_id layout: link id in the top 32 bits, then kind and index. */
 #define CORE_WR_RECV 0x10000u

@@ -452,7 +452,7 @@ static void call_spin_end(struct core_engine *e)
 /* ---- Hold (mode branch; core.h core_engine_spin_end_hold) ----
  *
  * A blocking call that moved data ends its bracket with a hold instead: the CQs stay
- * unarmed for SOCK_HOLD_NS, since the thread is likely to call again within
+ * unarmed for the hold's bound ($SMCR_HOLD_US), since the thread is likely to call again within
  * microseconds (a stream: 30 000 calls a second) and poll then. Without it each call's
  * spin_end armed the CQs and the next began the bracket again a microsecond or two
  * later; the peer's message landing in between wrote our eventfd and woke the progress
@@ -463,7 +463,7 @@ static void call_spin_end(struct core_engine *e)
  * progress thread polls, and arms, by then at the latest; and core_engine_progress reports the bound as a deadline while the hold is
  * renewed. A thread that is about to sleep in wait_for cancels every hold first
  * (core_engine_hold_cancel), so its own wake-up is never held up; another poller of
- * the process (poll/epoll on a socket) sees an arrival at most SOCK_HOLD_NS late, as
+ * the process (poll/epoll on a socket) sees an arrival at most the bound late, as
  * with a spinner that lost its CPU (the spin grace). $SMCR_HOLD_US (read once) changes
  * the bound; unset or 0: no holds (the default, see hold_ns). */
 static struct prog_timer hold_tmr;
@@ -492,7 +492,7 @@ static uint64_t hold_ns(void)
 		 * the fix, holds on measured no win on stream and a few per cent on pingpong's
 		 * round trip and connect's CPU (hold.md section 2), against a progress-thread
 		 * wake-up per bound and arrivals up to the bound late for other pollers. So
-		 * still off; SOCK_HOLD_NS is the bound to try. */
+		 * still off; 1000 (1 ms) is the bound hold.md measured. */
 		x = e && *e ? (uint64_t)strtoull(e, NULL, 10) * 1000 : 0;
 		atomic_store_explicit(&v, x, memory_order_relaxed);
 	}
@@ -511,7 +511,7 @@ static void call_spin_end_moved(struct core_engine *e, bool moved)
 	uint64_t until = smcr_now_ns() + h;
 	/* the timer first: once the hold is visible, the progress thread is due by then.
 	 * Only when that costs no kick (it is awake, or due by then anyway: while holds
-	 * follow each other it wakes once per SOCK_HOLD_NS); otherwise no hold: a kick per
+	 * follow each other it wakes once per bound); otherwise no hold: a kick per
 	 * call would cost the wake-up the hold saves (pingpong's sleeping mode). */
 	if (progress_timer_arm_quiet(&hold_tmr, until) < 0) {
 		call_spin_end(e);

@@ -329,7 +329,7 @@ static pthread_once_t ep_fork_once = PTHREAD_ONCE_INIT;
  * posts the end with progress_due_by, which kicks only when the thread sleeps past it
  * (it had slept with no timeout before the spin began, or after it took over an expired
  * one): two atomic loads per call otherwise. */
-#define EP_HOLD_MIN_NS 1000000ull  /* = the core's CORE_SPIN_GRACE_NS */
+#define EP_HOLD_MIN_NS CORE_SPIN_GRACE_NS /* no shorter than the engine's own grace */
 #define EP_HOLD_MAX_NS 50000000ull /* bound for a program that left the loop */
 
 static _Thread_local uint64_t ep_ret_ns; /* when this thread's previous call returned */

@@ -278,7 +278,6 @@ int sock_direct_mode(void);
 extern _Atomic uint64_t sock_direct_sleeps_total, sock_direct_cq_wakes_total;
 #define SOCK_DIRECT_SHORT_NS 1000000ull /* a thread's sleeps averaging below: direct */
 #define SOCK_DIRECT_MISS_NS 10000000ull /* a direct wake-up that was for others counts so */
-#define SOCK_HOLD_NS 1000000ull /* a data call's hold of the CQs' arm (data.c "Hold") */
 #define SOCK_SPIN_NS 20000ull	    /* the spin before sleeping, at least */
 #define SOCK_SPIN_MAX_NS 100000ull  /* adaptive spin: the longer spin (data.c spin_budget) */
 #define SOCK_SPIN_SHORT_NS 10000ull /* recent waits below this average: the longer spin */
