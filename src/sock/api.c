@@ -500,7 +500,7 @@ static bool reap_inited;
 static uint64_t reap_first_ns, reap_next_ns;
 static uint64_t reap_due_ns;	   /* the last deadline armed (the timer may have run since) */
 static uint64_t reap_closeq_seen; /* closeq_queued_total() at the last turn */
-#define CLOSEQ_NS ((uint64_t)CLOSEQ_TIMER_MS * SMCR_NS_PER_MS)
+#define CLOSEQ_NS ((uint64_t)closeq_timer_ms() * SMCR_NS_PER_MS)
 static pthread_once_t reap_once = PTHREAD_ONCE_INIT;
 
 static void reap_atfork_child(void)

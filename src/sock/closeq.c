@@ -24,6 +24,7 @@ static _Atomic uint64_t cq_total;      /* fds ever queued */
 static _Atomic unsigned cq_closing;
 static pthread_once_t cq_once = PTHREAD_ONCE_INIT;
 static bool cq_on = true, cq_rst = true; /* set once in cq_setup */
+static unsigned cq_timer_ms = CLOSEQ_TIMER_MS;
 
 static void close_now(int fd, enum closeq_how how)
 {
@@ -75,14 +76,38 @@ static void cq_exit(void)
 	closeq_drain_all();
 }
 
-static void cq_setup(void)
+static void cq_read_env(void)
 {
 	const char *v = getenv("SMCR_CLOSEQ");
 	cq_on = !(v && v[0] == '0' && v[1] == 0);
+	v = getenv("SMCR_CLOSEQ_MS");
+	cq_timer_ms = CLOSEQ_TIMER_MS;
+	if (v && *v) {
+		unsigned long ms = strtoul(v, NULL, 10);
+		if (ms >= 1 && ms <= 60000)
+			cq_timer_ms = (unsigned)ms;
+	}
 	v = getenv("SMCR_CLOSE_RST");
 	cq_rst = !(v && v[0] == '0' && v[1] == 0);
+}
+
+static void cq_setup(void)
+{
+	cq_read_env();
 	pthread_atfork(cq_prepare, cq_parent, cq_child);
 	atexit(cq_exit);
+}
+
+void closeq_reread_env(void)
+{
+	pthread_once(&cq_once, cq_setup);
+	cq_read_env();
+}
+
+unsigned closeq_timer_ms(void)
+{
+	pthread_once(&cq_once, cq_setup);
+	return cq_timer_ms;
 }
 
 bool closeq_rst_enabled(void)

@@ -17,7 +17,8 @@
  *     process exit (atexit).
  * A full list (CLOSEQ_MAX fds) closes the new fd at once; an fd below the hidden range
  * (sock_hidden_min() 0, or a number the program could get) is closed at once too, so the
- * numbers the program sees never change. $SMCR_CLOSEQ=0 turns the deferral off.
+ * numbers the program sees never change. $SMCR_CLOSEQ=0 turns the deferral off;
+ * $SMCR_CLOSEQ_MS sets the timer's bound (tests).
  *
  * The hidden TCP socket of a connection whose peer had closed (its C arrived) is queued
  * with CLOSEQ_RST: the drain sets SO_LINGER 0 before the close, so it ends with an RST,
@@ -53,6 +54,11 @@ unsigned closeq_pending(void);
 /* Fds queued since the process started (the timer: was the list used since its last
  * turn). */
 uint64_t closeq_queued_total(void);
+/* Reads $SMCR_CLOSEQ, $SMCR_CLOSEQ_MS and $SMCR_CLOSE_RST again (tests: a forked child
+ * whose parent read them already). Call while nothing is queued. */
+void closeq_reread_env(void);
+/* The timer's bound in ms: CLOSEQ_TIMER_MS, or $SMCR_CLOSEQ_MS (1..60000; tests). */
+unsigned closeq_timer_ms(void);
 /* Whether SO_LINGER 0 is used for a closed peer's TCP socket ($SMCR_CLOSE_RST, default 1). */
 bool closeq_rst_enabled(void);
 
