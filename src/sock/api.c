@@ -490,8 +490,14 @@ static void linger_wait(struct sock *s, int secs)
  * most: one progress wake-up for many connections instead of one each.
  * $SMCR_CLOSE_REAP_MS sets the first interval (tests). The timer's state is asked
  * (progress_timer_armed), as hs.c's deferred watch does: progress_stop disarms every
- * timer. reap_lock (a leaf) protects reap_inited and reap_next_ns. fork(): the child's
- * progress thread has no timers; the child's next close arms its own. */
+ * timer. reap_lock (taken before progress_lock, nothing else under it) protects
+ * reap_inited, reap_next_ns, reap_due_ns and reap_closeq_seen. fork(): the child's
+ * progress thread has no timers; the child's next close arms its own.
+ * The same timer closes the close-later list (closeq.h, closeq branch): every fd queued
+ * makes sure it fires within closeq_timer_ms() (sock_reap_soon); a turn that finds fds
+ * were queued since the last one comes back after that bound again, so while closes go
+ * on it fires every 5 ms without a kick, and stops (or falls back to the reaper's own
+ * doubling interval) one turn after they stopped. */
 #define REAP_MIN_NS (10ull * SMCR_NS_PER_MS)
 #define REAP_MAX_NS (160ull * SMCR_NS_PER_MS)
 static pthread_mutex_t reap_lock = PTHREAD_MUTEX_INITIALIZER;

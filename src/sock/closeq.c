@@ -137,11 +137,11 @@ bool closeq_close(int fd, enum closeq_how how)
 	unsigned i = (cq_head + cq_n) % CLOSEQ_MAX;
 	cq_fd[i] = fd;
 	cq_how[i] = (uint8_t)how;
-	bool was_empty = cq_n++ == 0;
+	cq_n++;
 	atomic_store_explicit(&cq_len, cq_n, memory_order_relaxed);
 	atomic_fetch_add_explicit(&cq_total, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&closeq_lock);
-	return was_empty;
+	return true;
 }
 
 void closeq_drain(unsigned max)

@@ -42,8 +42,10 @@ enum closeq_how {
 	CLOSEQ_RST = 1,	  /* SO_LINGER {1, 0} first: the TCP connection ends with an RST */
 };
 
-/* Closes fd now or later (rules above). Returns true when the list went from empty to
- * non-empty: the caller then makes sure the timer runs (sock_reap_soon, api.c). */
+/* Closes fd now or later (rules above). Returns true when it was queued: the caller then
+ * makes sure the timer runs (sock_reap_soon, api.c; asked at every add, not only when the
+ * list was empty: progress_stop disarms every timer, and a list that never empties again
+ * would otherwise wait for a wait). */
 bool closeq_close(int fd, enum closeq_how how);
 /* Closes up to max queued fds (a wait site); cheap when the list is empty. */
 void closeq_drain(unsigned max);

@@ -100,12 +100,12 @@ void sig_close(struct sig *s)
 
 bool sig_close_later(struct sig *s)
 {
-	bool first = false;
+	bool queued = false;
 	if (s->end >= 0)
-		first = closeq_close(s->end, CLOSEQ_PLAIN);
+		queued = closeq_close(s->end, CLOSEQ_PLAIN);
 	s->end = -1;
 	pthread_mutex_destroy(&s->lock);
-	return first;
+	return queued;
 }
 
 void sig_forget_prog(struct sig *s)

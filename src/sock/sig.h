@@ -102,8 +102,8 @@ SMCR_MUST_CHECK int sig_install(struct sig *s, int target, bool cloexec);
 /* Closes end (if still open). prog belongs to the program's fd and is closed by its owner.
  * Frees the lock. */
 void sig_close(struct sig *s);
-/* sig_close, with end's close done later (closeq.h; closeq branch): true when that made
- * the close-later list non-empty (the caller calls sock_reap_soon). */
+/* sig_close, with end's close done later (closeq.h; closeq branch): true when end was
+ * queued (the caller calls sock_reap_soon). */
 bool sig_close_later(struct sig *s);
 
 /* The program's fd number stops being the program end (it is closed, or the TCP socket is
