@@ -555,7 +555,8 @@ struct core_conn_info {
 	 * read any more; procedures.md 5.1), so its TCP FIN/RST tells nothing new. */
 	bool peer_closed;
 	/* Added by the closeq branch: the connection's link is on a software device (shm,
-	 * emu), whose peer is always smcr (sock/api.c: the RST of a closed peer's TCP side). */
+	 * emu), whose peer is always smcr (sock/api.c: the RST of a closed peer's TCP side).
+	 * false once the connection left its link (a finished close). */
 	bool soft_dev;
 };
 void core_conn_info(struct core_conn *c, struct core_conn_info *info);
