@@ -557,6 +557,10 @@ struct core_conn_info {
 	/* Added by the connect branch: the peer's C or A arrived (it will neither send nor
 	 * read any more; procedures.md 5.1), so its TCP FIN/RST tells nothing new. */
 	bool peer_closed;
+	/* Added by the closeq branch: the connection's link is on a software device (shm,
+	 * emu), whose peer is always smcr (sock/api.c: the RST of a closed peer's TCP side).
+	 * false once the connection left its link (a finished close). */
+	bool soft_dev;
 };
 void core_conn_info(struct core_conn *c, struct core_conn_info *info);
 

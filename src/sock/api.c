@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "sock/closeq.h"
 #include "sock/errmap.h"
 #include "sock/progress.h"
 #include "sock/sock.h"
@@ -489,14 +490,23 @@ static void linger_wait(struct sock *s, int secs)
  * most: one progress wake-up for many connections instead of one each.
  * $SMCR_CLOSE_REAP_MS sets the first interval (tests). The timer's state is asked
  * (progress_timer_armed), as hs.c's deferred watch does: progress_stop disarms every
- * timer. reap_lock (a leaf) protects reap_inited and reap_next_ns. fork(): the child's
- * progress thread has no timers; the child's next close arms its own. */
+ * timer. reap_lock (taken before progress_lock, nothing else under it) protects
+ * reap_inited, reap_next_ns, reap_due_ns and reap_closeq_seen. fork(): the child's
+ * progress thread has no timers; the child's next close arms its own.
+ * The same timer closes the close-later list (closeq.h, closeq branch): every fd queued
+ * makes sure it fires within closeq_timer_ms() (sock_reap_soon); a turn that finds fds
+ * were queued since the last one comes back after that bound again, so while closes go
+ * on it fires every 5 ms without a kick, and stops (or falls back to the reaper's own
+ * doubling interval) one turn after they stopped. */
 #define REAP_MIN_NS (10ull * SMCR_NS_PER_MS)
 #define REAP_MAX_NS (160ull * SMCR_NS_PER_MS)
 static pthread_mutex_t reap_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct prog_timer reap_tmr;
 static bool reap_inited;
 static uint64_t reap_first_ns, reap_next_ns;
+static uint64_t reap_due_ns;	   /* the last deadline armed (the timer may have run since) */
+static uint64_t reap_closeq_seen; /* closeq_queued_total() at the last turn */
+#define CLOSEQ_NS ((uint64_t)closeq_timer_ms() * SMCR_NS_PER_MS)
 static pthread_once_t reap_once = PTHREAD_ONCE_INIT;
 
 static void reap_atfork_child(void)
@@ -517,35 +527,78 @@ static void reap_fire(void *arg, uint32_t unused)
 {
 	(void)arg;
 	(void)unused;
+	/* the close-later list (closeq.h): an idle process closes its hidden fds here */
+	closeq_drain_all();
 	struct core_engine *e = sock_engine_if_up();
-	if (!e)
-		return;
 	uint64_t now = smcr_now_ns(), next = UINT64_MAX;
 	/* the hook polls too, after the timers: polled here first so the count below sees
 	 * what this turn takes */
-	(void)core_engine_progress(e, now, &next);
-	if (core_engine_close_waits(e) == 0)
-		return;
+	if (e)
+		(void)core_engine_progress(e, now, &next);
+	bool waits = e && core_engine_close_waits(e) > 0;
 	pthread_mutex_lock(&reap_lock);
-	uint64_t iv = reap_next_ns < REAP_MAX_NS ? reap_next_ns * 2 : REAP_MAX_NS;
-	reap_next_ns = iv;
-	if (!progress_timer_armed(&reap_tmr) && progress_timer_arm(&reap_tmr, now + iv) < 0)
-		LOG_WARN("sock", "cannot re-arm the close reaper");
+	/* fds were queued since the last turn: closes are going on, come back at the
+	 * close-later bound (re-armed here, on the progress thread: no kick, and the next
+	 * close finds the timer armed within the bound, so a close loop costs one progress
+	 * wake-up per CLOSEQ_TIMER_MS, not one per close) */
+	uint64_t total = closeq_queued_total();
+	bool used = total != reap_closeq_seen;
+	reap_closeq_seen = total;
+	uint64_t iv = 0;
+	if (used) {
+		iv = CLOSEQ_NS;
+		reap_next_ns = reap_first_ns;
+	} else if (waits) {
+		iv = reap_next_ns < REAP_MAX_NS ? reap_next_ns * 2 : REAP_MAX_NS;
+		reap_next_ns = iv;
+	}
+	if (iv && !progress_timer_armed(&reap_tmr)) {
+		reap_due_ns = now + iv;
+		if (progress_timer_arm(&reap_tmr, reap_due_ns) < 0)
+			LOG_WARN("sock", "cannot re-arm the close reaper");
+	}
 	pthread_mutex_unlock(&reap_lock);
+}
+
+/* Caller holds reap_lock. */
+static void reap_init_locked(void)
+{
+	if (!reap_inited) {
+		progress_timer_init(&reap_tmr, reap_fire, NULL);
+		reap_inited = true;
+	}
 }
 
 static void reap_arm(void)
 {
 	pthread_once(&reap_once, reap_setup);
 	pthread_mutex_lock(&reap_lock);
-	if (!reap_inited) {
-		progress_timer_init(&reap_tmr, reap_fire, NULL);
-		reap_inited = true;
-	}
+	reap_init_locked();
 	if (!progress_timer_armed(&reap_tmr)) {
 		reap_next_ns = reap_first_ns;
-		if (progress_timer_arm(&reap_tmr, smcr_now_ns() + reap_first_ns) < 0)
+		reap_due_ns = smcr_now_ns() + reap_first_ns;
+		if (progress_timer_arm(&reap_tmr, reap_due_ns) < 0)
 			LOG_WARN("sock", "cannot arm the close reaper");
+	}
+	pthread_mutex_unlock(&reap_lock);
+}
+
+void sock_reap_soon(void)
+{
+	pthread_once(&reap_once, reap_setup);
+	pthread_mutex_lock(&reap_lock);
+	reap_init_locked();
+	uint64_t due = smcr_now_ns() + CLOSEQ_NS;
+	/* armed later than the bound (the reaper's backed-off interval): brought forward,
+	 * which may kick the progress thread once; armed within it: nothing to do */
+	if (!progress_timer_armed(&reap_tmr) || reap_due_ns > due) {
+		reap_due_ns = due;
+		if (progress_timer_arm(&reap_tmr, due) < 0) {
+			LOG_WARN("sock", "cannot arm the close-later timer");
+			pthread_mutex_unlock(&reap_lock);
+			closeq_drain_all(); /* no timer: not later, then */
+			return;
+		}
 	}
 	pthread_mutex_unlock(&reap_lock);
 }
@@ -584,12 +637,17 @@ int sock_close(struct sock *s)
 		hs_abort_locked(s);
 	if (st == SS_SMC) {
 		bool abort = s->linger_set && s->linger_secs == 0;
-		core_conn_close(s->conn, abort, smcr_now_ns());
+		/* The TCP watch goes before our C (closeq branch; it went after): a peer that
+		 * resets its TCP side once both C crossed (below) must not have its RST taken
+		 * for an abort of a connection whose C we sent (an A after our C). */
+		hs_unwatch_locked(s);
 		struct core_conn_info ci;
+		core_conn_info(s->conn, &ci);
+		bool soft = ci.soft_dev; /* asked before the close: a finished close unlinks it */
+		core_conn_close(s->conn, abort, smcr_now_ns());
 		core_conn_info(s->conn, &ci);
 		if (ci.close_wait)
 			reap_arm(); /* the peer's C may come quiet (the close reaper, above) */
-		hs_unwatch_locked(s);
 		/* O_NONBLOCK does not matter: Linux TCP's close lingers either way (measured:
 		 * docs/parts/sndbuf.md "Linger"). */
 		if (!abort && s->linger_set && s->linger_secs > 0 && ci.tcp_action != CORE_TCP_RESET) {
@@ -608,8 +666,22 @@ int sock_close(struct sock *s)
 				/* The active closer's TCP side goes right after the C: closed
 				 * here, not shut down and closed at the recycle (procedures.md
 				 * 5.1; the same FIN, one system call fewer per connection). Nothing
-				 * uses it after this: the watch is gone, calls see closing. */
-				sock_sys.close(s->tcp);
+				 * uses it after this: the watch is gone, calls see closing.
+				 * closeq branch: the close itself is done later, where a thread
+				 * waits anyway (closeq.h); the number is hidden, so the program
+				 * sees no difference. When the peer's C came first and ours is
+				 * out (both sides closed the SMC-R connection; nobody reads the
+				 * TCP connection any more), it ends with an RST: no FIN exchange
+				 * and no TIME_WAIT (DEVIATION from Linux's FIN, measured and
+				 * bounded in docs/parts/connect.md Round 5; $SMCR_CLOSE_RST=0).
+				 * Only on a software device, whose peer is smcr: its C is sent
+				 * by close only, and its TCP watch went before its C. A Linux
+				 * peer (verbs) sends C at shutdown(SHUT_RDWR) too, with its
+				 * socket still open: it keeps the FIN. */
+				bool rst = ci.peer_closed && !ci.close_pending && !ci.close_wait &&
+					   soft && closeq_rst_enabled();
+				if (closeq_close(s->tcp, rst ? CLOSEQ_RST : CLOSEQ_PLAIN))
+					sock_reap_soon();
 				s->tcp = -1;
 			}
 		}

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sock/closeq.h"
 #include "sock/errmap.h"
 #include "sock/progress.h"
 #include "sock/sock.h"
@@ -297,6 +298,7 @@ static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t h
 	/* an smcr_epoll_wait spin this thread holds would keep the CQs unarmed past our own
 	 * spin_end (conns branch) */
 	sock_epoll_release_hold();
+	closeq_drain(CLOSEQ_WAIT_MAX); /* the peer works for us: earlier closes now */
 	/* 1. spin briefly on the engine's progress (decision 3: a few microseconds) */
 	uint64_t t0 = smcr_now_ns();
 	struct core_engine *e = sock_engine();

@@ -30,6 +30,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "sock/closeq.h"
 #include "sock/errmap.h"
 #include "sock/sys.h"
 #include "util/clock.h"
@@ -993,6 +994,8 @@ void hs_connect_inline_locked(struct sock *s)
 		/* our message went out and the server's answer is due: spin for it first */
 		bool spin = s->clc_out && s->hs_status == CORE_CLC_NEED_INPUT;
 		pthread_mutex_unlock(&s->lock);
+		if (spin)
+			closeq_drain(CLOSEQ_WAIT_MAX); /* the server works: earlier closes now */
 		int n = spin ? hs_spin_poll(&pf, 1, HS_SPIN_CLIENT) : 0;
 		if (n == 0)
 			n = sock_sys.poll(&pf, 1, ms);

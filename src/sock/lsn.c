@@ -50,6 +50,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "sock/closeq.h"
 #include "sock/errmap.h"
 #include "sock/sys.h"
 #include "util/clock.h"
@@ -660,6 +661,8 @@ static int lsn_wait(struct sock *ls, struct lsn_drive *d, uint64_t deadline)
 	/* The client's Confirm follows our Accept within microseconds unless the client is
 	 * slow: spin for it first (hs.c; bounded, off after misses). A silent or stalled
 	 * client costs at most the spin, once, and turns it off when it repeats. */
+	if (answered)
+		closeq_drain(CLOSEQ_WAIT_MAX); /* the client works: earlier closes now */
 	int n = answered ? hs_spin_poll(pf, (unsigned)k, HS_SPIN_SERVER) : 0;
 	if (n == 0) {
 		lsn_bracket_end(d); /* never asleep with the CQs unarmed */

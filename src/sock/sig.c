@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "sock/closeq.h"
 #include "sock/errmap.h"
 #include "sock/sys.h"
 #include "util/log.h"
@@ -95,6 +96,16 @@ void sig_close(struct sig *s)
 		sock_sys.close(s->end);
 	s->end = -1;
 	pthread_mutex_destroy(&s->lock);
+}
+
+bool sig_close_later(struct sig *s)
+{
+	bool queued = false;
+	if (s->end >= 0)
+		queued = closeq_close(s->end, CLOSEQ_PLAIN);
+	s->end = -1;
+	pthread_mutex_destroy(&s->lock);
+	return queued;
 }
 
 void sig_forget_prog(struct sig *s)

@@ -102,6 +102,9 @@ SMCR_MUST_CHECK int sig_install(struct sig *s, int target, bool cloexec);
 /* Closes end (if still open). prog belongs to the program's fd and is closed by its owner.
  * Frees the lock. */
 void sig_close(struct sig *s);
+/* sig_close, with end's close done later (closeq.h; closeq branch): true when end was
+ * queued (the caller calls sock_reap_soon). */
+bool sig_close_later(struct sig *s);
 
 /* The program's fd number stops being the program end (it is closed, or the TCP socket is
  * about to be put there): from now on nothing touches prog. */

@@ -56,7 +56,9 @@ static void sock_recycle(struct fdobj *o)
 		s->conn = NULL;
 	}
 	if (s->has_sig) {
-		sig_close(&s->sig);
+		/* the hidden end: closed later (closeq.h), the program's end is gone already */
+		if (sig_close_later(&s->sig))
+			sock_reap_soon();
 		s->has_sig = false;
 	}
 	sock_sig_drop_pre_locked(s);

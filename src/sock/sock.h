@@ -232,6 +232,9 @@ SMCR_MUST_CHECK int sock_create(int fd, int domain, bool nonblock, bool cloexec,
 				struct sock **out);
 /* smcr_close on the object (api.c): -SMCR_E_SOCK_BADF if it was closed already. */
 int sock_close(struct sock *s);
+/* An fd was queued on the close-later list (closeq.h): the close reaper's timer (api.c)
+ * runs within closeq_timer_ms(), so an idle process closes the queued fds. Any thread. */
+void sock_reap_soon(void);
 /* Removes s from the table (its fd is about to be closed) and drops the table's reference. */
 void sock_unlink(struct sock *s);
 /* Objects alive (tests: no growth). */

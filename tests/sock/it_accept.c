@@ -35,6 +35,7 @@
 #include <time.h>
 
 #include "itlib.h"
+#include "sock/closeq.h"
 #include "sock/sock.h"
 #include "wire/clc.h"
 
@@ -124,7 +125,8 @@ static void tcp_echo(int staller)
  * hidden fds), no link group is left, and the count stopped moving. */
 static int settled_fds(unsigned socks)
 {
-	for (int i = 0; i < 5000 && sock_count() > socks; i++)
+	/* and no hidden fd waiting to be closed (sock/closeq.h) */
+	for (int i = 0; i < 5000 && (sock_count() > socks || closeq_pending() != 0); i++)
 		usleep(1000);
 	/* and the normal client's link group gone (it exits after its close: the server
 	 * sees the peer go and frees the LG, its QP and RMB memfds) */

@@ -17,6 +17,7 @@
 #include <sys/resource.h>
 
 #include "itlib.h"
+#include "sock/closeq.h"
 #include "sock/fdtab.h"
 #include "sock/sock.h"
 
@@ -151,8 +152,8 @@ static void settle(struct core_engine_stats *st, unsigned conns)
 	 * socket may be a watch the progress thread releases a moment later) */
 	for (int i = 0; i < 2000; i++) {
 		core_engine_stats(sock_engine(), st);
-		if (st->conns <= conns && sock_count() == 0)
-			return;
+		if (st->conns <= conns && sock_count() == 0 && closeq_pending() == 0)
+			return; /* closeq_pending: hidden fds closed later (sock/closeq.h) */
 		usleep(1000);
 	}
 }
@@ -185,7 +186,7 @@ static void srv_snapshot(struct core_engine_stats *st, int *fds)
 {
 	for (int i = 0; i < 2000; i++) {
 		core_engine_stats(sock_engine(), st);
-		if (st->conns == 0 && sock_count() <= 1)
+		if (st->conns == 0 && sock_count() <= 1 && closeq_pending() == 0)
 			break;
 		usleep(1000);
 	}

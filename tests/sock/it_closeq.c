@@ -1,0 +1,546 @@
+/* it_closeq.c: the close-later list of hidden fds and the RST of a closed peer's TCP
+ * connection (sock/closeq.h; docs/parts/connect.md "Round 5 (closeq)").
+ *
+ * Two processes over SMC-R (itlib.h). Checked:
+ *  - test_fork_after_close: right after a close the connection's hidden fds (TCP socket,
+ *    signal end) are queued (the timer is set 10 s away); a fork() then leaves none of
+ *    them in the child (pthread_atfork prepare closes them in the parent first), and the
+ *    parent has none left either;
+ *  - test_idle_drain_by_timer: after 20 connections the process does nothing: the timer
+ *    closes the queued fds (waited for as a state; within 1 s, the bound being 5 ms) and
+ *    the fd count comes back to the starting set (/proc/self/fd; RMB memfds of the pool
+ *    counted apart, as it_conns does);
+ *  - test_full_list: 40 connections closed back to back with no wait in between: exactly
+ *    CLOSEQ_MAX fds are queued, the others closed at once (the fd count says so); the next
+ *    wait (a connect's Accept wait) closes CLOSEQ_WAIT_MAX of them, no more;
+ *  - test_eof_not_reset: the peer of a connection that closes first (its TCP watch live:
+ *    the connection is older than the watch's 100 ms) sees EOF (recv 0), no ECONNRESET,
+ *    no POLLERR, SO_ERROR 0, also after the closer's TCP socket was really closed; the
+ *    same for a peer that only shut its write side (its D is not a C: no RST for it);
+ *    and a closer whose peer closed first sees EOF too;
+ *  - test_rst_no_time_wait / test_fin_time_wait_when_off: 10 connections the server closes
+ *    first: the client's close (after the server's C) ends the TCP connection with an RST,
+ *    so no TIME_WAIT is left for any of its ports (/proc/net/tcp); with $SMCR_CLOSE_RST=0
+ *    every connection leaves one (the FIN exchange: shows the check can see them; two
+ *    when both sides' FIN crossed). */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "itlib.h"
+#include "sock/closeq.h"
+#include "sock/sock.h"
+
+static int lfd;
+static uint16_t port;
+
+#define NFULL 40
+#define NSEQ 20
+#define NTW 10
+
+struct shared {
+	volatile int stage;
+	volatile int rst_off;		/* test_fin_time_wait_when_off */
+	volatile int tw;		/* TIME_WAIT entries the client counted */
+	uint16_t ports[NTW];		/* the client's ports (test_rst_no_time_wait) */
+};
+static struct shared *sh;
+
+static long long now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long long)t.tv_sec * 1000ll + t.tv_nsec / 1000000;
+}
+
+/* Waits (up to 5 s) until closeq_pending() == want; true if it got there. */
+static bool pending_becomes(unsigned want)
+{
+	for (long long t0 = now_ms(); now_ms() - t0 < 5000;) {
+		if (closeq_pending() == want)
+			return true;
+		usleep(500);
+	}
+	return closeq_pending() == want;
+}
+
+static unsigned rmbs_now(void)
+{
+	struct core_engine *e = sock_engine_if_up();
+	IT_CHECK(e != NULL);
+	struct core_engine_stats st;
+	core_engine_stats(e, &st);
+	return st.rmbs;
+}
+
+/* The child's environment: the device (itlib), then ours, read again by closeq (the
+ * parent process may have read its own before the fork). */
+static void env(int role, const char *closeq_ms, const char *reap_ms)
+{
+	it_child_env(role);
+	if (closeq_ms)
+		setenv("SMCR_CLOSEQ_MS", closeq_ms, 1);
+	else
+		unsetenv("SMCR_CLOSEQ_MS");
+	if (reap_ms)
+		setenv("SMCR_CLOSE_REAP_MS", reap_ms, 1); /* read at the first close */
+	if (sh->rst_off)
+		setenv("SMCR_CLOSE_RST", "0", 1);
+	else
+		unsetenv("SMCR_CLOSE_RST");
+	closeq_reread_env();
+}
+
+static void ping(int fd)
+{
+	IT_CHECK(it_write_all(fd, "ping", 4));
+	char b[4];
+	IT_CHECK(it_read_all(fd, b, 4) && memcmp(b, "pong", 4) == 0);
+}
+
+static int connect_ping(void)
+{
+	int fd = it_connect(false, port);
+	IT_CHECK(fd >= 0);
+	struct smcr_info in;
+	IT_CHECK(it_info(fd, &in) && in.mode == SMCR_MODE_SMCR);
+	ping(fd);
+	return fd;
+}
+
+/* Server of n connections, one after the other: ping/pong, then the client closes first
+ * (read to EOF, close). */
+static int echo_server(void *a)
+{
+	int n = (int)(intptr_t)a;
+	env(0, NULL, NULL);
+	for (int i = 0; i < n; i++) {
+		int fd = smcr_accept(lfd, NULL, NULL);
+		IT_CHECK(fd >= 0);
+		char b[4];
+		IT_CHECK(it_read_all(fd, b, 4) && memcmp(b, "ping", 4) == 0);
+		IT_CHECK(it_write_all(fd, "pong", 4));
+		IT_CHECK(it_read_to_eof(fd, NULL, 64) == 0);
+		smcr_close(fd);
+	}
+	smcr_close(lfd);
+	it_wait_at_least(&sh->stage, 100); /* the client is done */
+	return 0;
+}
+
+/* ---- fork right after a close ---- */
+
+/* "socket:[N]" inodes of the fds at or above the hidden range's start. */
+static int hidden_socket_inodes(unsigned long *out, int cap)
+{
+	int n = 0, lo = sock_hidden_min();
+	DIR *d = opendir("/proc/self/fd");
+	IT_CHECK(d != NULL);
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.' || atoi(e->d_name) < lo)
+			continue;
+		char p[300], l[64];
+		snprintf(p, sizeof(p), "/proc/self/fd/%s", e->d_name);
+		ssize_t k = readlink(p, l, sizeof(l) - 1);
+		if (k <= 0)
+			continue;
+		l[k] = 0;
+		unsigned long ino;
+		if (sscanf(l, "socket:[%lu]", &ino) == 1 && n < cap)
+			out[n++] = ino;
+	}
+	closedir(d);
+	return n;
+}
+
+static bool has_inode(const unsigned long *v, int n, unsigned long ino)
+{
+	for (int i = 0; i < n; i++)
+		if (v[i] == ino)
+			return true;
+	return false;
+}
+
+static int fork_client(void *a)
+{
+	(void)a;
+	env(1, "10000", "10000"); /* no timer turn during the test: only waits drain */
+	smcr_close(lfd);
+	int fd = connect_ping(); /* the link group */
+	smcr_close(fd);
+	unsigned long before[256], with[256], mine[8];
+	int nb = hidden_socket_inodes(before, 256);
+	fd = connect_ping(); /* its Accept and pong waits closed the first one's fds */
+	int nw = hidden_socket_inodes(with, 256), nm = 0;
+	for (int i = 0; i < nw; i++)
+		if (!has_inode(before, nb, with[i]) && nm < 8)
+			mine[nm++] = with[i];
+	IT_CHECK(nm == 2); /* the hidden TCP socket and the signal end */
+	smcr_close(fd);
+	/* both queued (the signal end's when the last reference goes: maybe a moment later,
+	 * on the progress thread) */
+	IT_CHECK(pending_becomes(2));
+	pid_t p = fork();
+	IT_CHECK(p >= 0);
+	if (p == 0) {
+		unsigned long now[256];
+		int n = hidden_socket_inodes(now, 256);
+		for (int i = 0; i < nm; i++)
+			if (has_inode(now, n, mine[i])) {
+				fprintf(stderr, "child: hidden socket %lu of a closed connection\n",
+					mine[i]);
+				_exit(1);
+			}
+		_exit(0);
+	}
+	int st;
+	IT_CHECK(waitpid(p, &st, 0) == p);
+	IT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	IT_CHECK(closeq_pending() == 0); /* the parent closed them before the fork */
+	unsigned long now[256];
+	int n = hidden_socket_inodes(now, 256);
+	for (int i = 0; i < nm; i++)
+		IT_CHECK(!has_inode(now, n, mine[i]));
+	sh->stage = 100;
+	return 0;
+}
+
+static void test_fork_after_close(void **state)
+{
+	(void)state;
+	memset(sh, 0, sizeof(*sh));
+	assert_int_equal(it_run_smc_pair(&lfd, &port, echo_server, (void *)(intptr_t)2,
+					 fork_client, NULL, 30000),
+			 0);
+}
+
+/* ---- an idle process: the timer ---- */
+
+static int idle_client(void *a)
+{
+	(void)a;
+	env(1, NULL, NULL); /* the default bound */
+	smcr_close(lfd);
+	int fd = connect_ping(); /* the link group */
+	smcr_close(fd);
+	IT_CHECK(pending_becomes(0));
+	int c0 = it_count_fds();
+	unsigned r0 = rmbs_now();
+	for (int i = 0; i < NSEQ; i++)
+		smcr_close(connect_ping());
+	long long t0 = now_ms();
+	IT_CHECK(pending_becomes(0));
+	long long took = now_ms() - t0;
+	if (took > 1000 || getenv("IT_VERBOSE"))
+		fprintf(stderr, "idle: queued fds closed after %lld ms\n", took);
+	IT_CHECK(took <= 1000); /* the bound is 5 ms; 1 s for a loaded machine */
+	/* back to the starting set (the RMB pool may have grown: one memfd each) */
+	int c = 0;
+	unsigned r = 0;
+	for (long long t1 = now_ms(); now_ms() - t1 < 5000; usleep(1000)) {
+		c = it_count_fds();
+		r = rmbs_now();
+		if (c - c0 == (int)r - (int)r0)
+			break;
+	}
+	if (c - c0 != (int)r - (int)r0) {
+		fprintf(stderr, "idle: fds %d -> %d, rmbs %u -> %u\n", c0, c, r0, r);
+		it_list_fds("idle");
+	}
+	IT_CHECK(c - c0 == (int)r - (int)r0);
+	sh->stage = 100;
+	return 0;
+}
+
+static void test_idle_drain_by_timer(void **state)
+{
+	(void)state;
+	memset(sh, 0, sizeof(*sh));
+	assert_int_equal(it_run_smc_pair(&lfd, &port, echo_server, (void *)(intptr_t)(NSEQ + 1),
+					 idle_client, NULL, 30000),
+			 0);
+}
+
+/* ---- a full list ---- */
+
+static int full_server(void *a)
+{
+	(void)a;
+	env(0, NULL, NULL);
+	int fds[NFULL + 2];
+	for (int i = 0; i < NFULL + 2; i++) {
+		fds[i] = smcr_accept(lfd, NULL, NULL);
+		IT_CHECK(fds[i] >= 0);
+		char b[4];
+		IT_CHECK(it_read_all(fds[i], b, 4) && memcmp(b, "ping", 4) == 0);
+		IT_CHECK(it_write_all(fds[i], "pong", 4));
+	}
+	smcr_close(lfd);
+	it_wait_at_least(&sh->stage, 100);
+	for (int i = 0; i < NFULL + 2; i++)
+		smcr_close(fds[i]);
+	return 0;
+}
+
+static int full_client(void *a)
+{
+	(void)a;
+	env(1, "10000", "10000"); /* only waits and fork drain during the test */
+	smcr_close(lfd);
+	int fd = connect_ping(); /* the link group */
+	smcr_close(fd);
+	int fds[NFULL];
+	for (int i = 0; i < NFULL; i++)
+		fds[i] = connect_ping(); /* the first one's Accept wait closed fd's */
+	IT_CHECK(closeq_pending() == 0);
+	int c0 = it_count_fds();
+	unsigned r0 = rmbs_now();
+	for (int i = 0; i < NFULL; i++)
+		smcr_close(fds[i]);
+	/* 3 fds each: the program's (closed at once), the hidden TCP socket and the signal
+	 * end (queued until the list is full, then closed at once) */
+	IT_CHECK(pending_becomes(CLOSEQ_MAX));
+	int c = it_count_fds();
+	unsigned r = rmbs_now();
+	if (c != c0 - 3 * NFULL + CLOSEQ_MAX + ((int)r - (int)r0))
+		fprintf(stderr, "full: fds %d -> %d, rmbs %u -> %u\n", c0, c, r0, r);
+	IT_CHECK(c == c0 - 3 * NFULL + CLOSEQ_MAX + ((int)r - (int)r0));
+	/* each wait closes CLOSEQ_WAIT_MAX of them, no more (the Accept wait, the pong's
+	 * wait if the pong was not there yet) */
+	fd = connect_ping();
+	unsigned left = closeq_pending();
+	if (left > CLOSEQ_MAX - CLOSEQ_WAIT_MAX || (CLOSEQ_MAX - left) % CLOSEQ_WAIT_MAX != 0)
+		fprintf(stderr, "full: %u left after a connection\n", left);
+	IT_CHECK(left <= CLOSEQ_MAX - CLOSEQ_WAIT_MAX && (CLOSEQ_MAX - left) % CLOSEQ_WAIT_MAX == 0);
+	smcr_close(fd);
+	sh->stage = 100;
+	return 0;
+}
+
+static void test_full_list(void **state)
+{
+	(void)state;
+	memset(sh, 0, sizeof(*sh));
+	assert_int_equal(it_run_smc_pair(&lfd, &port, full_server, NULL, full_client, NULL, 30000),
+			 0);
+}
+
+/* ---- EOF, not a reset ---- */
+
+/* The fd sees the end of the stream only: recv 0 (twice), SO_ERROR 0, no POLLERR. */
+static void check_eof_only(int fd)
+{
+	char b[4];
+	IT_CHECK(smcr_recv(fd, b, sizeof(b), 0) == 0);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	IT_CHECK(poll(&p, 1, 0) == 1);
+	IT_CHECK((p.revents & (POLLERR | POLLNVAL)) == 0);
+	int err = -1;
+	socklen_t l = sizeof(err);
+	IT_CHECK(smcr_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) == 0 && err == 0);
+	errno = 0;
+	IT_CHECK(smcr_recv(fd, b, sizeof(b), MSG_DONTWAIT) == 0 && errno == 0);
+}
+
+static int eof_server(void *a)
+{
+	(void)a;
+	env(0, NULL, NULL);
+	/* 1: the client closes first, after the watches started */
+	int fd = smcr_accept(lfd, NULL, NULL);
+	IT_CHECK(fd >= 0);
+	char b[4];
+	IT_CHECK(it_read_all(fd, b, 4) && memcmp(b, "ping", 4) == 0);
+	IT_CHECK(it_write_all(fd, "pong", 4));
+	check_eof_only(fd);		   /* the client's C */
+	it_wait_at_least(&sh->stage, 1); /* the client's hidden TCP socket is closed */
+	usleep(20000);			   /* its FIN (or an RST) arrived; our watch ran */
+	check_eof_only(fd);
+	smcr_close(fd);
+	/* 2: we close first */
+	fd = smcr_accept(lfd, NULL, NULL);
+	IT_CHECK(fd >= 0);
+	IT_CHECK(it_read_all(fd, b, 4) && memcmp(b, "ping", 4) == 0);
+	IT_CHECK(it_write_all(fd, "pong", 4));
+	usleep(150000); /* past the deferred watch (100 ms) */
+	smcr_close(fd);
+	/* 3: the client shuts its write side down and still reads */
+	fd = smcr_accept(lfd, NULL, NULL);
+	IT_CHECK(fd >= 0);
+	IT_CHECK(it_read_all(fd, b, 4) && memcmp(b, "ping", 4) == 0);
+	IT_CHECK(it_write_all(fd, "pong", 4));
+	IT_CHECK(smcr_recv(fd, b, sizeof(b), 0) == 0); /* its D */
+	IT_CHECK(it_write_all(fd, "late", 4));
+	smcr_close(fd); /* its D is not a C: our TCP side ends with a FIN */
+	smcr_close(lfd);
+	it_wait_at_least(&sh->stage, 100);
+	return 0;
+}
+
+static int eof_client(void *a)
+{
+	(void)a;
+	env(1, NULL, NULL);
+	smcr_close(lfd);
+	/* 1 */
+	int fd = connect_ping();
+	usleep(150000); /* both deferred watches started (100 ms) */
+	smcr_close(fd);
+	IT_CHECK(pending_becomes(0)); /* the timer: our TCP socket is closed */
+	sh->stage = 1;
+	/* 2 */
+	fd = connect_ping();
+	check_eof_only(fd); /* the server's C; our close below ends TCP with an RST */
+	smcr_close(fd);
+	/* 3 */
+	fd = connect_ping();
+	usleep(150000);
+	IT_CHECK(smcr_shutdown(fd, SHUT_WR) == 0);
+	char b[4];
+	IT_CHECK(it_read_all(fd, b, 4) && memcmp(b, "late", 4) == 0);
+	check_eof_only(fd);
+	usleep(20000); /* the server's queued TCP close had time (its timer: 5 ms) */
+	check_eof_only(fd);
+	smcr_close(fd);
+	IT_CHECK(pending_becomes(0));
+	sh->stage = 100;
+	return 0;
+}
+
+static void test_eof_not_reset(void **state)
+{
+	(void)state;
+	memset(sh, 0, sizeof(*sh));
+	assert_int_equal(it_run_smc_pair(&lfd, &port, eof_server, NULL, eof_client, NULL, 30000),
+			 0);
+}
+
+/* ---- RST: no TIME_WAIT ---- */
+
+static int tw_server(void *a)
+{
+	(void)a;
+	env(0, NULL, NULL);
+	for (int i = 0; i < NTW + 1; i++) {
+		int fd = smcr_accept(lfd, NULL, NULL);
+		IT_CHECK(fd >= 0);
+		char b[4];
+		IT_CHECK(it_read_all(fd, b, 4) && memcmp(b, "ping", 4) == 0);
+		IT_CHECK(it_write_all(fd, "pong", 4));
+		smcr_close(fd); /* first: the client's close comes after our C */
+	}
+	smcr_close(lfd);
+	it_wait_at_least(&sh->stage, 100);
+	return 0;
+}
+
+/* TIME_WAIT entries of our connections: 127.0.0.1:ports[i] <-> 127.0.0.1:port, either side
+ * (other processes on the machine leave theirs, on the same ports too). */
+static int time_waits(const uint16_t *ports, int n)
+{
+	FILE *f = fopen("/proc/net/tcp", "r");
+	IT_CHECK(f != NULL);
+	char line[512];
+	int tw = 0;
+	IT_CHECK(fgets(line, sizeof(line), f) != NULL); /* the header */
+	while (fgets(line, sizeof(line), f)) {
+		unsigned la, lp, ra, rp, st;
+		if (sscanf(line, " %*d: %x:%x %x:%x %x", &la, &lp, &ra, &rp, &st) != 5)
+			continue;
+		if (st != 6) /* TCP_TIME_WAIT */
+			continue;
+		if (la != 0x0100007fu || ra != 0x0100007fu) /* 127.0.0.1 both, as printed */
+			continue;
+		for (int i = 0; i < n; i++)
+			if ((lp == ports[i] && rp == port) || (lp == port && rp == ports[i])) {
+				tw++;
+				if (getenv("IT_VERBOSE"))
+					fprintf(stderr, "TIME_WAIT %u -> %u (connection %d)\n", lp,
+						rp, i);
+			}
+	}
+	fclose(f);
+	return tw;
+}
+
+static int tw_client(void *a)
+{
+	(void)a;
+	env(1, NULL, NULL);
+	smcr_close(lfd);
+	int fd = connect_ping(); /* the link group (a first contact: not counted) */
+	char b[4];
+	IT_CHECK(smcr_recv(fd, b, sizeof(b), 0) == 0);
+	smcr_close(fd);
+	for (int i = 0; i < NTW; i++) {
+		fd = connect_ping();
+		struct sockaddr_in sa;
+		socklen_t l = sizeof(sa);
+		IT_CHECK(smcr_getsockname(fd, (struct sockaddr *)&sa, &l) == 0);
+		sh->ports[i] = ntohs(sa.sin_port);
+		IT_CHECK(smcr_recv(fd, b, sizeof(b), 0) == 0); /* the server's C came */
+		smcr_close(fd);
+	}
+	IT_CHECK(pending_becomes(0));
+	/* the server's side: its queued FIN (or nothing: our RST came first) within its
+	 * timer's bound; then the TIME_WAIT count only grows (60 s) */
+	int tw = 0;
+	for (long long t0 = now_ms(); now_ms() - t0 < (sh->rst_off ? 5000 : 300); usleep(5000)) {
+		tw = time_waits(sh->ports, NTW);
+		if (sh->rst_off && tw >= NTW)
+			break;
+	}
+	sh->tw = tw;
+	sh->stage = 100;
+	return 0;
+}
+
+static void test_rst_no_time_wait(void **state)
+{
+	(void)state;
+	memset(sh, 0, sizeof(*sh));
+	assert_int_equal(it_run_smc_pair(&lfd, &port, tw_server, NULL, tw_client, NULL, 30000),
+			 0);
+	assert_int_equal(sh->tw, 0);
+}
+
+static void test_fin_time_wait_when_off(void **state)
+{
+	(void)state;
+	memset(sh, 0, sizeof(*sh));
+	sh->rst_off = 1;
+	assert_int_equal(it_run_smc_pair(&lfd, &port, tw_server, NULL, tw_client, NULL, 30000),
+			 0);
+	assert_true(sh->tw >= NTW); /* both ends of one may be in it: a simultaneous close */
+}
+
+int main(void)
+{
+	sh = it_shared(sizeof(*sh));
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fork_after_close),
+		cmocka_unit_test(test_idle_drain_by_timer),
+		cmocka_unit_test(test_full_list),
+		cmocka_unit_test(test_eof_not_reset),
+		cmocka_unit_test(test_rst_no_time_wait),
+		cmocka_unit_test(test_fin_time_wait_when_off),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
