@@ -234,7 +234,12 @@ static int client(void *arg)
 	ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP;
 	IT_CHECK(smcr_epoll_ctl(lt, EPOLL_CTL_ADD, fd, &ev) == 0);
 	IT_CHECK(ewait(lt, fd, 0) == EPOLLOUT);
-	IT_CHECK(ewait(et, fd, 0) == 0); /* no new edge */
+	/* no new readiness: a repeated EPOLLOUT edge may come (the install's POLLOUT unblock
+	 * can land after the wait above took the first edge; Linux TCP too reports EPOLLOUT
+	 * again on an ACK that frees space), anything else is a defect. Seen 1-3 runs in 100
+	 * before this allowed it. */
+	uint32_t again = ewait(et, fd, 0);
+	IT_CHECK(again == 0 || again == EPOLLOUT);
 
 	/* 1: each arrival is a POLLIN edge, level stays until read */
 	char c;
