@@ -569,38 +569,40 @@ static void reap_init_locked(void)
 	}
 }
 
-static void reap_arm(void)
+/* Makes sure the shared timer fires within delay_ns (0: the reaper's first interval, and
+ * an unarmed timer starts its doubling anew): arms it if unarmed; if bring_forward, also
+ * when it is armed later (the reaper's backed-off interval; may kick the progress thread
+ * once). Returns -1 if the timer could not be armed. */
+static int reap_arm_by(uint64_t delay_ns, bool bring_forward)
 {
 	pthread_once(&reap_once, reap_setup);
 	pthread_mutex_lock(&reap_lock);
 	reap_init_locked();
-	if (!progress_timer_armed(&reap_tmr)) {
-		reap_next_ns = reap_first_ns;
-		reap_due_ns = smcr_now_ns() + reap_first_ns;
-		if (progress_timer_arm(&reap_tmr, reap_due_ns) < 0)
-			LOG_WARN("sock", "cannot arm the close reaper");
+	int rc = 0;
+	bool armed = progress_timer_armed(&reap_tmr);
+	uint64_t due = smcr_now_ns() + (delay_ns ? delay_ns : reap_first_ns);
+	if (!armed || (bring_forward && reap_due_ns > due)) {
+		if (!delay_ns && !armed)
+			reap_next_ns = reap_first_ns;
+		reap_due_ns = due;
+		rc = progress_timer_arm(&reap_tmr, due) < 0 ? -1 : 0;
 	}
 	pthread_mutex_unlock(&reap_lock);
+	return rc;
+}
+
+static void reap_arm(void)
+{
+	if (reap_arm_by(0, false) < 0)
+		LOG_WARN("sock", "cannot arm the close reaper");
 }
 
 void sock_reap_soon(void)
 {
-	pthread_once(&reap_once, reap_setup);
-	pthread_mutex_lock(&reap_lock);
-	reap_init_locked();
-	uint64_t due = smcr_now_ns() + CLOSEQ_NS;
-	/* armed later than the bound (the reaper's backed-off interval): brought forward,
-	 * which may kick the progress thread once; armed within it: nothing to do */
-	if (!progress_timer_armed(&reap_tmr) || reap_due_ns > due) {
-		reap_due_ns = due;
-		if (progress_timer_arm(&reap_tmr, due) < 0) {
-			LOG_WARN("sock", "cannot arm the close-later timer");
-			pthread_mutex_unlock(&reap_lock);
-			closeq_drain_all(); /* no timer: not later, then */
-			return;
-		}
+	if (reap_arm_by(CLOSEQ_NS, true) < 0) {
+		LOG_WARN("sock", "cannot arm the close-later timer");
+		closeq_drain_all(); /* no timer: not later, then */
 	}
-	pthread_mutex_unlock(&reap_lock);
 }
 
 int smcr_close(int fd)
