@@ -131,13 +131,19 @@ int bpfenv_precheck(char *why, size_t n)
 	return 0;
 }
 
+/* Whether the name's owner (the pid it starts with) is gone. Our own pid counts as gone:
+ * this process has made nothing yet when setup reaps, so a name with our pid was left by
+ * an earlier process that had the same pid (pids are reused), and would make our mkdir
+ * fail with EEXIST. */
 static int pid_dead(const char *s)
 {
 	char *end;
 	long pid = strtol(s, &end, 10);
 
-	if (end == s || pid <= 0)
+	if (end == s || pid <= 0 || (*end != 0 && *end != '-'))
 		return 0;
+	if ((pid_t)pid == getpid())
+		return 1;
 	return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
 
