@@ -13,6 +13,7 @@
  *   - a blocking accept before it sleeps (lsn.c),
  *   - the close reaper's progress-thread timer (api.c), so an idle process closes them
  *     within CLOSEQ_TIMER_MS,
+ *   - progress_stop (progress.c), which disarms that timer,
  *   - fork (pthread_atfork prepare: the child must not keep TCP connections open) and
  *     process exit (atexit).
  * A full list (CLOSEQ_MAX fds) closes the new fd at once; an fd below the hidden range

@@ -11,6 +11,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "sock/closeq.h"
 #include "sock/errmap.h"
 #include "sock/sig.h"
 #include "sock/sys.h"
@@ -345,6 +346,10 @@ void progress_stop(void)
 		free(c);
 		c = n;
 	}
+	/* The close-later list (closeq.h) is emptied by the close reaper's timer, which
+	 * was just disarmed: without this its hidden fds would stay open until the next
+	 * wait site or the process's exit. Outside progress_lock (closeq_lock is a leaf). */
+	closeq_drain_all();
 }
 
 int progress_watch(int fd, uint32_t events, prog_fn fn, void *arg, prog_release_fn release,

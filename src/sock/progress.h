@@ -48,7 +48,8 @@ typedef void (*prog_release_fn)(void *arg);
 /* Starts the thread if it is not running. Idempotent, thread-safe. */
 SMCR_MUST_CHECK int progress_start(void);
 /* Stops and joins the thread (tests, process end): releases the watches already removed,
- * disarms the timers and drops calls not run. Owners should remove their watches first; a
+ * disarms the timers, drops calls not run and closes the close-later list's fds (its
+ * timer was one of those disarmed; closeq.h). Owners should remove their watches first; a
  * progress_unwatch after the stop releases at once. Not from the progress thread. */
 void progress_stop(void);
 /* True on the progress thread. */

@@ -6,6 +6,9 @@
  *    signal end) are queued (the timer is set 10 s away); a fork() then leaves none of
  *    them in the child (pthread_atfork prepare closes them in the parent first), and the
  *    parent has none left either;
+ *  - test_stop_drains: the same two queued fds (timer 10 s away) are closed by
+ *    progress_stop, which disarms that timer (closeq_pending() 0 and the sockets gone
+ *    right after it returns, before any exit handler);
  *  - test_idle_drain_by_timer: after 20 connections the process does nothing: the timer
  *    closes the queued fds (waited for as a state; within 1 s, the bound being 5 ms) and
  *    the fd count comes back to the starting set (/proc/self/fd; RMB memfds of the pool
@@ -45,6 +48,7 @@
 #include "core/core.h"
 #include "itlib.h"
 #include "sock/closeq.h"
+#include "sock/progress.h"
 #include "sock/sock.h"
 
 static int lfd;
@@ -77,7 +81,10 @@ static bool pending_becomes(unsigned want)
 			return true;
 		usleep(500);
 	}
-	return closeq_pending() == want;
+	unsigned n = closeq_pending();
+	if (n != want)
+		fprintf(stderr, "closeq_pending() %u after 5 s, wanted %u\n", n, want);
+	return n == want;
 }
 
 static unsigned rmbs_now(void)
@@ -178,25 +185,58 @@ static bool has_inode(const unsigned long *v, int n, unsigned long ino)
 	return false;
 }
 
+/* Waits (up to 5 s) until the engine holds no connection; true if it got there. */
+static bool conns_become_zero(void)
+{
+	struct core_engine *e = sock_engine_if_up();
+	IT_CHECK(e != NULL);
+	struct core_engine_stats st;
+	for (long long t0 = now_ms(); now_ms() - t0 < 5000; usleep(500)) {
+		core_engine_stats(e, &st);
+		if (st.conns == 0)
+			return true;
+	}
+	core_engine_stats(e, &st);
+	fprintf(stderr, "engine: %u connection(s) after 5 s\n", st.conns);
+	return st.conns == 0;
+}
+
+/* Two connections to echo_server, each closed: the second one's two hidden sockets (the
+ * TCP socket and the signal end) left queued, their "socket:[N]" inodes in mine. Each
+ * connection is waited for until it is over on both sides (the engine released it; the
+ * signal end is queued when the socket's last reference goes, on the progress thread
+ * when the peer's close comes after ours) and its two fds are queued: a late first
+ * connection's signal end would otherwise be queued after the second one's. */
+static void close_one_queued(unsigned long mine[2])
+{
+	int fd = connect_ping(); /* the link group */
+	smcr_close(fd);
+	IT_CHECK(conns_become_zero());
+	IT_CHECK(pending_becomes(2));
+	closeq_drain_all(); /* this one's are not looked at */
+	unsigned long before[256], with[256];
+	int nb = hidden_socket_inodes(before, 256);
+	fd = connect_ping();
+	int nw = hidden_socket_inodes(with, 256), nm = 0;
+	for (int i = 0; i < nw; i++)
+		if (!has_inode(before, nb, with[i])) {
+			IT_CHECK(nm < 2); /* the hidden TCP socket and the signal end, no more */
+			mine[nm++] = with[i];
+		}
+	IT_CHECK(nm == 2);
+	smcr_close(fd);
+	IT_CHECK(conns_become_zero());
+	IT_CHECK(pending_becomes(2));
+}
+
 static int fork_client(void *a)
 {
 	(void)a;
 	env(1, "10000", "10000"); /* no timer turn during the test: only waits drain */
 	smcr_close(lfd);
-	int fd = connect_ping(); /* the link group */
-	smcr_close(fd);
-	unsigned long before[256], with[256], mine[8];
-	int nb = hidden_socket_inodes(before, 256);
-	fd = connect_ping(); /* its Accept and pong waits closed the first one's fds */
-	int nw = hidden_socket_inodes(with, 256), nm = 0;
-	for (int i = 0; i < nw; i++)
-		if (!has_inode(before, nb, with[i]) && nm < 8)
-			mine[nm++] = with[i];
-	IT_CHECK(nm == 2); /* the hidden TCP socket and the signal end */
-	smcr_close(fd);
-	/* both queued (the signal end's when the last reference goes: maybe a moment later,
-	 * on the progress thread) */
-	IT_CHECK(pending_becomes(2));
+	unsigned long mine[2];
+	const int nm = 2;
+	close_one_queued(mine);
 	pid_t p = fork();
 	IT_CHECK(p >= 0);
 	if (p == 0) {
@@ -228,6 +268,35 @@ static void test_fork_after_close(void **state)
 	memset(sh, 0, sizeof(*sh));
 	assert_int_equal(it_run_smc_pair(&lfd, &port, echo_server, (void *)(intptr_t)2,
 					 fork_client, NULL, 30000),
+			 0);
+}
+
+/* ---- the progress thread stops ---- */
+
+static int stop_client(void *a)
+{
+	(void)a;
+	env(1, "10000", "10000"); /* no timer turn during the test: only waits drain */
+	smcr_close(lfd);
+	unsigned long mine[2];
+	close_one_queued(mine); /* both connections over: nothing left for the thread */
+	IT_CHECK(closeq_pending() == 2); /* no wait and no timer turn since */
+	progress_stop();
+	IT_CHECK(closeq_pending() == 0); /* the stop closed them, not the exit */
+	unsigned long now[256];
+	int n = hidden_socket_inodes(now, 256);
+	for (int i = 0; i < 2; i++)
+		IT_CHECK(!has_inode(now, n, mine[i]));
+	sh->stage = 100;
+	return 0;
+}
+
+static void test_stop_drains(void **state)
+{
+	(void)state;
+	memset(sh, 0, sizeof(*sh));
+	assert_int_equal(it_run_smc_pair(&lfd, &port, echo_server, (void *)(intptr_t)2,
+					 stop_client, NULL, 30000),
 			 0);
 }
 
@@ -536,6 +605,7 @@ int main(void)
 	sh = it_shared(sizeof(*sh));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fork_after_close),
+		cmocka_unit_test(test_stop_drains),
 		cmocka_unit_test(test_idle_drain_by_timer),
 		cmocka_unit_test(test_full_list),
 		cmocka_unit_test(test_eof_not_reset),
