@@ -643,10 +643,8 @@ int sock_close(struct sock *s)
 		 * resets its TCP side once both C crossed (below) must not have its RST taken
 		 * for an abort of a connection whose C we sent (an A after our C). */
 		hs_unwatch_locked(s);
-		struct core_conn_info ci;
-		core_conn_info(s->conn, &ci);
-		bool soft = ci.soft_dev; /* asked before the close: a finished close unlinks it */
 		core_conn_close(s->conn, abort, smcr_now_ns());
+		struct core_conn_info ci;
 		core_conn_info(s->conn, &ci);
 		if (ci.close_wait)
 			reap_arm(); /* the peer's C may come quiet (the close reaper, above) */
@@ -680,8 +678,12 @@ int sock_close(struct sock *s)
 				 * by close only, and its TCP watch went before its C. A Linux
 				 * peer (verbs) sends C at shutdown(SHUT_RDWR) too, with its
 				 * socket still open: it keeps the FIN. */
+				/* s->soft_dev, recorded when the connection became SMC-R: the
+				 * close may have unlinked it already (core_conn_info's soft_dev
+				 * is false then). Until our close only an LG's death unlinks it,
+				 * and that resets (tcp_action CORE_TCP_RESET, above). */
 				bool rst = ci.peer_closed && !ci.close_pending && !ci.close_wait &&
-					   soft && closeq_rst_enabled();
+					   s->soft_dev && closeq_rst_enabled();
 				if (closeq_close(s->tcp, rst ? CLOSEQ_RST : CLOSEQ_PLAIN))
 					sock_reap_soon();
 				s->tcp = -1;

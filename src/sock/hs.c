@@ -406,6 +406,7 @@ static void hs_smc_locked(struct sock *s)
 {
 	struct core_conn_info ci;
 	core_conn_info(s->conn, &ci);
+	s->soft_dev = ci.soft_dev; /* fixed from now on: sock_close reads it (sock.h) */
 	LOG_INFO("hs", "fd %d: SMC-R (link group %u, %s contact)", s->fd, ci.lg_id,
 		 ci.first_contact ? "first" : "reuse");
 	if (s->fd_is_tcp) {

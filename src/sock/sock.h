@@ -124,6 +124,11 @@ struct sock {
 	_Atomic(void *) handoff[2];
 	struct core_conn *conn;		  /* set once when the handshake starts; released at
 					   * recycle (valid for any holder of a reference) */
+	/* (L) The connection's link is on a software device (shm, emu), whose peer is always
+	 * smcr (core_conn_info().soft_dev): written once by hs_smc_locked when the connection
+	 * becomes SMC-R (a connection keeps its link until its LG dies or its close is
+	 * complete), read by sock_close (the RST of a closed peer's TCP side). */
+	bool soft_dev;
 	int error;			  /* (L) pending SO_ERROR (errno), 0 none */
 	uint32_t local_reason;		  /* (L) fallback reasons known to sock (rules, no
 					   * engine); core's come from core_conn_info */
