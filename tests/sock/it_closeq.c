@@ -66,33 +66,24 @@ struct shared {
 };
 static struct shared *sh;
 
-static long long now_ms(void)
+static bool pending_is(void *want)
 {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (long long)t.tv_sec * 1000ll + t.tv_nsec / 1000000;
+	return closeq_pending() == *(unsigned *)want;
 }
 
 /* Waits (up to 5 s) until closeq_pending() == want; true if it got there. */
 static bool pending_becomes(unsigned want)
 {
-	for (long long t0 = now_ms(); now_ms() - t0 < 5000;) {
-		if (closeq_pending() == want)
-			return true;
-		usleep(500);
-	}
-	unsigned n = closeq_pending();
-	if (n != want)
-		fprintf(stderr, "closeq_pending() %u after 5 s, wanted %u\n", n, want);
-	return n == want;
+	if (it_poll_until(pending_is, &want, 5000, 500))
+		return true;
+	fprintf(stderr, "closeq_pending() %u after 5 s, wanted %u\n", closeq_pending(), want);
+	return false;
 }
 
 static unsigned rmbs_now(void)
 {
-	struct core_engine *e = sock_engine_if_up();
-	IT_CHECK(e != NULL);
 	struct core_engine_stats st;
-	core_engine_stats(e, &st);
+	it_engine_stats(&st);
 	return st.rmbs;
 }
 
@@ -185,23 +176,8 @@ static bool has_inode(const unsigned long *v, int n, unsigned long ino)
 	return false;
 }
 
-/* Waits (up to 5 s) until the engine holds no connection; true if it got there. */
-static bool conns_become_zero(void)
-{
-	struct core_engine *e = sock_engine_if_up();
-	IT_CHECK(e != NULL);
-	struct core_engine_stats st;
-	for (long long t0 = now_ms(); now_ms() - t0 < 5000; usleep(500)) {
-		core_engine_stats(e, &st);
-		if (st.conns == 0)
-			return true;
-	}
-	core_engine_stats(e, &st);
-	fprintf(stderr, "engine: %u connection(s) after 5 s\n", st.conns);
-	return st.conns == 0;
-}
-
-/* Two connections to echo_server, each closed: the second one's two hidden sockets (the
+/* A client child (its env: no timer turn during the test, only waits drain) of two
+ * connections to echo_server, each closed: the second one's two hidden sockets (the
  * TCP socket and the signal end) left queued, their "socket:[N]" inodes in mine. Each
  * connection is waited for until it is over on both sides (the engine released it; the
  * signal end is queued when the socket's last reference goes, on the progress thread
@@ -209,9 +185,11 @@ static bool conns_become_zero(void)
  * connection's signal end would otherwise be queued after the second one's. */
 static void close_one_queued(unsigned long mine[2])
 {
+	env(1, "10000", "10000");
+	smcr_close(lfd);
 	int fd = connect_ping(); /* the link group */
 	smcr_close(fd);
-	IT_CHECK(conns_become_zero());
+	IT_CHECK(it_engine_conns_gone());
 	IT_CHECK(pending_becomes(2));
 	closeq_drain_all(); /* this one's are not looked at */
 	unsigned long before[256], with[256];
@@ -225,39 +203,44 @@ static void close_one_queued(unsigned long mine[2])
 		}
 	IT_CHECK(nm == 2);
 	smcr_close(fd);
-	IT_CHECK(conns_become_zero());
+	IT_CHECK(it_engine_conns_gone());
 	IT_CHECK(pending_becomes(2));
+}
+
+/* Nothing queued, and none of the sockets of mine open in this process any more. */
+static void check_closed(const unsigned long mine[2])
+{
+	IT_CHECK(closeq_pending() == 0);
+	unsigned long now[256];
+	int n = hidden_socket_inodes(now, 256);
+	for (int i = 0; i < 2; i++)
+		IT_CHECK(!has_inode(now, n, mine[i]));
+}
+
+/* A test of echo_server's n connections and the client cli. */
+static void run_echo(int n, int (*cli)(void *))
+{
+	memset(sh, 0, sizeof(*sh));
+	assert_int_equal(it_run_smc_pair(&lfd, &port, echo_server, (void *)(intptr_t)n, cli, NULL,
+					 30000),
+			 0);
 }
 
 static int fork_client(void *a)
 {
 	(void)a;
-	env(1, "10000", "10000"); /* no timer turn during the test: only waits drain */
-	smcr_close(lfd);
 	unsigned long mine[2];
-	const int nm = 2;
 	close_one_queued(mine);
 	pid_t p = fork();
 	IT_CHECK(p >= 0);
 	if (p == 0) {
-		unsigned long now[256];
-		int n = hidden_socket_inodes(now, 256);
-		for (int i = 0; i < nm; i++)
-			if (has_inode(now, n, mine[i])) {
-				fprintf(stderr, "child: hidden socket %lu of a closed connection\n",
-					mine[i]);
-				_exit(1);
-			}
+		check_closed(mine); /* the child never had them: the parent closed them first */
 		_exit(0);
 	}
 	int st;
 	IT_CHECK(waitpid(p, &st, 0) == p);
 	IT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	IT_CHECK(closeq_pending() == 0); /* the parent closed them before the fork */
-	unsigned long now[256];
-	int n = hidden_socket_inodes(now, 256);
-	for (int i = 0; i < nm; i++)
-		IT_CHECK(!has_inode(now, n, mine[i]));
+	check_closed(mine); /* the parent closed them before the fork */
 	sh->stage = 100;
 	return 0;
 }
@@ -265,10 +248,7 @@ static int fork_client(void *a)
 static void test_fork_after_close(void **state)
 {
 	(void)state;
-	memset(sh, 0, sizeof(*sh));
-	assert_int_equal(it_run_smc_pair(&lfd, &port, echo_server, (void *)(intptr_t)2,
-					 fork_client, NULL, 30000),
-			 0);
+	run_echo(2, fork_client);
 }
 
 /* ---- the progress thread stops ---- */
@@ -276,17 +256,11 @@ static void test_fork_after_close(void **state)
 static int stop_client(void *a)
 {
 	(void)a;
-	env(1, "10000", "10000"); /* no timer turn during the test: only waits drain */
-	smcr_close(lfd);
 	unsigned long mine[2];
 	close_one_queued(mine); /* both connections over: nothing left for the thread */
 	IT_CHECK(closeq_pending() == 2); /* no wait and no timer turn since */
 	progress_stop();
-	IT_CHECK(closeq_pending() == 0); /* the stop closed them, not the exit */
-	unsigned long now[256];
-	int n = hidden_socket_inodes(now, 256);
-	for (int i = 0; i < 2; i++)
-		IT_CHECK(!has_inode(now, n, mine[i]));
+	check_closed(mine); /* the stop closed them, not the exit */
 	sh->stage = 100;
 	return 0;
 }
@@ -294,10 +268,7 @@ static int stop_client(void *a)
 static void test_stop_drains(void **state)
 {
 	(void)state;
-	memset(sh, 0, sizeof(*sh));
-	assert_int_equal(it_run_smc_pair(&lfd, &port, echo_server, (void *)(intptr_t)2,
-					 stop_client, NULL, 30000),
-			 0);
+	run_echo(2, stop_client);
 }
 
 /* ---- an idle process: the timer ---- */
@@ -314,16 +285,16 @@ static int idle_client(void *a)
 	unsigned r0 = rmbs_now();
 	for (int i = 0; i < NSEQ; i++)
 		smcr_close(connect_ping());
-	long long t0 = now_ms();
+	long long t0 = it_now_ms();
 	IT_CHECK(pending_becomes(0));
-	long long took = now_ms() - t0;
+	long long took = it_now_ms() - t0;
 	if (took > 1000 || getenv("IT_VERBOSE"))
 		fprintf(stderr, "idle: queued fds closed after %lld ms\n", took);
 	IT_CHECK(took <= 1000); /* the bound is 5 ms; 1 s for a loaded machine */
 	/* back to the starting set (the RMB pool may have grown: one memfd each) */
 	int c = 0;
 	unsigned r = 0;
-	for (long long t1 = now_ms(); now_ms() - t1 < 5000; usleep(1000)) {
+	for (long long t1 = it_now_ms(); it_now_ms() - t1 < 5000; usleep(1000)) {
 		c = it_count_fds();
 		r = rmbs_now();
 		if (c - c0 == (int)r - (int)r0)
@@ -341,10 +312,7 @@ static int idle_client(void *a)
 static void test_idle_drain_by_timer(void **state)
 {
 	(void)state;
-	memset(sh, 0, sizeof(*sh));
-	assert_int_equal(it_run_smc_pair(&lfd, &port, echo_server, (void *)(intptr_t)(NSEQ + 1),
-					 idle_client, NULL, 30000),
-			 0);
+	run_echo(NSEQ + 1, idle_client);
 }
 
 /* ---- a full list ---- */
@@ -571,7 +539,7 @@ static int tw_client(void *a)
 	/* the server's side: its queued FIN (or nothing: our RST came first) within its
 	 * timer's bound; then the TIME_WAIT count only grows (60 s) */
 	int tw = 0;
-	for (long long t0 = now_ms(); now_ms() - t0 < (sh->rst_off ? 5000 : 300); usleep(5000)) {
+	for (long long t0 = it_now_ms(); it_now_ms() - t0 < (sh->rst_off ? 5000 : 300); usleep(5000)) {
 		tw = time_waits(sh->ports, NTW);
 		if (sh->rst_off && tw >= NTW)
 			break;

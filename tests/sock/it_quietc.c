@@ -55,13 +55,6 @@ struct shared {
 };
 static struct shared *sh;
 
-static long long now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (long long)t.tv_sec * 1000ll + t.tv_nsec / 1000000;
-}
-
 #define REAP_MS 300
 
 static unsigned close_waits(void)
@@ -69,6 +62,12 @@ static unsigned close_waits(void)
 	struct core_engine *e = sock_engine_if_up();
 	IT_CHECK(e != NULL);
 	return core_engine_close_waits(e);
+}
+
+static bool no_close_waits(void *unused)
+{
+	(void)unused;
+	return close_waits() == 0;
 }
 
 static int server(void *a)
@@ -93,25 +92,21 @@ static int server(void *a)
 	usleep(250000); /* past the deferred watch's timer (100 ms after the set-up) */
 	/* the reaper of fd0's close (at most REAP_MS ago, re-armed while it waited) ends
 	 * before the tested close: nothing is waiting now */
-	for (long long t0 = now_ms(); close_waits() != 0 && now_ms() - t0 < 5000;)
-		usleep(10000);
-	IT_CHECK(close_waits() == 0);
+	IT_CHECK(it_poll_until(no_close_waits, NULL, 5000, 10000));
 	IT_CHECK(it_write_all(fd, "pong", 4));
-	long long closed = now_ms();
+	long long closed = it_now_ms();
 	smcr_close(fd); /* C, solicited: the client's recv sees EOF */
 	uint64_t turns0 = progress_turns();
 	it_wait_at_least(&sh->stage, 1); /* the client closed: its final C went out */
 	/* Whether the C is still waiting here is not checked: the reaper's arm at our close
 	 * kicked the progress thread, and that turn polls the CQs, perhaps after the C came
 	 * (test_core_quietc checks the quiet C itself, without threads). */
-	long long t0 = now_ms();
-	while (close_waits() != 0 && now_ms() - t0 < 5000)
-		usleep(1000);
-	long long released = now_ms() - closed;
+	bool gone = it_poll_until(no_close_waits, NULL, 5000, 1000);
+	long long released = it_now_ms() - closed;
 	if (getenv("IT_VERBOSE"))
 		fprintf(stderr, "released after %lld ms, progress turns %llu\n", released,
 			(unsigned long long)(progress_turns() - turns0));
-	IT_CHECK(close_waits() == 0);
+	IT_CHECK(gone);
 	if (sh->solicited) {
 		if (released >= REAP_MS - 50)
 			fprintf(stderr, "solicited C: released after %lld ms\n", released);

@@ -43,13 +43,6 @@ struct shared {
 };
 static struct shared *sh;
 
-static long long now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (long long)t.tv_sec * 1000ll + t.tv_nsec / 1000000;
-}
-
 /* ---- counting the socket layer's system calls (sys.h table) ---- */
 
 static struct sock_sys real;
@@ -119,10 +112,10 @@ static int opt_server(void *a)
 	IT_CHECK(n_set_rcvtimeo == 0 && n_set_nodelay == 0); /* not in the kernel yet */
 	/* still acts: nothing comes for 300 ms -> EAGAIN after about that */
 	char b[16];
-	long long t0 = now_ms();
+	long long t0 = it_now_ms();
 	errno = 0;
 	IT_CHECK(smcr_recv(fd, b, sizeof(b), 0) == -1 && errno == EAGAIN);
-	long long waited = now_ms() - t0;
+	long long waited = it_now_ms() - t0;
 	IT_CHECK(waited >= 250 && waited < 3000);
 	/* reads back as TCP answers it: the first read flushes both */
 	struct timeval back;
@@ -333,11 +326,11 @@ static int fin_client(void *a)
 	struct timeval tv = { 3, 0 };
 	IT_CHECK(smcr_setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0);
 	sh->stage = 4;
-	long long s0 = now_ms();
+	long long s0 = it_now_ms();
 	errno = 0;
 	IT_CHECK(smcr_recv(fd, b, 1, 0) == -1);
 	IT_CHECK(errno == ECONNRESET);
-	IT_CHECK(now_ms() - s0 < 2500); /* the RST, not the timeout */
+	IT_CHECK(it_now_ms() - s0 < 2500); /* the RST, not the timeout */
 	sh->stage = 5;
 	smcr_close(fd);
 	return 0;
@@ -368,7 +361,7 @@ static int early_client(void *a)
 	(void)a;
 	it_child_env(1);
 	smcr_close(lfd);
-	long long t0 = now_ms();
+	long long t0 = it_now_ms();
 	int fd = it_connect(false, port);
 	IT_CHECK(fd >= 0);
 	struct smcr_info in;
@@ -379,7 +372,7 @@ static int early_client(void *a)
 	errno = 0;
 	IT_CHECK(smcr_recv(fd, &b, 1, 0) == -1);
 	IT_CHECK(errno == ECONNRESET);
-	long long took = now_ms() - t0;
+	long long took = it_now_ms() - t0;
 	IT_CHECK(took < 1500); /* the deferral (100 ms), not the 3 s timeout */
 	sh->stage = 1;
 	smcr_close(fd);

@@ -326,6 +326,47 @@ int it_count_fds(void)
 	return n - 3; /* ".", "..", the DIR's own fd */
 }
 
+long long it_now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long long)t.tv_sec * 1000ll + t.tv_nsec / 1000000;
+}
+
+bool it_poll_until(bool (*cond)(void *arg), void *arg, int timeout_ms, int step_us)
+{
+	for (long long t0 = it_now_ms(); it_now_ms() - t0 < timeout_ms; usleep((useconds_t)step_us))
+		if (cond(arg))
+			return true;
+	return cond(arg);
+}
+
+void it_engine_stats(struct core_engine_stats *st)
+{
+	struct core_engine *e = sock_engine_if_up();
+	IT_CHECK(e != NULL);
+	core_engine_stats(e, st);
+}
+
+static bool no_conns(void *unused)
+{
+	(void)unused;
+	struct core_engine_stats st;
+	it_engine_stats(&st);
+	return st.conns == 0;
+}
+
+bool it_engine_conns_gone(void)
+{
+	if (it_poll_until(no_conns, NULL, 5000, 500))
+		return true;
+	struct core_engine_stats st;
+	it_engine_stats(&st);
+	fprintf(stderr, "[child %d] engine: %u connection(s) after 5 s\n", (int)getpid(),
+		st.conns);
+	return false;
+}
+
 void *it_shared(size_t n)
 {
 	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);

@@ -85,6 +85,18 @@ void it_fill_random(void *buf, size_t n, uint64_t *seed);
 bool it_info(int fd, struct smcr_info *in);
 /* Number of fds open in this process (/proc/self/fd). */
 int it_count_fds(void);
+
+/* CLOCK_MONOTONIC in ms. */
+long long it_now_ms(void);
+/* Waits for a state, not a time: calls cond(arg) every step_us until it returns true or
+ * timeout_ms have passed; returns its last answer (asked once more at the end). */
+bool it_poll_until(bool (*cond)(void *arg), void *arg, int timeout_ms, int step_us);
+/* This process's engine's counters (the child fails with IT_CHECK when it has none). */
+struct core_engine_stats;
+void it_engine_stats(struct core_engine_stats *st);
+/* Waits (up to 5 s) until this process's engine holds no connection (both sides' closes
+ * done and the connections released); false, with a message, if it did not happen. */
+bool it_engine_conns_gone(void);
 /* Lists them on stderr (debugging a growth). */
 void it_list_fds(const char *tag);
 
