@@ -335,9 +335,12 @@ long long it_now_ms(void)
 
 bool it_poll_until(bool (*cond)(void *arg), void *arg, int timeout_ms, int step_us)
 {
-	for (long long t0 = it_now_ms(); it_now_ms() - t0 < timeout_ms; usleep((useconds_t)step_us))
+	long long t0 = it_now_ms();
+	while (it_now_ms() - t0 < timeout_ms) {
 		if (cond(arg))
 			return true;
+		usleep((useconds_t)step_us);
+	}
 	return cond(arg);
 }
 
@@ -362,8 +365,7 @@ bool it_engine_conns_gone(void)
 		return true;
 	struct core_engine_stats st;
 	it_engine_stats(&st);
-	fprintf(stderr, "[child %d] engine: %u connection(s) after 5 s\n", (int)getpid(),
-		st.conns);
+	fprintf(stderr, "[child %d] engine: %u connection(s) after 5 s\n", (int)getpid(), st.conns);
 	return false;
 }
 
