@@ -180,22 +180,27 @@ static int base_ntids;
 
 static void *noop_thread(void *arg)
 {
-	return arg;
+	*(pid_t *)arg = gettid();
+	return NULL;
 }
 
 static void note_base_threads(void)
 {
 	/* TSan starts its background thread at the first pthread_create: make it exist now */
 	pthread_t t;
-	if (pthread_create(&t, NULL, noop_thread, NULL) == 0)
+	pid_t gone = 0;
+	if (pthread_create(&t, NULL, noop_thread, &gone) == 0)
 		pthread_join(t, NULL);
 	DIR *d = opendir("/proc/self/task");
 	if (!d)
 		return;
 	struct dirent *e;
-	while ((e = readdir(d)) && base_ntids < BASE_TIDS_MAX)
-		if (e->d_name[0] != '.')
-			base_tids[base_ntids++] = (pid_t)atoi(e->d_name);
+	while ((e = readdir(d)) && base_ntids < BASE_TIDS_MAX) {
+		pid_t id = (pid_t)atoi(e->d_name);
+		/* not the joined thread, in case its entry lingers: its number may be reused */
+		if (e->d_name[0] != '.' && id != gone)
+			base_tids[base_ntids++] = id;
+	}
 	closedir(d);
 }
 
