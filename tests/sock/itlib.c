@@ -19,6 +19,7 @@
 #include "sock/rules.h"
 #include "sock/sock.h"
 #include "wire/clc.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 void it_child_env(int role)
@@ -62,8 +63,7 @@ pid_t it_fork(int (*fn)(void *arg), void *arg)
 
 int it_wait(pid_t pid, int timeout_ms)
 {
-	struct timespec t0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	long long t0 = it_now_ms();
 	for (;;) {
 		int st;
 		pid_t r = waitpid(pid, &st, timeout_ms > 0 ? WNOHANG : 0);
@@ -72,10 +72,7 @@ int it_wait(pid_t pid, int timeout_ms)
 		if (r < 0 && errno != EINTR)
 			return 255;
 		if (timeout_ms > 0) {
-			struct timespec t;
-			clock_gettime(CLOCK_MONOTONIC, &t);
-			long ms = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
-			if (ms > timeout_ms) {
+			if (it_now_ms() - t0 > timeout_ms) {
 				fprintf(stderr, "it_wait: pid %d timed out after %d ms; killing\n",
 					(int)pid, timeout_ms);
 				kill(pid, SIGKILL);
@@ -328,9 +325,7 @@ int it_count_fds(void)
 
 long long it_now_ms(void)
 {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (long long)t.tv_sec * 1000ll + t.tv_nsec / 1000000;
+	return (long long)(smcr_now_ns() / SMCR_NS_PER_MS);
 }
 
 bool it_poll_until(bool (*cond)(void *arg), void *arg, int timeout_ms, int step_us)
