@@ -24,9 +24,14 @@ void close_abort_locked(struct core_conn *c, int err, bool send_a)
 					 CORE_EV_RDHUP);
 }
 
-bool close_finished_locked(struct core_conn *c)
+/* Sent means posted: CL_SENT_C / CL_SENT_A is set before the CDC finds a send slot, and a
+ * CDC that found none (upd_pending) goes out when one frees, through the LG slot list
+ * (tx.c wake_one). A connection detached before that never sent its C: the peer then held
+ * it, and its RMB, for close_wait_ns (seen: 1000 closes back to back on 16 slots left
+ * ~890 of the peer's connections waiting, docs/parts/conns.md Round 5). */
+bool close_finished_locked(const struct core_conn *c)
 {
-	return c->app_closed && (c->cl & (CL_SENT_C | CL_SENT_A)) &&
+	return c->app_closed && (c->cl & (CL_SENT_C | CL_SENT_A)) && !c->upd_pending &&
 	       (c->cl & (CL_RCVD_C | CL_RCVD_A));
 }
 
@@ -56,8 +61,7 @@ bool close_cdc_quiet_locked(const struct core_conn *c)
 
 bool close_wait_locked(const struct core_conn *c)
 {
-	return c->app_closed && c->lg && c->mode == CORE_MODE_SMC &&
-	       !((c->cl & (CL_SENT_C | CL_SENT_A)) && (c->cl & (CL_RCVD_C | CL_RCVD_A)));
+	return c->app_closed && c->lg && c->mode == CORE_MODE_SMC && !close_finished_locked(c);
 }
 
 unsigned core_engine_close_waits(struct core_engine *e)

@@ -100,12 +100,15 @@ static void wake_one(struct core_lgr *lg, unsigned i)
 	struct core_conn *c = lg->slots[i];
 	if (!c)
 		return;
-	bool wake = false;
+	bool wake = false, close_sent = false;
 	unsigned bits = 0;
 	pthread_mutex_lock(&c->lock);
-	/* A CDC that found no slot: cursors and close flags are taken afresh. */
+	/* A CDC that found no slot: cursors and close flags are taken afresh. If it carries
+	 * the C or A of a closed connection, the exchange may be complete now (close.c
+	 * close_finished_locked waits for it). */
 	if (c->upd_pending && c->mode == CORE_MODE_SMC)
-		(void)tx_cdc_locked(c, false);
+		close_sent = tx_cdc_locked(c, false) == 0 && c->app_closed &&
+			     (c->cl & (CL_SENT_C | CL_SENT_A));
 	/* Ring bytes that found no slot (docs/parts/sndbuf.md "Flush triggers"). */
 	if (c->sb_tail < c->sb_head || c->cl_pend)
 		bits = tx_flush_locked(c, false);
@@ -116,7 +119,7 @@ static void wake_one(struct core_lgr *lg, unsigned i)
 	pthread_mutex_unlock(&c->lock);
 	if (wake || (bits & TX_FLUSH_OUT))
 		core_ev_raise(c, CORE_EV_OUT);
-	if (bits & TX_FLUSH_CLOSE) {
+	if ((bits & TX_FLUSH_CLOSE) || close_sent) {
 		conn_hold(c);
 		close_maybe_finish_elocked(c, lg->eng->last_now);
 		conn_put(c);
