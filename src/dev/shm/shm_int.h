@@ -59,6 +59,10 @@ struct shm_rmr {
 	uint8_t *base;		/* our mapping of byte iova */
 	void *map;
 	size_t map_len;
+	/* Bytes of map, from its start, that WRITEs have populated (page multiple; shm_qp.c
+	 * rmr_touch). Advanced by the QP threads under rmr_lock's read side; copied with the
+	 * entry under its write side. */
+	_Atomic uint64_t touched;
 };
 
 /* A connection to one peer device (one SOCK_SEQPACKET socket), shared by all QP pairs

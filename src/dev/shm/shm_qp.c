@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "util/clock.h"
@@ -424,6 +425,41 @@ static uint32_t inline_src(const struct shm_swqe *w, const void *src[SHM_MAX_SGE
 	return k;
 }
 
+
+/* The first WRITEs into the part of a peer MR our mapping has not touched yet populate
+ * its pages in one call (MADV_POPULATE_WRITE) instead of taking a fault on each (a 64 KiB
+ * RMBE is 16; on a VM with shadow page tables a fault costs ~10 us, docs/parts/conns.md
+ * Round 5). Only what is written is populated, so memory stays what use makes resident,
+ * and only a write that continues the populated prefix (rings are written from their
+ * start): a write beyond a gap takes its faults as before, so a peer cannot make us
+ * populate memory we never write. Best effort: before Linux 5.14 madvise says EINVAL. */
+static void rmr_touch(struct shm_rmr *r, const uint8_t *dst, uint64_t len)
+{
+#ifdef MADV_POPULATE_WRITE
+	uint64_t end = (uint64_t)(dst - (const uint8_t *)r->map) + len;
+	uint64_t hw = atomic_load_explicit(&r->touched, memory_order_relaxed);
+	if (end <= hw)
+		return;
+	long psz = sysconf(_SC_PAGESIZE);
+	uint64_t pg = psz > 0 ? (uint64_t)psz : 4096u;
+	uint64_t start = (uint64_t)(dst - (const uint8_t *)r->map) & ~(pg - 1);
+	if (start > hw)
+		return;
+	uint64_t to = (end + pg - 1) & ~(pg - 1);
+	if (to > r->map_len)
+		to = r->map_len;
+	(void)madvise((uint8_t *)r->map + hw, (size_t)(to - hw), MADV_POPULATE_WRITE);
+	while (hw < to && !atomic_compare_exchange_weak_explicit(&r->touched, &hw, to,
+								  memory_order_relaxed,
+								  memory_order_relaxed))
+		;
+#else
+	(void)r;
+	(void)dst;
+	(void)len;
+#endif
+}
+
 /* RDMA WRITE: bounds and rkey checks against the peer's exported MR, then one memcpy per
  * SGE straight into the peer's memory. sq_lock held, connection up. */
 static enum dev_wc_status tx_write(struct shm_qp *q, const struct shm_swqe *w, uint32_t len)
@@ -462,6 +498,7 @@ static enum dev_wc_status tx_write(struct shm_qp *q, const struct shm_swqe *w, u
 		atomic_store_explicit(&q->tx.hdr->busy_rkey, w->rkey, memory_order_seq_cst);
 		if (atomic_load_explicit(&p->rkey_tab[idx], memory_order_seq_cst) == w->rkey) {
 			uint8_t *dst = r->base + (w->remote_addr - r->iova);
+			rmr_touch(r, dst, len);
 			for (uint32_t i = 0; i < k; i++) {
 				smcr_copy(dst, src[i], n[i]);
 				dst += n[i];
