@@ -133,6 +133,60 @@ static void t_big_inline_queued(void **state)
 	free(want);
 }
 
+/* Big inline WRITEs queued behind a blocked SEND, twice over: the second round's copies
+ * come from the QP's cache of the first round's (shm_qp.heap_cache, docs/parts/conns.md
+ * Round 5), in other sizes (a bigger cached buffer serves a smaller WRITE; a WRITE bigger
+ * than all of them gets a new one). Every WRITE's bytes land intact at its own offset, so
+ * no copy is served stale or short. */
+static void queued_round(struct fx *f, const uint32_t *len, int n, uint8_t seed, uint64_t id)
+{
+	uint8_t m[8] = { 'r' };
+	struct dev_sge ms = { .addr = (uint64_t)(uintptr_t)m, .length = sizeof m };
+	assert_int_equal(post_send(f->qa, DEV_WR_SEND, DEV_SEND_INLINE | DEV_SEND_SIGNALED, &ms,
+				   1, 0, 0, 0, id), 0);
+	uint64_t off = 0;
+	for (int i = 0; i < n; i++) {
+		uint8_t *src = malloc(len[i]);
+		assert_non_null(src);
+		pattern(src, len[i], (uint8_t)(seed + i));
+		struct dev_sge sg = { .addr = (uint64_t)(uintptr_t)src, .length = len[i] };
+		assert_int_equal(post_send(f->qa, DEV_WR_RDMA_WRITE,
+					   DEV_SEND_INLINE | DEV_SEND_SIGNALED, &sg, 1,
+					   raddr(&f->b, off), f->b.rmr->rkey, 0, id + 1 + (uint64_t)i),
+				 0);
+		memset(src, 0x5a, len[i]);	/* the caller's buffer is free again */
+		free(src);
+		off += len[i];
+	}
+	expect_no_wc(f->a.scq, 20);	/* blocked behind the SEND */
+	post_recv(&f->b, f->qb, 0, 64, id);
+	expect_wc(f->a.scq, id, DEV_WC_SUCCESS, DEV_WC_SEND);
+	for (int i = 0; i < n; i++)
+		expect_wc(f->a.scq, id + 1 + (uint64_t)i, DEV_WC_SUCCESS, DEV_WC_RDMA_WRITE);
+	expect_wc(f->b.rcq, id, DEV_WC_SUCCESS, DEV_WC_RECV);
+	off = 0;
+	for (int i = 0; i < n; i++) {
+		uint8_t *want = malloc(len[i]);
+		assert_non_null(want);
+		pattern(want, len[i], (uint8_t)(seed + i));
+		assert_memory_equal(f->b.rbuf + off, want, len[i]);
+		free(want);
+		off += len[i];
+	}
+}
+
+static void t_big_inline_copies_reused(void **state)
+{
+	struct fx *f = *state;
+	static const uint32_t r1[] = { 65536, 20000, 80000, 65536, 20000, 80000,
+				       65536, 20000, 80000, 65536, 20000, 80000 };
+	static const uint32_t r2[] = { 80000, 65536, 20000, 90000, 4097, 65536,
+				       80000, 20000, 65536, 70000, 80000, 33333 };
+	queued_round(f, r1, 12, 3, 100);
+	queued_round(f, r2, 12, 50, 200);
+	queued_round(f, r1, 12, 90, 300);
+}
+
 /* The same WR queued and then flushed (QP to ERR) releases its copy: ASan's leak checker
  * is the assertion here, with the flush completions. */
 static void t_big_inline_flushed(void **state)
@@ -271,6 +325,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(t_big_inline_now, setup, teardown),
 		cmocka_unit_test_setup_teardown(t_big_inline_queued, setup, teardown),
 		cmocka_unit_test_setup_teardown(t_big_inline_flushed, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_big_inline_copies_reused, setup, teardown),
 		cmocka_unit_test_setup_teardown(t_event_fast_paths, setup, teardown),
 		cmocka_unit_test_setup_teardown(t_polled_no_second_event, setup, teardown),
 		cmocka_unit_test_setup_teardown(t_disarm, setup, teardown),

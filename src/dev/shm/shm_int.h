@@ -35,6 +35,8 @@
  * the caller's iovec into the peer's RMBE with no staging copy (docs/parts/tune.md). */
 #define SHM_MAX_INLINE_BIG (4u << 20)
 #define SHM_MAX_CQE (1u << 22)
+#define SHM_HEAP_CACHE 64u			/* big-inline copies kept per QP, */
+#define SHM_HEAP_CACHE_BYTES (2u << 20)		/* and their bytes together at most */
 #define SHM_MAX_PEER_RMR 65536u		/* imported MRs per peer (hostile bound) */
 #define SHM_MAX_PARKED 4096u		/* QP_REQs waiting for their QP, per device */
 #define SHM_PARK_NS (30ull * 1000000000ull)
@@ -231,6 +233,7 @@ struct shm_swqe {
 	 * when the WR leaves the SQ (swqe_release). inline_oom: that copy failed; the WR fails
 	 * with LOC_PROT_ERR when it reaches the head. All under sq_lock. */
 	uint8_t *inline_heap;
+	uint32_t heap_len;	/* inline_heap's size (>= inline_len) */
 	bool inline_oom;
 };
 
@@ -263,6 +266,16 @@ struct shm_qp {
 	 * consume state. A state change holds both (so either lock is enough to read it). */
 	pthread_mutex_t sq_lock;
 	pthread_mutex_t rq_lock;
+	/* (sq_lock) Big-inline copies (shm_swqe.inline_heap) kept for the next ones, at most
+	 * SHM_HEAP_CACHE of them and SHM_HEAP_CACHE_BYTES together (heap_bytes), each
+	 * heap_len[i] bytes. A SQ blocked on the peer's receive credits copies every big
+	 * WRITE queued behind (up to ~64 at once on an SMC-R link), and a malloc and free of
+	 * 64 KiB each time had glibc trim and regrow its heap: a TLB shootdown and fresh page
+	 * faults per WRITE (docs/parts/conns.md Round 5). Freed with the QP. */
+	uint8_t *heap_cache[SHM_HEAP_CACHE];
+	uint32_t heap_len[SHM_HEAP_CACHE];
+	uint32_t n_heap;
+	uint64_t heap_bytes;
 	/* The state is qp.state (atomic, in the generic object): RESET/INIT/RTR/RTS change
 	 * with sd->lock and both QP locks held; the move to ERR is a CAS that any holder of
 	 * either QP lock (or sd->lock) may do (shm_qp_mark_err). */

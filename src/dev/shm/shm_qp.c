@@ -92,13 +92,48 @@ int shm_qp_mark_err(struct shm_qp *q, enum dev_wc_status head_status, int ev, in
 	return 1;
 }
 
-/* A send WR leaves the SQ (executed, flushed or dropped): frees its big-inline copy.
- * sq_lock held. */
-static void swqe_release(struct shm_swqe *w)
+/* A send WR leaves the SQ (executed, flushed or dropped): its big-inline copy goes back
+ * to the QP's cache (shm_qp.heap_cache), or is freed when the cache is full. sq_lock held. */
+static void swqe_release(struct shm_qp *q, struct shm_swqe *w)
 {
-	free(w->inline_heap);
+	if (w->inline_heap && q->n_heap < SHM_HEAP_CACHE &&
+	    q->heap_bytes + w->heap_len <= SHM_HEAP_CACHE_BYTES) {
+		q->heap_cache[q->n_heap] = w->inline_heap;
+		q->heap_len[q->n_heap++] = w->heap_len;
+		q->heap_bytes += w->heap_len;
+	} else {
+		free(w->inline_heap);
+	}
 	w->inline_heap = NULL;
+	w->heap_len = 0;
 	w->inline_oom = false;
+}
+
+/* A buffer of at least len bytes for a big-inline copy: a cached one if one is big enough,
+ * else a new one (NULL if out of memory). sq_lock held. */
+static uint8_t *heap_get(struct shm_qp *q, uint32_t len, uint32_t *got)
+{
+	for (uint32_t i = q->n_heap; i-- > 0;) {
+		if (q->heap_len[i] < len)
+			continue;
+		uint8_t *b = q->heap_cache[i];
+		*got = q->heap_len[i];
+		q->heap_bytes -= q->heap_len[i];
+		q->n_heap--;
+		q->heap_cache[i] = q->heap_cache[q->n_heap];
+		q->heap_len[i] = q->heap_len[q->n_heap];
+		return b;
+	}
+	*got = len;
+	return malloc(len);
+}
+
+/* Frees the cached big-inline buffers (QP destroy). */
+static void heap_cache_free(struct shm_qp *q)
+{
+	while (q->n_heap)
+		free(q->heap_cache[--q->n_heap]);
+	q->heap_bytes = 0;
 }
 
 /* Drops every queued send WR without completions (RESET, destroy). sq_lock held or the QP
@@ -106,7 +141,7 @@ static void swqe_release(struct shm_swqe *w)
 static void sq_drop_locked(struct shm_qp *q)
 {
 	for (uint32_t i = q->sq_head; i != q->sq_tail; i++)
-		swqe_release(&q->sq[i % q->sq_size]);
+		swqe_release(q, &q->sq[i % q->sq_size]);
 	q->sq_head = q->sq_tail;
 }
 
@@ -130,7 +165,7 @@ static void sq_flush_locked(struct shm_qp *q, enum dev_wc_status head_status)
 		if (first)
 			q->unsig_done = 0;
 		first = 0;
-		swqe_release(w);
+		swqe_release(q, w);
 		q->sq_head++;
 		atomic_fetch_sub_explicit(&q->sq_pending, 1, memory_order_relaxed);
 		shm_cq_push(cq, &e);
@@ -677,7 +712,7 @@ static void tx_progress_locked(struct shm_qp *q)
 		uint64_t wr_id = w->wr_id;
 		enum dev_wr_opcode op = w->opcode;
 		int signaled = q->sig_all || (w->flags & DEV_SEND_SIGNALED);
-		swqe_release(&q->sq[q->sq_head % q->sq_size]);
+		swqe_release(q, &q->sq[q->sq_head % q->sq_size]);
 		q->sq_head++;
 		atomic_fetch_sub_explicit(&q->sq_pending, 1, memory_order_relaxed);
 		if (!signaled) {
@@ -793,7 +828,7 @@ int shm_post_send(struct dev_qp *dq, const struct dev_send_wr *wr,
 			const void *src[SHM_MAX_SGE];
 			uint32_t n[SHM_MAX_SGE], off = 0;
 			uint32_t k = inline_src(w, src, n);
-			w->inline_heap = malloc(w->inline_len);
+			w->inline_heap = heap_get(q, w->inline_len, &w->heap_len);
 			if (!w->inline_heap) {
 				w->inline_oom = true;
 			} else {
@@ -1312,6 +1347,7 @@ int shm_destroy_qp(struct dev_qp *dq)
 		sd->qp_hi--;
 	pthread_mutex_unlock(&sd->lock);
 	sq_drop_locked(q);
+	heap_cache_free(q);
 	pthread_mutex_destroy(&q->sq_lock);
 	pthread_mutex_destroy(&q->rq_lock);
 	free(q->sq);
