@@ -810,12 +810,19 @@ static void t_peer_killed(void **state)
 	if (strcmp(prov->name, "shm") == 0)
 		assert_true(ms < 100);
 	assert_int_equal(atomic_load(&q->state), DEV_QPS_ERR);
-	/* Our receive WRs come back flushed (after any message that arrived before). */
+	/* Each of our 64 receive WRs comes back once: with a message that arrived before the
+	 * kill, or flushed. (Not "some are flushed": a peer that ran ahead while this process
+	 * was descheduled can have filled all 64 before the kill; seen under a parallel
+	 * ctest.) */
 	struct dev_wc wc;
-	int flushed = 0;
-	while (wait_wc(a.rcq, &wc, 100) == 1)
+	int flushed = 0, arrived = 0;
+	while (wait_wc(a.rcq, &wc, 100) == 1) {
 		flushed += wc.status == DEV_WC_WR_FLUSH_ERR;
-	assert_true(flushed > 0);
+		arrived += wc.status == DEV_WC_SUCCESS;
+	}
+	print_message("[   INFO   ] receive WRs after the kill: %d arrived, %d flushed\n", arrived,
+		      flushed);
+	assert_int_equal(arrived + flushed, 64);
 	close(p2c[1]);
 	close(c2p[0]);
 	kill(grandchild, SIGKILL);	/* it was alive all along: our QP died anyway */
