@@ -566,8 +566,12 @@ static void test_mem_shared_counted_once(void **st)
 	assert_true(p != MAP_FAILED);
 	memset(p, 0x5a, len);
 	uint64_t m1 = perf_rss_kib();
-	/* all 16384 KiB are ours alone (within 10 %: other allocations of this process) */
-	assert_true(m1 >= m0 + 16384 * 9 / 10 && m1 <= m0 + 16384 * 11 / 10);
+	/* all 16384 KiB are ours alone (within 10 %: other allocations of this process; under
+	 * ASan also the shadow of the new mapping, an eighth of it, which its memset interceptor
+	 * touches: seen 18584 KiB on one VM, 2026-12-01) */
+	print_message("PSS KiB: before %llu, mapped %llu\n", (unsigned long long)m0,
+	              (unsigned long long)m1);
+	assert_true(m1 >= m0 + 16384 * 9 / 10 && m1 <= m0 + 16384 * 11 / 10 + 16384 / 8);
 	int go[2], done[2];
 	assert_int_equal(pipe(go), 0);
 	assert_int_equal(pipe(done), 0);
