@@ -35,7 +35,14 @@
 #define CORE_SQ_DEPTH (CORE_SEND_SLOTS * (CORE_MAX_WRITES + 1))
 #define CORE_LLC_RESERVE 2		/* slots data sends leave for LLC messages */
 #define CORE_STAGE 65536u		/* staging bytes per slot (small-inline providers) */
-#define CORE_RECV_BUFS 48
+/* Receive buffers per link: Linux posts 48 (3 x its 16 send buffers). Local only (no wire
+ * field carries it), and more here: a peer's CDCs beyond our posted receives block its send
+ * queue (shm: no credit; RC: RNR), and each of its WRITEs queued behind is copied once more
+ * (shm's big-inline copy). With 1000 connections on a few links 48 blocked it all the time:
+ * conns 1000 gave 57-72 Gbit/s with 48 and 64-91 with 160 (7 alternating compares,
+ * docs/parts/conns.md Round 5). Our providers' CQs grow, so the 8192 CQEs per device below
+ * are not a bound on links. */
+#define CORE_RECV_BUFS 160
 #define CORE_MSG_BUF 64			/* slot / receive buffer stride (>= 44) */
 #define CORE_CQE_PER_DEV 8192		/* one CQ per device for every QP on it */
 #define CORE_LG_SLOTS 256		/* conn slots 1..255; alert token = gen << 8 | slot */
