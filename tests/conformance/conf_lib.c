@@ -62,6 +62,14 @@ void side_close(struct side *s)
 	memset(s, 0, sizeof *s);
 }
 
+void pair_close(struct side *a, struct dev_qp *qa, struct side *b, struct dev_qp *qb)
+{
+	assert_int_equal(dev_destroy_qp(qa), 0);
+	assert_int_equal(dev_destroy_qp(qb), 0);
+	side_close(a);
+	side_close(b);
+}
+
 struct dev_qp *qp_new(struct side *s, uint32_t sq, uint32_t rq, int sig_all)
 {
 	struct dev_qp_init_attr ia = { .send_cq = s->scq, .recv_cq = s->rcq,

@@ -33,6 +33,8 @@ struct side {
 
 int side_open(struct side *s, int cqe);
 void side_close(struct side *s);
+/* Destroys both QPs of a pair, then closes both sides (the tests' teardown). */
+void pair_close(struct side *a, struct dev_qp *qa, struct side *b, struct dev_qp *qb);
 struct dev_qp *qp_new(struct side *s, uint32_t sq, uint32_t rq, int sig_all);
 void qp_init(struct dev_qp *q);
 void qp_rtr(struct dev_qp *q, const struct dev_gid *dgid, uint32_t dqpn);

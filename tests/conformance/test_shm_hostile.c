@@ -45,10 +45,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fx *f = *state;
-	assert_int_equal(dev_destroy_qp(f->qa), 0);
-	assert_int_equal(dev_destroy_qp(f->qb), 0);
-	side_close(&f->a);
-	side_close(&f->b);
+	pair_close(&f->a, f->qa, &f->b, f->qb);
 	free(f);
 	return 0;
 }

@@ -52,10 +52,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fx *f = *state;
-	assert_int_equal(dev_destroy_qp(f->qx), 0);
-	assert_int_equal(dev_destroy_qp(f->qy), 0);
-	side_close(&f->x);
-	side_close(&f->y);
+	pair_close(&f->x, f->qx, &f->y, f->qy);
 	free(f);
 	return 0;
 }

@@ -60,10 +60,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fx *f = *state;
-	assert_int_equal(dev_destroy_qp(f->qi), 0);
-	assert_int_equal(dev_destroy_qp(f->qr), 0);
-	side_close(&f->x);
-	side_close(&f->y);
+	pair_close(&f->x, f->qi, &f->y, f->qr);
 	free(f);
 	return 0;
 }
