@@ -121,7 +121,13 @@ static void t_first_write_takes_no_faults(void **state)
 	printf("page faults in the writing thread, 64 KiB WRITE into a fresh MR: %llu; "
 	       "beyond a gap (not populated): %llu\n",
 	       (unsigned long long)n, (unsigned long long)c);
-	assert_true(c >= 16);
+	if (c < 16) {
+		/* This kernel maps more than a page per fault here (shmem huge pages or large
+		 * folios): the premise of the comparison does not hold. */
+		printf("skip: a WRITE beyond the prefix took %llu faults for 16 pages: the kernel "
+		       "maps more than a page per shmem fault here\n", (unsigned long long)c);
+		skip();
+	}
 	/* without the populate n is about c (16 + a few); ASan's shadow adds ~4 to both */
 	assert_true(n <= 10);
 	assert_true(2 * n < c);
