@@ -460,7 +460,6 @@ static uint32_t inline_src(const struct shm_swqe *w, const void *src[SHM_MAX_SGE
 	return k;
 }
 
-
 /* The first WRITEs into the part of a peer MR our mapping has not touched yet populate
  * its pages in one call (MADV_POPULATE_WRITE) instead of taking a fault on each (a 64 KiB
  * RMBE is 16; on a VM with shadow page tables a fault costs ~10 us, docs/parts/conns.md
