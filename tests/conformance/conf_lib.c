@@ -1,6 +1,7 @@
-/* conf_lib.c: helpers shared by the conformance suite and the shm hostile-peer test:
- * open a "side" (device, PD, CQs, a remote-writable and a local buffer), create and connect
- * RC QPs with SMC-R's attribute values (procedures.md 2.6), post and wait. */
+/* conf_lib.c: helpers shared by the conformance suite and the shm tests (hostile peer,
+ * quiet, slow peer, populate, tune): open a "side" (device, PD, CQs, a remote-writable and a
+ * local buffer), create and connect RC QPs with SMC-R's attribute values (procedures.md
+ * 2.6), a connected pair and its teardown, post and wait; shm as the provider under test. */
 #define _GNU_SOURCE
 #include "conf_lib.h"
 
@@ -14,9 +15,17 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "dev/shm/shm.h"
 #include "util/clock.h"
 
 const struct conf_provider *prov;
+
+int conf_use_shm(void)
+{
+	static const struct conf_provider shm = { "shm", dev_shm_register, NULL };
+	prov = &shm;
+	return dev_shm_register() ? -1 : 0;
+}
 /* ---- helpers ----------------------------------------------------------------------------- */
 
 
@@ -60,6 +69,16 @@ void side_close(struct side *s)
 		assert_int_equal(dev_dealloc_pd(s->pd), 0);
 	dev_close(s->dev);
 	memset(s, 0, sizeof *s);
+}
+
+void pair_open(struct side *a, struct dev_qp **qa, struct side *b, struct dev_qp **qb)
+{
+	assert_int_equal(side_open(a, 256), 0);
+	assert_int_equal(side_open(b, 256), 0);
+	*qa = qp_new(a, 16, 16, 0);
+	*qb = qp_new(b, 16, 16, 0);
+	connect_pair(a, *qa, b, *qb, 7);
+	ping_pair(a, *qa, b, *qb);
 }
 
 void pair_close(struct side *a, struct dev_qp *qa, struct side *b, struct dev_qp *qb)

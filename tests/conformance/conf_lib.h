@@ -17,6 +17,9 @@ struct conf_provider {
 };
 /* The provider under test (set by main). */
 extern const struct conf_provider *prov;
+/* The shm-only tests' main: makes shm the provider under test and registers it. 0, or -1
+ * if it could not be registered. */
+int conf_use_shm(void);
 
 /* One end: device, PD, send/receive CQs, a 1 MiB remote-writable buffer (the "RMB") and a
  * 1 MiB local one (send sources, receive buffers). */
@@ -33,6 +36,9 @@ struct side {
 
 int side_open(struct side *s, int cqe);
 void side_close(struct side *s);
+/* Opens both sides, a 16/16 QP on each, connects them (RNR retry 7) and pings once each
+ * way, so the pair is paired and WRITEs run in post_send's thread. */
+void pair_open(struct side *a, struct dev_qp **qa, struct side *b, struct dev_qp **qb);
 /* Destroys both QPs of a pair, then closes both sides (the tests' teardown). */
 void pair_close(struct side *a, struct dev_qp *qa, struct side *b, struct dev_qp *qb);
 struct dev_qp *qp_new(struct side *s, uint32_t sq, uint32_t rq, int sig_all);

@@ -32,12 +32,8 @@ struct fx {
 static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof *f);
-	assert_int_equal(side_open(&f->a, 256), 0);
-	assert_int_equal(side_open(&f->b, 256), 0);
-	f->qa = qp_new(&f->a, 16, 16, 0);
-	f->qb = qp_new(&f->b, 16, 16, 0);
-	connect_pair(&f->a, f->qa, &f->b, f->qb, 7);
-	ping_pair(&f->a, f->qa, &f->b, f->qb);
+	assert_non_null(f);
+	pair_open(&f->a, &f->qa, &f->b, &f->qb);
 	*state = f;
 	return 0;
 }
@@ -248,9 +244,7 @@ static void t_foreign_gid(void **state)
 
 int main(void)
 {
-	static const struct conf_provider shm = { "shm", dev_shm_register, NULL };
-	prov = &shm;
-	if (dev_shm_register())
+	if (conf_use_shm())
 		return 1;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(t_bad_prod, setup, teardown),

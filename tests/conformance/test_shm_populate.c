@@ -28,7 +28,6 @@
 #include <cmocka.h>
 
 #include "conf_lib.h"
-#include "dev/shm/shm.h"
 
 struct fx {
 	struct side x, y;
@@ -39,12 +38,7 @@ static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof *f);
 	assert_non_null(f);
-	assert_int_equal(side_open(&f->x, 256), 0);
-	assert_int_equal(side_open(&f->y, 256), 0);
-	f->qx = qp_new(&f->x, 16, 16, 0);
-	f->qy = qp_new(&f->y, 16, 16, 0);
-	connect_pair(&f->x, f->qx, &f->y, f->qy, 7);
-	ping_pair(&f->x, f->qx, &f->y, f->qy);	/* paired: WRITEs run in post_send's thread */
+	pair_open(&f->x, &f->qx, &f->y, &f->qy);	/* WRITEs run in post_send's thread */
 	*state = f;
 	return 0;
 }
@@ -160,9 +154,7 @@ static void t_populate_stays_within_the_writes(void **state)
 
 int main(void)
 {
-	static const struct conf_provider shm = { "shm", dev_shm_register, NULL };
-	prov = &shm;
-	if (dev_shm_register())
+	if (conf_use_shm())
 		return 1;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(t_first_write_takes_no_faults, setup, teardown),

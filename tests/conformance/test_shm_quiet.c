@@ -474,10 +474,8 @@ static void test_accept_out_of_fds_does_not_spin(void **state)
 
 int main(int argc, char **argv)
 {
-	static const struct conf_provider shm = { "shm", dev_shm_register, NULL };
 	note_base_threads(); /* before any device thread exists */
-	prov = &shm;
-	if (dev_shm_register())
+	if (conf_use_shm())
 		return 1;
 	if (argc >= 2 && strcmp(argv[1], "open") == 0)
 		return child_open(1);

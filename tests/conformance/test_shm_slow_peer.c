@@ -153,9 +153,7 @@ static void t_peer_not_ready_still_times_out(void **state)
 
 int main(void)
 {
-	static const struct conf_provider shm = { "shm", dev_shm_register, NULL };
-	prov = &shm;
-	if (dev_shm_register())
+	if (conf_use_shm())
 		return 1;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(t_rtu_wait_is_not_a_transport_timeout, setup,

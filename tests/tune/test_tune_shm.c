@@ -314,9 +314,7 @@ static void t_disarm(void **state)
 
 int main(void)
 {
-	static const struct conf_provider shm = { "shm", dev_shm_register, NULL };
-	prov = &shm;
-	if (dev_shm_register())
+	if (conf_use_shm())
 		return 1;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(t_big_inline_now, setup, teardown),
