@@ -203,6 +203,14 @@ void core_engine_spin_end(struct core_engine *e);
  * ends every hold at once (a thread about to sleep: it needs the CQs armed). */
 void core_engine_spin_end_hold(struct core_engine *e, uint64_t until_ns);
 void core_engine_hold_cancel(struct core_engine *e);
+/* The current hold's bound, 0 when none (never made, cancelled, or taken). A bound in the
+ * past has ended but was not taken yet: nothing holds the arms off any more. */
+uint64_t core_engine_hold_until(struct core_engine *e);
+/* Ends the hold whose bound is until_ns (read with core_engine_hold_until), as
+ * hold_cancel does; false (and nothing changed) if it was renewed or cancelled since.
+ * For the thread that sleeps on core_engine_fds, when the bound has passed: so that
+ * later rounds know no hold is in effect (sock/data.c "Hold watchdog"). */
+bool core_engine_hold_take(struct core_engine *e, uint64_t until_ns);
 /* Whether a thread spins now (between spin_begin and spin_end, within its grace), i.e.
  * the CQs stay unarmed and that thread polls them. A progress thread whose
  * prepare_sleep answered 1 (work came in) can then sleep until its next deadline instead

@@ -363,6 +363,18 @@ void core_engine_hold_cancel(struct core_engine *e)
 		atomic_store_explicit(&e->hold_until, 0, memory_order_release);
 }
 
+uint64_t core_engine_hold_until(struct core_engine *e)
+{
+	return atomic_load_explicit(&e->hold_until, memory_order_acquire);
+}
+
+bool core_engine_hold_take(struct core_engine *e, uint64_t until_ns)
+{
+	/* a renewal (a later bound) or a cancel in between wins: only this bound is taken */
+	return atomic_compare_exchange_strong_explicit(&e->hold_until, &until_ns, 0,
+						       memory_order_acq_rel, memory_order_acquire);
+}
+
 void core_engine_handoff(struct core_engine *e, uint64_t until_ns)
 {
 	/* the bound first: a reader that sees the count sees a bound at least this late

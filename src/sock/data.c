@@ -20,6 +20,7 @@
 
 #include "sock/closeq.h"
 #include "sock/errmap.h"
+#include "sock/lapse.h"
 #include "sock/progress.h"
 #include "sock/sock.h"
 #include "sock/sys.h"
@@ -454,22 +455,52 @@ static void call_spin_end(struct core_engine *e)
 /* ---- Hold (mode branch; core.h core_engine_spin_end_hold) ----
  *
  * A blocking call that moved data ends its bracket with a hold instead: the CQs stay
- * unarmed for the hold's bound ($SMCR_HOLD_US), since the thread is likely to call again within
- * microseconds (a stream: 30 000 calls a second) and poll then. Without it each call's
- * spin_end armed the CQs and the next began the bracket again a microsecond or two
- * later; the peer's message landing in between wrote our eventfd and woke the progress
- * thread, 10 000-20 000 times a second in the spinning mode (measured 19:20, load 4),
- * preempting the program threads as often. Why nothing is lost: the progress timer
- * hold_tmr is armed at the hold's end, and a hold is made only when that needs no kick
- * (progress_timer_arm_quiet: the progress thread is awake or due by then), so the
- * progress thread polls, and arms, by then at the latest; and core_engine_progress reports the bound as a deadline while the hold is
- * renewed. A thread that is about to sleep in wait_for cancels every hold first
- * (core_engine_hold_cancel), so its own wake-up is never held up; another poller of
- * the process (poll/epoll on a socket) sees an arrival at most the bound late, as
- * with a spinner that lost its CPU (the spin grace). $SMCR_HOLD_US (read once) changes
- * the bound; unset or 0: no holds (the default, see hold_ns). */
+ * unarmed for the hold's bound ($SMCR_HOLD_US, default 1000), since the thread is likely
+ * to call again within microseconds (a stream: 30 000 calls a second) and poll then.
+ * Without it each call's spin_end armed the CQs and the next began the bracket again a
+ * microsecond or two later; the peer's message landing in between wrote our eventfd and
+ * woke the progress thread, 10 000-20 000 times a second in the spinning mode (measured
+ * 19:20, load 4), preempting the program threads as often. Why nothing is lost: the
+ * progress timer hold_tmr is armed at the hold's end, and a hold is made only when that
+ * needs no kick (progress_timer_arm_quiet: the progress thread is awake or due by then),
+ * so the progress thread polls, and arms, by then at the latest; and
+ * core_engine_progress reports the bound as a deadline while the hold is renewed. A
+ * thread that is about to sleep in wait_for cancels every hold first
+ * (core_engine_hold_cancel), so its own wake-up is never held up. $SMCR_HOLD_US (read
+ * once) changes the bound; 0: no holds.
+ *
+ * Hold watchdog. What a hold can cost: a thread that, after a blocking call, waits in
+ * the kernel (poll/select/epoll_wait on an smcr fd, not through an smcr call, which
+ * would poll) sees an arrival only when the progress thread next polls: at the hold's
+ * end at the latest, 1 ms against a round trip of microseconds. Two facts together show
+ * that it happened: the progress thread's round at a hold's end took an arrival
+ * (readiness for a connection) that the unarmed CQs had kept back (sock_hold_late
+ * records that hold's bound), and the thread that made that hold (the newest: its
+ * bound was the engine's) calls again only after the bound (its hold lapsed: it was not
+ * calling, so it waited somewhere else): a lapse. A lapse also comes from a holder that
+ * lost its CPU for longer than the bound (two cores, four busy threads: a few a second
+ * in a stream); a program that waits in the kernel after each blocking call lapses at
+ * each call. So lapses are scored (lapse.h: each adds one, the score halves every 100 ms),
+ * and a score of 4 ($SMCR_HOLD_LAPSES) makes the process pause its holds: 1 s, doubled at each pause up to 64 s.
+ * Such a program sees a few late arrivals per pause; one whose blocking calls follow
+ * each other keeps the holds (on the 2026-12-01 VM: stream 1.5x, connect 1.2x;
+ * docs/parts/hold.md section 5). Neither fact alone: the progress thread wakes at the
+ * old bound while a stream renews its hold (an arrival then is its holder's, microseconds
+ * early), and a thread that computes for a while between calls lapses with nothing
+ * kept back. */
+#define HOLD_DEFAULT_US 1000
+#define HOLD_LAPSES_DEFAULT 4 /* lapses (lapse.h: decayed) that pause the holds */
+#define HOLD_PAUSE_FIRST_NS (1000 * SMCR_NS_PER_MS)
+#define HOLD_PAUSE_MAX_NS (64000 * SMCR_NS_PER_MS)
+
 static struct prog_timer hold_tmr;
 static pthread_once_t hold_once = PTHREAD_ONCE_INIT;
+static _Atomic uint64_t hold_late_bound; /* the bound of the newest hold that ended with
+					  * an arrival kept back (the progress thread) */
+static _Atomic uint64_t hold_off_until; /* no holds before this (a lapse that cost) */
+static _Atomic uint64_t hold_pause;	/* the next pause */
+static _Thread_local uint64_t my_hold_until; /* this thread's newest hold, 0: none */
+_Atomic uint64_t sock_holds_total, sock_hold_late_total, sock_hold_pauses_total;
 
 static void hold_fire(void *arg, uint32_t events)
 {
@@ -488,29 +519,81 @@ static uint64_t hold_ns(void)
 	uint64_t x = atomic_load_explicit(&v, memory_order_relaxed);
 	if (x == UINT64_MAX) {
 		const char *e = getenv("SMCR_HOLD_US");
-		/* off unless asked for. The POLLIN that it_ready test_deferred_token lost with
-		 * holds on (3-4 of 10-12 runs) was sig_readable_if_none trusting a token still
-		 * in flight on the progress thread (fixed in sig.c, docs/parts/hold.md); with
-		 * the fix, holds on measured no win on stream and a few per cent on pingpong's
-		 * round trip and connect's CPU (hold.md section 2), against a progress-thread
-		 * wake-up per bound and arrivals up to the bound late for other pollers. So
-		 * still off; 1000 (1 ms) is the bound hold.md measured. */
-		x = e && *e ? (uint64_t)strtoull(e, NULL, 10) * 1000 : 0;
+		/* On by default since the watchdog above bounds what it costs a program that
+		 * waits in the kernel (hold.md section 5); before, off, for that cost. */
+		x = e && *e ? (uint64_t)strtoull(e, NULL, 10) * 1000 : HOLD_DEFAULT_US * 1000ull;
 		atomic_store_explicit(&v, x, memory_order_relaxed);
 	}
 	return x;
+}
+
+/* $SMCR_HOLD_LAPSES (read once): the score that pauses the holds; tests set 1. */
+static unsigned hold_lapses(void)
+{
+	static _Atomic unsigned v;
+	unsigned x = atomic_load_explicit(&v, memory_order_relaxed);
+	if (!x) {
+		const char *e = getenv("SMCR_HOLD_LAPSES");
+		unsigned long n = e && *e ? strtoul(e, NULL, 10) : 0;
+		x = n >= 1 && n <= 1000 ? (unsigned)n : HOLD_LAPSES_DEFAULT;
+		atomic_store_explicit(&v, x, memory_order_relaxed);
+	}
+	return x;
+}
+
+void sock_hold_late(uint64_t bound)
+{
+	/* release: the thread woken by the readiness shown next acquires it */
+	atomic_store_explicit(&hold_late_bound, bound, memory_order_release);
+}
+
+/* This thread's previous hold lapsed (it calls again after the bound), it was the newest
+ * (its bound was the engine's) and the progress thread found an arrival kept back when it
+ * ended: a lapse. Lapses that come often pause the holds. */
+static void hold_check_lapse(uint64_t now)
+{
+	uint64_t mine = my_hold_until;
+	if (!mine || now < mine)
+		return;
+	my_hold_until = 0;
+	if (atomic_load_explicit(&hold_late_bound, memory_order_acquire) != mine)
+		return;
+	atomic_fetch_add_explicit(&sock_hold_late_total, 1, memory_order_relaxed);
+	static pthread_mutex_t lk = PTHREAD_MUTEX_INITIALIZER;
+	static struct lapse_score score;
+	pthread_mutex_lock(&lk);
+	bool pause = lapse_score_add(&score, now, hold_lapses());
+	uint64_t p = 0;
+	if (pause) {
+		p = atomic_load_explicit(&hold_pause, memory_order_relaxed);
+		if (!p)
+			p = HOLD_PAUSE_FIRST_NS;
+		atomic_store_explicit(&hold_pause,
+				      p * 2 > HOLD_PAUSE_MAX_NS ? HOLD_PAUSE_MAX_NS : p * 2,
+				      memory_order_relaxed);
+		atomic_store_explicit(&hold_off_until, now + p, memory_order_relaxed);
+		atomic_fetch_add_explicit(&sock_hold_pauses_total, 1, memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&lk);
+	if (pause)
+		LOG_INFO("sock", "arrivals waited for the end of holds while their threads waited "
+				 "outside smcr calls: no holds for %llu ms",
+			 (unsigned long long)(p / SMCR_NS_PER_MS));
 }
 
 /* call_spin_end for a call that moved data: a hold when on. */
 static void call_spin_end_moved(struct core_engine *e, bool moved)
 {
 	uint64_t h = e && moved ? hold_ns() : 0;
-	if (!h) {
+	uint64_t now = h ? smcr_now_ns() : 0;
+	if (h)
+		hold_check_lapse(now);
+	if (!h || now < atomic_load_explicit(&hold_off_until, memory_order_relaxed)) {
 		call_spin_end(e);
 		return;
 	}
 	pthread_once(&hold_once, hold_init);
-	uint64_t until = smcr_now_ns() + h;
+	uint64_t until = now + h;
 	/* the timer first: once the hold is visible, the progress thread is due by then.
 	 * Only when that costs no kick (it is awake, or due by then anyway: while holds
 	 * follow each other it wakes once per bound); otherwise no hold: a kick per
@@ -519,6 +602,8 @@ static void call_spin_end_moved(struct core_engine *e, bool moved)
 		call_spin_end(e);
 		return;
 	}
+	my_hold_until = until;
+	atomic_fetch_add_explicit(&sock_holds_total, 1, memory_order_relaxed);
 	core_engine_spin_end_hold(e, until);
 }
 

@@ -221,10 +221,16 @@ static void register_providers(void)
 #endif
 }
 
-/* The engine's progress on the progress thread: all pending work, then arm the CQs; if
- * work arrived while arming, go round again (bounded: with steady traffic, return "due
- * now" and let the loop take one more turn). */
-static uint64_t engine_hook(uint64_t now)
+/* While the progress thread's round takes what a hold that just ended kept back: that
+ * hold's bound. Readiness the callbacks apply then (sock_core_event) is reported to the
+ * hold's watchdog (data.c) before it is shown, so the thread it wakes sees the report. */
+static _Thread_local uint64_t kept_bound;
+
+/* The engine's progress: all pending work, then arm the CQs; if work arrived while
+ * arming, go round again (bounded: with steady traffic, return "due now" and let the
+ * loop take one more turn). watch: the progress thread's round, which also tells the
+ * hold's watchdog when it took an arrival while a hold kept the CQs unarmed. */
+static uint64_t engine_round(uint64_t now, bool watch)
 {
 	struct core_engine *e = atomic_load_explicit(&eng_fast, memory_order_acquire);
 	if (!e)
@@ -237,8 +243,15 @@ static uint64_t engine_hook(uint64_t now)
 	 * (conns4, docs/parts/conns.md "Round 4"). */
 	if (core_engine_spin_live(e, now, &next))
 		return next == UINT64_MAX ? 0 : (next ? next : 1);
+	/* A hold that ended and was not renewed: this round takes what the unarmed CQs kept
+	 * back (the hold's watchdog, data.c). Taken, so that later rounds do not count it. */
+	uint64_t held = watch ? core_engine_hold_until(e) : 0;
+	bool ended = held && held <= now && core_engine_hold_take(e, held);
+	if (ended)
+		kept_bound = held;
 	for (int i = 0;; i++) {
 		(void)core_engine_progress(e, now, &next);
+		kept_bound = 0; /* later turns take what came since: not kept back */
 		if (core_engine_prepare_sleep(e) == 0)
 			break;
 		/* A program thread spins on the engine: it takes the completions and its
@@ -253,6 +266,11 @@ static uint64_t engine_hook(uint64_t now)
 		}
 	}
 	return next == UINT64_MAX ? 0 : (next ? next : 1);
+}
+
+static uint64_t engine_hook(uint64_t now)
+{
+	return engine_round(now, true);
 }
 
 /* The completion fds only wake the thread; the hook does the work. */
@@ -390,7 +408,7 @@ void sock_engine_spin(void)
 	/* Whoever polls the CQs must leave them armed (core_engine_prepare_sleep): a
 	 * progress call consumes the completion event, and an unarmed CQ would never wake
 	 * the progress thread again. So the same loop as the progress thread's. */
-	(void)engine_hook(smcr_now_ns());
+	(void)engine_round(smcr_now_ns(), false);
 }
 
 void sock_core_event(void *ctx, struct core_conn *c, unsigned events, unsigned raised)
@@ -417,5 +435,7 @@ void sock_core_event(void *ctx, struct core_conn *c, unsigned events, unsigned r
 	 * is that call: returned by it, no token (epoll.c "Token-free arrivals"). */
 	if ((raised & (CORE_EV_IN | CORE_EV_IN_NEW)) && sock_epoll_defer(s, events))
 		raised &= ~(unsigned)(CORE_EV_IN | CORE_EV_IN_NEW);
+	if (raised && kept_bound)
+		sock_hold_late(kept_bound);
 	sock_apply_events(s, events, raised, false);
 }

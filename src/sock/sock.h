@@ -305,6 +305,12 @@ void sock_handoff_wake(struct sock *s, int dir);
 extern _Atomic uint64_t sock_handoff_total;
 #define SOCK_HANDOFF_NS 1000000ull /* a hand-over holds the CQs' arm off this long at most
 				    * (the spin grace, CORE_SPIN_GRACE_NS: a proxy spin) */
+/* The hold's watchdog (data.c "Hold watchdog"): the progress thread's round at the end
+ * of the hold whose bound was bound took an arrival the unarmed CQs had kept back. */
+void sock_hold_late(uint64_t bound);
+/* Holds made, holds that lapsed while an arrival was kept back, and pauses of the holds
+ * that lapses caused, since start (tests). */
+extern _Atomic uint64_t sock_holds_total, sock_hold_late_total, sock_hold_pauses_total;
 /* Core's event callback for every connection (ctx = struct sock). */
 void sock_core_event(void *ctx, struct core_conn *c, unsigned events, unsigned raised);
 /* Server: how long to wait for the client's first byte before deciding it is a plain TCP

@@ -16,7 +16,11 @@
  *     only while the progress thread is due: a test timer makes it so); an arrival for
  *     another socket polled in the kernel is then seen when the progress thread wakes,
  *     not at once and not after the bound; a thread about to sleep in recv cancels the
- *     hold and is woken at once. */
+ *     hold and is woken at once;
+ *   - the hold's watchdog: blocking calls that follow each other never count as a lapse;
+ *     a hold whose thread then waits in the kernel's poll() keeps the next byte back
+ *     until its end, the thread's next call sees that and the holds pause, and the same
+ *     wait then sees the following byte at once. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -330,6 +334,125 @@ static void test_hold(void **state)
 			 0);
 }
 
+/* ---- the hold's watchdog (data.c "Hold watchdog"): a hold that lapses while its thread
+ * waits in the kernel and an arrival is kept back pauses the holds ---- */
+
+#define LAPSE_HOLD_MS 1000 /* the client's $SMCR_HOLD_US, in ms */
+#define LAPSE_TMR_MS 100   /* our progress timer: makes the first hold possible */
+#define LAPSE_SEND_MS 300  /* the server's 'b', after our timer, before the hold's end */
+#define LAPSE_PP 200	   /* blocking round trips that must not count as a lapse */
+enum {
+	LS_PP = 1, /* LAPSE_PP round trips of one byte */
+	LS_A,	   /* 'a' */
+	LS_B,	   /* 'b' after LAPSE_SEND_MS */
+	LS_C,	   /* 'c' after 50 ms */
+	LS_DONE,
+};
+
+static int lapse_server(void *arg)
+{
+	(void)arg;
+	it_child_env(0);
+	int fd = smcr_accept(lfd, NULL, NULL);
+	IT_CHECK(fd >= 0);
+	smcr_close(lfd);
+	char c;
+	it_wait_at_least(&sh->stage, LS_PP);
+	for (int i = 0; i < LAPSE_PP; i++) {
+		IT_CHECK(smcr_recv(fd, &c, 1, 0) == 1);
+		IT_CHECK(smcr_send(fd, &c, 1, 0) == 1);
+	}
+	it_wait_at_least(&sh->stage, LS_A);
+	IT_CHECK(smcr_send(fd, "a", 1, 0) == 1);
+	it_wait_at_least(&sh->stage, LS_B);
+	usleep(LAPSE_SEND_MS * 1000);
+	IT_CHECK(smcr_send(fd, "b", 1, 0) == 1);
+	it_wait_at_least(&sh->stage, LS_C);
+	usleep(50 * 1000);
+	IT_CHECK(smcr_send(fd, "c", 1, 0) == 1);
+	it_wait_at_least(&sh->stage, LS_DONE);
+	IT_CHECK(smcr_close(fd) == 0);
+	return 0;
+}
+
+static int lapse_client(void *arg)
+{
+	(void)arg;
+	char us[32];
+	snprintf(us, sizeof(us), "%d", LAPSE_HOLD_MS * 1000);
+	setenv("SMCR_HOLD_US", us, 1);
+	setenv("SMCR_HOLD_LAPSES", "1", 1); /* the score (lapse.h) has a unit test of its own */
+	it_child_env(1);
+	smcr_close(lfd);
+	int fd = it_connect(false, port);
+	IT_CHECK(fd >= 0);
+	struct core_engine *e = sock_engine();
+	IT_CHECK(e != NULL);
+	usleep(300 * 1000); /* the handshake's own timers (deferred RST watch) are behind us */
+
+	/* 1. blocking calls that follow each other: their holds never lapse */
+	sh->stage = LS_PP;
+	for (int i = 0; i < LAPSE_PP; i++) {
+		char c = (char)i, r;
+		IT_CHECK(smcr_send(fd, &c, 1, 0) == 1);
+		IT_CHECK(smcr_recv(fd, &r, 1, 0) == 1 && r == c);
+	}
+	IT_CHECK(ld(&sock_hold_late_total) == 0 && ld(&sock_hold_pauses_total) == 0);
+
+	/* 2. a recv that returned data leaves a hold (the progress thread due by its end:
+	 * our timer); then this thread waits in the kernel's poll(), and the byte sent
+	 * meanwhile is kept back until the hold's end */
+	struct prog_timer tmr;
+	progress_timer_init(&tmr, nop_timer, NULL);
+	IT_CHECK(progress_timer_arm(&tmr, smcr_now_ns() + LAPSE_TMR_MS * SMCR_NS_PER_MS) == 0);
+	uint64_t holds0 = ld(&sock_holds_total);
+	sh->stage = LS_A;
+	char c;
+	IT_CHECK(smcr_recv(fd, &c, 1, 0) == 1 && c == 'a');
+	uint64_t t0 = smcr_now_ns();
+	IT_CHECK(ld(&sock_holds_total) == holds0 + 1);
+	IT_CHECK(core_engine_hold_until(e) > t0);
+	sh->stage = LS_B;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	IT_CHECK(poll(&p, 1, 10000) == 1);
+	uint64_t late = smcr_now_ns() - t0;
+	fprintf(stderr, "[client] kept-back byte seen by poll after %llu ms (hold %d ms)\n",
+		(unsigned long long)(late / SMCR_NS_PER_MS), LAPSE_HOLD_MS);
+	IT_CHECK(late >= (LAPSE_HOLD_MS - 50) * SMCR_NS_PER_MS); /* at the hold's end */
+	/* the next call sees its hold lapsed with an arrival kept back: holds pause */
+	IT_CHECK(ld(&sock_hold_late_total) == 0);
+	IT_CHECK(smcr_recv(fd, &c, 1, 0) == 1 && c == 'b');
+	IT_CHECK(ld(&sock_hold_late_total) == 1);
+	IT_CHECK(ld(&sock_hold_pauses_total) == 1);
+	IT_CHECK(ld(&sock_holds_total) == holds0 + 1); /* that recv made none */
+	IT_CHECK(core_engine_hold_until(e) == 0);
+
+	/* 3. paused: the same wait in poll() sees the next byte at once */
+	IT_CHECK(progress_timer_arm(&tmr, smcr_now_ns() + LAPSE_TMR_MS * SMCR_NS_PER_MS) == 0);
+	uint64_t t1 = smcr_now_ns();
+	sh->stage = LS_C;
+	IT_CHECK(poll(&p, 1, 10000) == 1);
+	late = smcr_now_ns() - t1;
+	fprintf(stderr, "[client] with the holds paused, poll saw the byte after %llu ms\n",
+		(unsigned long long)(late / SMCR_NS_PER_MS));
+	IT_CHECK(late < (LAPSE_HOLD_MS / 2) * SMCR_NS_PER_MS);
+	IT_CHECK(smcr_recv(fd, &c, 1, 0) == 1 && c == 'c');
+	IT_CHECK(ld(&sock_holds_total) == holds0 + 1);
+	(void)progress_timer_cancel(&tmr);
+	sh->stage = LS_DONE;
+	IT_CHECK(smcr_close(fd) == 0);
+	return 0;
+}
+
+static void test_hold_lapse(void **state)
+{
+	(void)state;
+	memset(sh, 0, sizeof(*sh));
+	assert_int_equal(it_run_smc_pair(&lfd, &port, lapse_server, NULL, lapse_client, NULL,
+					 60000),
+			 0);
+}
+
 int main(void)
 {
 	char port_s[16];
@@ -343,6 +466,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_direct_wake),
 		cmocka_unit_test(test_hold),
+		cmocka_unit_test(test_hold_lapse),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
