@@ -480,11 +480,11 @@ static void call_spin_end(struct core_engine *e)
  * calling, so it waited somewhere else): a lapse. A lapse also comes from a holder that
  * lost its CPU for longer than the bound (two cores, four busy threads: a few a second
  * in a stream); a program that waits in the kernel after each blocking call lapses at
- * each call. So lapses are scored (lapse.h: each adds one, the score halves every 100 ms),
- * and a score of 4 ($SMCR_HOLD_LAPSES) makes the process pause its holds: 1 s, doubled at each pause up to 64 s.
- * Such a program sees a few late arrivals per pause; one whose blocking calls follow
- * each other keeps the holds (on the 2026-12-01 VM: stream 1.5x, connect 1.2x;
- * docs/parts/hold.md section 5). Neither fact alone: the progress thread wakes at the
+ * each call. So lapses are scored (lapse.h: each adds one, the score halves every
+ * 100 ms), and a score of 4 ($SMCR_HOLD_LAPSES) makes the process pause its holds: 1 s,
+ * doubled at each pause up to 64 s. Such a program sees a few late arrivals per pause;
+ * one whose blocking calls follow each other keeps the holds (on the 2026-12-01 VM:
+ * stream 1.5x, connect 1.15x; docs/parts/hold.md section 5). Neither fact alone: the progress thread wakes at the
  * old bound while a stream renews its hold (an arrival then is its holder's, microseconds
  * early), and a thread that computes for a while between calls lapses with nothing
  * kept back. */
