@@ -477,17 +477,17 @@ static void call_spin_end(struct core_engine *e)
  * (readiness for a connection) that the unarmed CQs had kept back (sock_hold_late
  * records that hold's bound), and the thread that made that hold (the newest: its
  * bound was the engine's) calls again only after the bound (its hold lapsed: it was not
- * calling, so it waited somewhere else): a lapse. A lapse also comes from a holder that
- * lost its CPU for longer than the bound (two cores, four busy threads: a few a second
- * in a stream); a program that waits in the kernel after each blocking call lapses at
- * each call. So lapses are scored (lapse.h: each adds one, the score halves every
- * 100 ms), and a score of 4 ($SMCR_HOLD_LAPSES) makes the process pause its holds: 1 s,
- * doubled at each pause up to 64 s. Such a program sees a few late arrivals per pause;
- * one whose blocking calls follow each other keeps the holds (on the 2026-12-01 VM:
- * stream 1.5x, connect 1.15x; docs/parts/hold.md section 5). Neither fact alone: the progress thread wakes at the
- * old bound while a stream renews its hold (an arrival then is its holder's, microseconds
- * early), and a thread that computes for a while between calls lapses with nothing
- * kept back. */
+ * calling, so it waited somewhere else): a lapse. Neither fact alone: the progress
+ * thread wakes at the old bound while a stream renews its hold (an arrival then is its
+ * holder's, microseconds early), and a thread that computes for a while between calls
+ * lapses with nothing kept back. A lapse also comes from a holder that lost its CPU for
+ * longer than the bound (two cores, four busy threads: a few a second in a stream); a
+ * program that waits in the kernel after each blocking call lapses at each call. So
+ * lapses are scored (lapse.h: each adds one, the score halves every 100 ms), and a score
+ * of 4 ($SMCR_HOLD_LAPSES) makes the process pause its holds: 1 s, doubled at each pause
+ * up to 64 s. Such a program sees a few late arrivals per pause; one whose blocking calls
+ * follow each other keeps the holds (on the 2026-12-01 VM: stream 1.5x, connect 1.15x;
+ * docs/parts/hold.md section 5). */
 #define HOLD_DEFAULT_US 1000
 #define HOLD_LAPSES_DEFAULT 4 /* lapses (lapse.h: decayed) that pause the holds */
 #define HOLD_PAUSE_FIRST_NS (1000 * SMCR_NS_PER_MS)
