@@ -338,8 +338,8 @@ static void test_hold(void **state)
  * waits in the kernel and an arrival is kept back pauses the holds ---- */
 
 #define LAPSE_HOLD_MS 1000 /* the client's $SMCR_HOLD_US, in ms */
-#define LAPSE_TMR_MS 100   /* our progress timer: makes the first hold possible */
-#define LAPSE_SEND_MS 300  /* the server's 'b', after our timer, before the hold's end */
+#define LAPSE_TMR_MS 200   /* our progress timer: makes the first hold possible */
+#define LAPSE_SEND_MS 500  /* the server's 'b', after our timer, before the hold's end */
 #define LAPSE_PP 200	   /* blocking round trips that must not count as a lapse */
 enum {
 	LS_PP = 1, /* LAPSE_PP round trips of one byte */
@@ -398,6 +398,9 @@ static int lapse_client(void *arg)
 		IT_CHECK(smcr_recv(fd, &r, 1, 0) == 1 && r == c);
 	}
 	IT_CHECK(ld(&sock_hold_late_total) == 0 && ld(&sock_hold_pauses_total) == 0);
+	/* The progress thread is due at the end of the last of those holds, if one was made:
+	 * let that pass, so that its next wake-up is our timer, then the hold below. */
+	usleep((LAPSE_HOLD_MS + 100) * 1000);
 
 	/* 2. a recv that returned data leaves a hold (the progress thread due by its end:
 	 * our timer); then this thread waits in the kernel's poll(), and the byte sent
