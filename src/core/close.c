@@ -29,10 +29,14 @@ void close_abort_locked(struct core_conn *c, int err, bool send_a)
  * (tx.c wake_one). A connection detached before that never sent its C: the peer then held
  * it, and its RMB, for close_wait_ns (seen: 1000 closes back to back on 16 slots left
  * ~890 of the peer's connections waiting, docs/parts/conns.md Round 5). */
+bool close_sent_locked(const struct core_conn *c)
+{
+	return c->app_closed && (c->cl & (CL_SENT_C | CL_SENT_A));
+}
+
 bool close_finished_locked(const struct core_conn *c)
 {
-	return c->app_closed && (c->cl & (CL_SENT_C | CL_SENT_A)) && !c->upd_pending &&
-	       (c->cl & (CL_RCVD_C | CL_RCVD_A));
+	return close_sent_locked(c) && !c->upd_pending && (c->cl & (CL_RCVD_C | CL_RCVD_A));
 }
 
 /* Quiet final C (connect4 branch; procedures.md 5.1, RFC 7609 4.8.1 close procedures).
@@ -86,7 +90,7 @@ void close_maybe_finish_elocked(struct core_conn *c, uint64_t now)
 	}
 	pthread_mutex_lock(&c->lock);
 	bool fin = close_finished_locked(c);
-	bool wait = !fin && c->app_closed && (c->cl & (CL_SENT_C | CL_SENT_A));
+	bool wait = !fin && close_sent_locked(c);
 	if (c->app_closed && c->cl_pend && c->giveup_deadline == CORE_NEVER) {
 		/* Closed with queued bytes: the engine writes them in the background; a peer
 		 * that never makes room gets an A after close_wait_ns (docs/parts/sndbuf.md). */

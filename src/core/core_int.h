@@ -511,6 +511,10 @@ void close_abort_locked(struct core_conn *c, int err, bool send_a);
 /* Called after a close-relevant change with no lock held: detaches a finished conn. */
 void close_maybe_finish(struct core_conn *c, uint64_t now);
 void close_maybe_finish_elocked(struct core_conn *c, uint64_t now);	/* eng->lock held */
+/* The program closed c and its C or A is flagged sent: posted, or waiting for a send slot
+ * (upd_pending). conn->lock held. */
+bool close_sent_locked(const struct core_conn *c);
+/* close_sent_locked, the C or A posted, and the peer's C or A received. conn->lock held. */
 bool close_finished_locked(const struct core_conn *c);
 /* Whether the CDC c is about to send is a quiet final C (close.c). conn->lock held. */
 bool close_cdc_quiet_locked(const struct core_conn *c);

@@ -107,8 +107,7 @@ static void wake_one(struct core_lgr *lg, unsigned i)
 	 * the C or A of a closed connection, the exchange may be complete now (close.c
 	 * close_finished_locked waits for it). */
 	if (c->upd_pending && c->mode == CORE_MODE_SMC)
-		close_sent = tx_cdc_locked(c, false) == 0 && c->app_closed &&
-			     (c->cl & (CL_SENT_C | CL_SENT_A));
+		close_sent = tx_cdc_locked(c, false) == 0 && close_sent_locked(c);
 	/* Ring bytes that found no slot (docs/parts/sndbuf.md "Flush triggers"). */
 	if (c->sb_tail < c->sb_head || c->cl_pend)
 		bits = tx_flush_locked(c, false);
