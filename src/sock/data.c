@@ -498,7 +498,6 @@ static pthread_once_t hold_once = PTHREAD_ONCE_INIT;
 static _Atomic uint64_t hold_late_bound; /* the bound of the newest hold that ended with
 					  * an arrival kept back (the progress thread) */
 static _Atomic uint64_t hold_off_until; /* no holds before this (a lapse that cost) */
-static _Atomic uint64_t hold_pause;	/* the next pause */
 static _Thread_local uint64_t my_hold_until; /* this thread's newest hold, 0: none */
 _Atomic uint64_t sock_holds_total, sock_hold_late_total, sock_hold_pauses_total;
 
@@ -560,17 +559,14 @@ static void hold_check_lapse(uint64_t now)
 		return;
 	atomic_fetch_add_explicit(&sock_hold_late_total, 1, memory_order_relaxed);
 	static pthread_mutex_t lk = PTHREAD_MUTEX_INITIALIZER;
-	static struct lapse_score score;
+	static struct lapse_score score;	     /* (lk) */
+	static uint64_t next_pause = HOLD_PAUSE_FIRST_NS; /* (lk) */
 	pthread_mutex_lock(&lk);
 	bool pause = lapse_score_add(&score, now, hold_lapses());
 	uint64_t p = 0;
 	if (pause) {
-		p = atomic_load_explicit(&hold_pause, memory_order_relaxed);
-		if (!p)
-			p = HOLD_PAUSE_FIRST_NS;
-		atomic_store_explicit(&hold_pause,
-				      p * 2 > HOLD_PAUSE_MAX_NS ? HOLD_PAUSE_MAX_NS : p * 2,
-				      memory_order_relaxed);
+		p = next_pause;
+		next_pause = p * 2 > HOLD_PAUSE_MAX_NS ? HOLD_PAUSE_MAX_NS : p * 2;
 		atomic_store_explicit(&hold_off_until, now + p, memory_order_relaxed);
 		atomic_fetch_add_explicit(&sock_hold_pauses_total, 1, memory_order_relaxed);
 	}
