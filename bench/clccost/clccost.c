@@ -11,7 +11,9 @@
  *
  * Then the same loop over smcr (a forked server process, SMCR_RULES "use smc both * *"),
  * and over plain TCP through the same process layout, each timed by phase on the client:
- * connect (socket + connect), exchange (send + recv), close.
+ * connect (socket + connect), exchange (send + recv), close; and the timeline of a
+ * connection across both processes (both stamp it into shared memory): when the server's
+ * accept returns, when it has the request, when the client has the answer.
  *
  *   floor: the SMC-R message sequence with the least work per message (the "protocol
  *          floor"): TCP connect, Proposal (92 B, what smcr sends) ->, <- Accept (68 B),
@@ -40,6 +42,7 @@
 #include <string.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -177,15 +180,32 @@ static double run(struct sockaddr_in *sa, int clc, double secs)
 	return (double)n / (t - t0);
 }
 
-/* ---- phases over smcr (or TCP through the smcr API with rule tcp) ---- */
+/* ---- phases over smcr (or TCP through the smcr API with rule tcp) ----
+ *
+ * Both ends stamp each connection (CLOCK_MONOTONIC, one clock for both processes) into a
+ * shared mapping, so the output is the connection's timeline across the two processes:
+ * where the client waits for the server and for how long. Connection i of the client is
+ * the server's accept i (one connection at a time). */
+
+#define TL_MAX 65536 /* connections stamped; later ones are counted, not stamped */
+enum { TL_C_START, TL_C_CONNECTED, TL_C_SENT, TL_C_ANSWERED, TL_C_CLOSED, TL_C_N };
+enum { TL_S_ACCEPTED, TL_S_REQUEST, TL_S_SENT, TL_S_EOF, TL_S_CLOSED, TL_S_N };
+struct tl_rec {
+	double c[TL_C_N]; /* written by the client process */
+	double s[TL_S_N]; /* written by the server process */
+};
+static struct tl_rec *tl; /* MAP_SHARED, TL_MAX + 1 records */
 
 static void smcr_server_proc(int l)
 {
 	char b[128];
-	for (;;) {
+	for (long i = 0;; i++) {
 		int fd = smcr_accept(l, NULL, NULL);
 		if (fd < 0)
 			_exit(0);
+		double *st = i < TL_MAX ? tl[i].s : NULL;
+		if (st)
+			st[TL_S_ACCEPTED] = now();
 		size_t got = 0;
 		while (got < 64) {
 			ssize_t k = smcr_recv(fd, b + got, 64 - got, 0);
@@ -193,17 +213,92 @@ static void smcr_server_proc(int l)
 				break;
 			got += (size_t)k;
 		}
+		if (st)
+			st[TL_S_REQUEST] = now();
 		if (got == 64)
 			(void)smcr_send(fd, b, 64, MSG_NOSIGNAL);
+		if (st)
+			st[TL_S_SENT] = now();
 		(void)smcr_recv(fd, b, 1, 0);
+		if (st)
+			st[TL_S_EOF] = now();
 		smcr_close(fd);
+		if (st)
+			st[TL_S_CLOSED] = now();
 	}
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* One line: median, 10th and 90th percentile of v[0..n) in microseconds (sorts v). */
+static void tl_line(const char *what, double *v, long n)
+{
+	if (n <= 0)
+		return;
+	qsort(v, (size_t)n, sizeof(*v), cmp_dbl);
+	printf("    %-58s %7.1f %7.1f %7.1f\n", what, v[n / 2] * 1e6, v[n / 10] * 1e6,
+	       v[n * 9 / 10] * 1e6);
+}
+
+/* The timeline of connections 1..m-1 (0 brought the link group up; each needs the next
+ * one's start). Segments between the two ends' stamps may be negative: the later event
+ * of one end happened first. */
+static void tl_report(long m)
+{
+	static const struct {
+		const char *what;
+		int a_srv, a, b_srv, b; /* segment = (b) - (a); *_srv: a server stamp */
+	} seg[] = {
+		{ "client: connect (socket + connect)", 0, TL_C_START, 0, TL_C_CONNECTED },
+		{ "server: accept returned, after the client's connect did", 0, TL_C_CONNECTED, 1,
+		  TL_S_ACCEPTED },
+		{ "client: send of the 64 B request", 0, TL_C_CONNECTED, 0, TL_C_SENT },
+		{ "server: has the request, after the client's send returned", 0, TL_C_SENT, 1,
+		  TL_S_REQUEST },
+		{ "server: send of the 64 B answer", 1, TL_S_REQUEST, 1, TL_S_SENT },
+		{ "client: has the answer, after the server's send returned", 1, TL_S_SENT, 0,
+		  TL_C_ANSWERED },
+		{ "client: close", 0, TL_C_ANSWERED, 0, TL_C_CLOSED },
+		{ "server: recv saw the end, after the client's close returned", 0, TL_C_CLOSED,
+		  1, TL_S_EOF },
+		{ "server: close", 1, TL_S_EOF, 1, TL_S_CLOSED },
+	};
+	if (m > TL_MAX)
+		m = TL_MAX;
+	if (m < 3)
+		return;
+	double *v = malloc(sizeof(double) * (size_t)m);
+	if (!v)
+		return;
+	printf("  timeline, us (median, 10th, 90th percentile of %ld connections):\n", m - 2);
+	for (size_t k = 0; k < sizeof(seg) / sizeof(seg[0]); k++) {
+		long n = 0;
+		for (long i = 1; i < m - 1; i++) {
+			double a = seg[k].a_srv ? tl[i].s[seg[k].a] : tl[i].c[seg[k].a];
+			double b = seg[k].b_srv ? tl[i].s[seg[k].b] : tl[i].c[seg[k].b];
+			v[n++] = b - a;
+		}
+		tl_line(seg[k].what, v, n);
+	}
+	long n = 0;
+	for (long i = 1; i < m - 1; i++)
+		v[n++] = tl[i + 1].c[TL_C_START] - tl[i].c[TL_C_START];
+	tl_line("whole connection (client's start to its next start)", v, n);
+	free(v);
 }
 
 static void phases(const char *rules, double secs)
 {
 	setenv("SMCR_RULES", rules, 1);
 	setenv("SMCR_CONFIG", "/nonexistent", 1);
+	tl = mmap(NULL, sizeof(*tl) * (TL_MAX + 1), PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (tl == MAP_FAILED)
+		exit(1);
 	int l = smcr_socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t sl = sizeof(sa);
@@ -218,19 +313,26 @@ static void phases(const char *rules, double secs)
 	memset(b, 0x5a, sizeof(b));
 	/* a first connection brings the link group up (not measured) */
 	double tc = 0, tx = 0, tk = 0;
-	long n = -1;
+	long n = -1, i = 0;
 	double t0 = now(), t = t0;
-	while (n < 0 || t - t0 < secs) {
+	for (; n < 0 || t - t0 < secs; i++) {
+		double *ct = i < TL_MAX ? tl[i].c : NULL;
 		double a = now();
+		if (ct)
+			ct[TL_C_START] = a;
 		int fd = smcr_socket(AF_INET, SOCK_STREAM, 0);
 		if (smcr_connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 			perror("smcr_connect");
 			exit(1);
 		}
 		double bt = now();
+		if (ct)
+			ct[TL_C_CONNECTED] = bt;
 		size_t got = 0;
 		if (smcr_send(fd, b, 64, MSG_NOSIGNAL) != 64)
 			exit(1);
+		if (ct)
+			ct[TL_C_SENT] = now();
 		while (got < 64) {
 			ssize_t k = smcr_recv(fd, b + got, 64 - got, 0);
 			if (k <= 0)
@@ -238,8 +340,12 @@ static void phases(const char *rules, double secs)
 			got += (size_t)k;
 		}
 		double c = now();
+		if (ct)
+			ct[TL_C_ANSWERED] = c;
 		smcr_close(fd);
 		t = now();
+		if (ct)
+			ct[TL_C_CLOSED] = t;
 		if (n < 0) {
 			n = 0;
 			t0 = t;
@@ -252,17 +358,22 @@ static void phases(const char *rules, double secs)
 	}
 	struct smcr_info in;
 	socklen_t il = sizeof(in);
+	if (i < TL_MAX)
+		tl[i].c[TL_C_START] = now(); /* the last measured connection's "next start" */
 	int fd = smcr_socket(AF_INET, SOCK_STREAM, 0);
 	const char *mode = "?";
 	if (smcr_connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
 	    smcr_getsockopt(fd, SOL_SMCR, SMCR_INFO, &in, &il) == 0)
 		mode = smcr_mode_name(in.mode);
 	smcr_close(fd);
+	usleep(20000); /* the server's stamps of the last connection */
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	printf("[%s] ", mode);
 	printf("%-22s %6.0f conn/s: connect %5.1f us, exchange %5.1f us, close %5.1f us\n", rules,
 	       (double)n / (t - t0), tc / (double)n * 1e6, tx / (double)n * 1e6, tk / (double)n * 1e6);
+	tl_report(i + 1);
+	munmap(tl, sizeof(*tl) * (TL_MAX + 1));
 }
 
 int main(int argc, char **argv)

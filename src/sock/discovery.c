@@ -6,11 +6,14 @@
 
 #include <fnmatch.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <smcr/smcr.h>
 #include <string.h>
 
 #include "bpf/optin.h"
 #include "sock/sys.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 /* Reason codes: SMCR_REASON_BPF_BASE | enum smcr_optin_result (smcr.h). */
@@ -39,15 +42,47 @@ static uint32_t reason_of(enum smcr_optin_result r)
 	return SMCR_REASON_BPF_BASE | (uint32_t)r;
 }
 
+/* "Not installed" is remembered for DISC_NOINST_NS: the opt-in is a system call on
+ * every connect and listen, and without the programs it fails the same way each time
+ * (ENOPROTOOPT). Programs attached later (or a move to a covered cgroup) are seen by the
+ * sockets made from then on at most DISC_NOINST_NS later; a forked child asks again. */
+#define DISC_NOINST_NS (1000ull * SMCR_NS_PER_MS)
+static _Atomic uint64_t disc_noinst_until; /* 0: ask; else no programs until then */
+static _Atomic uint64_t disc_probes;	    /* opt-in system calls made (tests) */
+
+uint64_t disc_optin_probes(void)
+{
+	return atomic_load_explicit(&disc_probes, memory_order_relaxed);
+}
+static pthread_once_t disc_once = PTHREAD_ONCE_INIT;
+
+static void disc_atfork_child(void)
+{
+	atomic_store_explicit(&disc_noinst_until, 0, memory_order_relaxed);
+}
+
+static void disc_init(void)
+{
+	pthread_atfork(NULL, NULL, disc_atfork_child);
+}
+
 /* Opt fd in. Returns 0 when the programs took the request, else the reason (BPF_*). */
 static uint32_t disc_optin(int fd)
 {
 	int err = 0;
+	uint64_t now = smcr_now_ns();
+	if (now < atomic_load_explicit(&disc_noinst_until, memory_order_relaxed))
+		return SMCR_REASON_BPF_NOT_INSTALLED;
+	atomic_fetch_add_explicit(&disc_probes, 1, memory_order_relaxed);
 	int rc = smcr_optin_enable_tcp(fd, &err); /* every socket object is TCP (api.c) */
 	if (rc == 0)
 		return 0;
-	if (rc == -SMCR_E_BPF_NOT_INSTALLED)
+	if (rc == -SMCR_E_BPF_NOT_INSTALLED) {
+		(void)pthread_once(&disc_once, disc_init);
+		atomic_store_explicit(&disc_noinst_until, now + DISC_NOINST_NS,
+				      memory_order_relaxed);
 		return SMCR_REASON_BPF_NOT_INSTALLED;
+	}
 	LOG_WARN("disc", "fd %d: opt-in failed (%s, errno %d): rules only", fd,
 		 smcr_err_name(rc), err);
 	return rc == -SMCR_E_BPF_NOT_TCP ? reason_of(SMCR_OPTIN_NOT_TCP)

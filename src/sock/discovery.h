@@ -13,7 +13,9 @@
  *   no rule matches (default)    opt in. Installed: as "use smc". Not installed: TCP,
  *                                reason BPF_NOT_INSTALLED.
  * "Installed" is detected per socket: the private setsockopt answers (it fails with
- * ENOPROTOOPT outside a covered cgroup).
+ * ENOPROTOOPT outside a covered cgroup). "Not installed" is then remembered for 1 s per
+ * process (a system call less per connection; programs attached later are seen within
+ * that second; a forked child asks again).
  *
  * After connect() completed (client) or accept() returned (server) the result is read
  * with smcr_optin_result(): only SMCR_OPTIN_SMC lets CLC run; every other result is a
@@ -55,6 +57,8 @@ enum rule_action disc_listener_rule(const struct sockaddr_storage *ss, const str
 /* After connect()/accept() of a socket opted in (DISC_BPF): 0 when both sides exchanged
  * the option (run CLC), else the local fallback reason (SMCR_REASON_BPF_*). */
 uint32_t disc_result(int fd);
+/* Opt-in system calls made, since start (tests: the "not installed" memory). */
+uint64_t disc_optin_probes(void);
 /* Name of an SMCR_REASON_BPF_* code ("BPF_PEER_NO", ...), NULL for any other code. */
 const char *disc_reason_name(uint32_t reason);
 

@@ -74,15 +74,19 @@ static struct prog_watch *eng_watch[16];      /* (eng_lock) the engine fds' watc
  * wakes all waiters (no exclusive wake) only costs the old second wake-up.
  *
  * The program fd is registered EPOLLONESHOT and re-armed by EPOLL_CTL_MOD before each
- * sleep (ADD when the number is new or was closed and reused: MOD then fails with
- * ENOENT), so a stale registration of a file the program still holds fires at most
- * once: a spurious return, which the rule above makes harmless. */
+ * sleep of the same socket object at the same number; a new object (or number) is ADDed
+ * first: a connection's number is usually a closed one reused, whose registration went
+ * with its file, so MOD first would fail with ENOENT once per connection. Either call
+ * falls back to the other (ENOENT, EEXIST). A stale registration of a file the program
+ * still holds fires at most once: a spurious return, which the rule above makes
+ * harmless. */
 static int eng_direct_epfd = -1; /* written once before eng_fast is published */
 static _Atomic bool direct_busy; /* a thread owns the direct sleep (sock_direct_begin) */
 static int direct_fd = -1;	 /* (direct_busy owner) the program fd registered */
+static const void *direct_who;	 /* (direct_busy owner) the socket object it was for */
 static uint32_t direct_ev;	 /* (direct_busy owner) and its events */
 static const uint64_t DIRECT_CQ_MARK = UINT64_MAX; /* data of the CQ fds' registrations */
-_Atomic uint64_t sock_direct_sleeps_total, sock_direct_cq_wakes_total;
+_Atomic uint64_t sock_direct_sleeps_total, sock_direct_cq_wakes_total, sock_direct_ctl_total;
 
 int sock_direct_mode(void)
 {
@@ -135,7 +139,7 @@ static bool is_cq_fd(struct core_engine *e, int fd)
 	return false;
 }
 
-bool sock_direct_begin(int fd, bool out)
+bool sock_direct_begin(int fd, const void *who, bool out)
 {
 	if (!atomic_load_explicit(&eng_fast, memory_order_acquire) || eng_direct_epfd < 0)
 		return false;
@@ -146,24 +150,26 @@ bool sock_direct_begin(int fd, bool out)
 		return false;
 	uint32_t evs = (out ? EPOLLOUT : EPOLLIN) | EPOLLONESHOT;
 	struct epoll_event ev = { .events = evs, .data.u64 = (uint64_t)(unsigned)fd };
-	int rc = -1;
-	if (direct_fd == fd)
-		rc = sock_sys.epoll_ctl(eng_direct_epfd, EPOLL_CTL_MOD, fd, &ev);
-	if (rc < 0) {
-		/* A new number (or the same number, another file): ADD. The previous fd's
-		 * registration is not deleted (a system call per new socket, connect's path):
-		 * closed, it went with its file; still open, it is one-shot, so it wakes the
-		 * direct sleeper at most once more (a spurious return, harmless by the rule). */
-		rc = sock_sys.epoll_ctl(eng_direct_epfd, EPOLL_CTL_ADD, fd, &ev);
-		if (rc < 0 && errno == EEXIST) /* registered earlier, still open */
-			rc = sock_sys.epoll_ctl(eng_direct_epfd, EPOLL_CTL_MOD, fd, &ev);
+	/* The previous fd's registration is never deleted (a system call per new socket,
+	 * connect's path): closed, it went with its file; still open, it is one-shot, so it
+	 * wakes the direct sleeper at most once more (a spurious return, harmless). */
+	int op = direct_fd == fd && direct_who == who ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+	int rc = sock_sys.epoll_ctl(eng_direct_epfd, op, fd, &ev);
+	if (rc < 0 && errno == (op == EPOLL_CTL_MOD ? ENOENT : EEXIST)) {
+		/* MOD: the number was closed and reused; ADD: this file was registered
+		 * earlier under this number and is still open */
+		atomic_fetch_add_explicit(&sock_direct_ctl_total, 1, memory_order_relaxed);
+		op = op == EPOLL_CTL_MOD ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
+		rc = sock_sys.epoll_ctl(eng_direct_epfd, op, fd, &ev);
 	}
+	atomic_fetch_add_explicit(&sock_direct_ctl_total, 1, memory_order_relaxed);
 	if (rc < 0) {
 		direct_fd = -1;
 		atomic_store_explicit(&direct_busy, false, memory_order_release);
 		return false;
 	}
 	direct_fd = fd;
+	direct_who = who;
 	direct_ev = evs;
 	return true;
 }

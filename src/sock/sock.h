@@ -273,17 +273,21 @@ void sock_engine_spin(void);
 /* Direct wake (engine.c "Direct wake", mode branch): one program thread at a time sleeps
  * on the CQ fds and its program fd (fd, EPOLLIN or EPOLLOUT when out) and takes the
  * completions itself; the progress thread is then not woken for them. begin: false when
- * another thread owns it or it is off (sleep the usual way). wait: epoll_wait with ms
+ * another thread owns it or it is off (sleep the usual way); who: the socket object the
+ * fd is (only compared: it picks the cheaper epoll_ctl). wait: epoll_wait with ms
  * (-1: none), like poll's return; *mine: the program fd was reported. After wait
  * returns, the caller MUST poll the engine (core_engine_prepare_sleep) before anything
  * else, then call end. sock_direct_mode: $SMCR_DIRECT_WAKE, 0 off, 1 on for threads
  * whose recent sleeps were short (default), 2 always (tests). */
-bool sock_direct_begin(int fd, bool out);
+bool sock_direct_begin(int fd, const void *who, bool out);
 int sock_direct_wait(int ms, bool *mine);
 void sock_direct_end(void);
 int sock_direct_mode(void);
 /* Direct sleeps and wake-ups by a CQ fd of a direct sleeper, since start (tests). */
 extern _Atomic uint64_t sock_direct_sleeps_total, sock_direct_cq_wakes_total;
+/* epoll_ctl calls made by sock_direct_begin, since start (tests: one per begin when the
+ * socket object is new or the same as last time). */
+extern _Atomic uint64_t sock_direct_ctl_total;
 #define SOCK_DIRECT_SHORT_NS 1000000ull /* a thread's sleeps averaging below: direct */
 #define SOCK_DIRECT_MISS_NS 10000000ull /* a direct wake-up that was for others counts so */
 #define SOCK_SPIN_NS 20000ull	    /* the spin before sleeping, at least */

@@ -4,6 +4,9 @@
  *
  * In the client process of a real two-process SMC-R pair ($SMCR_DIRECT_WAKE=2: every
  * bracketed sleeper may sleep directly, not only threads whose sleeps were short):
+ *   - the program fd's registration costs one epoll_ctl per sleep: a new socket at a
+ *     closed and reused number is ADDed (no MOD that fails first), the same socket again
+ *     is MODified, the same file for another socket object falls back from ADD to MOD;
  *   - a thread asleep in recv is woken by the peer's CDC through a CQ fd, and the progress
  *     thread does not turn meanwhile (its loop counter);
  *   - while it sleeps directly, another thread asleep in recv on another connection (the
@@ -34,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "core/core_int.h"
 #include "itlib.h"
@@ -137,14 +141,51 @@ static int direct_client(void *arg)
 	pthread_t t, t2;
 	struct blocked a, b;
 
+	/* 0. the registration's epoll_ctl calls (sock_direct_begin; a pipe stands for a
+	 * program fd): one for a new socket at a number that was closed and reused (an ADD,
+	 * not a MOD that fails first), one for the same socket again (MOD); the same file
+	 * begun for another socket object: ADD fails (EEXIST), then MOD */
+	{
+		int p1[2], p2[2];
+		char o1, o2, o3;
+		IT_CHECK(pipe(p1) == 0);
+		uint64_t c0 = ld(&sock_direct_ctl_total);
+		IT_CHECK(sock_direct_begin(p1[0], &o1, false));
+		sock_direct_end();
+		IT_CHECK(ld(&sock_direct_ctl_total) == c0 + 1);
+		/* another file at the same number: dup2 closes the old one in the same step
+		 * (no other thread can take the number in between) */
+		int num = p1[0];
+		IT_CHECK(pipe(p2) == 0);
+		IT_CHECK(dup2(p2[0], num) == num);
+		close(p2[0]);
+		close(p1[1]);
+		p2[0] = num;
+		c0 = ld(&sock_direct_ctl_total);
+		IT_CHECK(sock_direct_begin(p2[0], &o2, false));
+		sock_direct_end();
+		IT_CHECK(ld(&sock_direct_ctl_total) == c0 + 1);
+		IT_CHECK(sock_direct_begin(p2[0], &o2, false));
+		sock_direct_end();
+		IT_CHECK(ld(&sock_direct_ctl_total) == c0 + 2);
+		IT_CHECK(sock_direct_begin(p2[0], &o3, false));
+		sock_direct_end();
+		IT_CHECK(ld(&sock_direct_ctl_total) == c0 + 4);
+		close(p2[0]);
+		close(p2[1]);
+	}
+
 	/* 1. asleep in recv, woken through a CQ fd; the progress thread does not turn.
 	 * Its loop may turn for an engine timer of its own now and then: every round must
 	 * be woken directly, and at least ROUNDS - 1 of them with no turn at all. */
 	int quiet = 0;
 	for (int k = 0; k < ROUNDS; k++) {
-		uint64_t s0 = ld(&sock_direct_sleeps_total);
+		uint64_t s0 = ld(&sock_direct_sleeps_total), c0 = ld(&sock_direct_ctl_total);
 		start_sleeper(&t, &a, fd1);
 		IT_CHECK(ld(&sock_direct_sleeps_total) > s0); /* it sleeps directly */
+		/* one epoll_ctl for the sleep: an ADD the first time (a new socket object:
+		 * no MOD that fails first), a MOD after */
+		IT_CHECK(ld(&sock_direct_ctl_total) == c0 + 1);
 		uint64_t w0 = ld(&sock_direct_cq_wakes_total);
 		uint64_t p0 = progress_turns();
 		sh->stage = k + 1;
