@@ -337,7 +337,7 @@ static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t h
 	}
 	/* held: sleep directly on the CQ fds ("Direct wake"), or else the waker may hand the
 	 * CQs over to us ("Hand-over"; a direct sleeper polls them itself) */
-	bool direct = held && direct_wanted() && sock_direct_begin(s->fd, s, !rx);
+	bool direct = held && direct_wanted() && sock_direct_begin(s->fd, s->serial, !rx);
 	char me;
 	bool offered = held && !direct && handoff_offer(s, dir, &me);
 	bool mine = true;

@@ -74,8 +74,8 @@ static struct prog_watch *eng_watch[16];      /* (eng_lock) the engine fds' watc
  * wakes all waiters (no exclusive wake) only costs the old second wake-up.
  *
  * The program fd is registered EPOLLONESHOT and re-armed by EPOLL_CTL_MOD before each
- * sleep of the same socket object at the same number; a new object (or number) is ADDed
- * first: a connection's number is usually a closed one reused, whose registration went
+ * sleep of the same socket (its serial: socket objects are pooled and reused) at the same
+ * number; a new socket (or number) is ADDed first: a connection's number is usually a closed one reused, whose registration went
  * with its file, so MOD first would fail with ENOENT once per connection. Either call
  * falls back to the other (ENOENT, EEXIST). A stale registration of a file the program
  * still holds fires at most once: a spurious return, which the rule above makes
@@ -83,7 +83,7 @@ static struct prog_watch *eng_watch[16];      /* (eng_lock) the engine fds' watc
 static int eng_direct_epfd = -1; /* written once before eng_fast is published */
 static _Atomic bool direct_busy; /* a thread owns the direct sleep (sock_direct_begin) */
 static int direct_fd = -1;	 /* (direct_busy owner) the program fd registered */
-static const void *direct_who;	 /* (direct_busy owner) the socket object it was for */
+static uint64_t direct_serial;	 /* (direct_busy owner) the socket it was for (serial) */
 static uint32_t direct_ev;	 /* (direct_busy owner) and its events */
 static const uint64_t DIRECT_CQ_MARK = UINT64_MAX; /* data of the CQ fds' registrations */
 _Atomic uint64_t sock_direct_sleeps_total, sock_direct_cq_wakes_total, sock_direct_ctl_total;
@@ -139,7 +139,7 @@ static bool is_cq_fd(struct core_engine *e, int fd)
 	return false;
 }
 
-bool sock_direct_begin(int fd, const void *who, bool out)
+bool sock_direct_begin(int fd, uint64_t serial, bool out)
 {
 	if (!atomic_load_explicit(&eng_fast, memory_order_acquire) || eng_direct_epfd < 0)
 		return false;
@@ -153,7 +153,7 @@ bool sock_direct_begin(int fd, const void *who, bool out)
 	/* The previous fd's registration is never deleted (a system call per new socket,
 	 * connect's path): closed, it went with its file; still open, it is one-shot, so it
 	 * wakes the direct sleeper at most once more (a spurious return, harmless). */
-	int op = direct_fd == fd && direct_who == who ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+	int op = direct_fd == fd && direct_serial == serial ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
 	int rc = sock_sys.epoll_ctl(eng_direct_epfd, op, fd, &ev);
 	if (rc < 0 && errno == (op == EPOLL_CTL_MOD ? ENOENT : EEXIST)) {
 		/* MOD: the number was closed and reused; ADD: this file was registered
@@ -169,7 +169,7 @@ bool sock_direct_begin(int fd, const void *who, bool out)
 		return false;
 	}
 	direct_fd = fd;
-	direct_who = who;
+	direct_serial = serial;
 	direct_ev = evs;
 	return true;
 }

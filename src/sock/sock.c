@@ -20,6 +20,7 @@
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER; /* protects pool_free */
 static struct sock *pool_free;
 static _Atomic unsigned sock_alive;
+static _Atomic uint64_t sock_serials; /* struct sock.serial: the last one given */
 
 static void sock_recycle(struct fdobj *o);
 
@@ -107,6 +108,7 @@ int sock_create(int fd, int domain, bool nonblock, bool cloexec, struct sock **o
 	pthread_mutex_init(&s->lq_lock, NULL);
 	s->lq_fd = -1;
 	s->fd = fd;
+	s->serial = atomic_fetch_add_explicit(&sock_serials, 1, memory_order_relaxed) + 1;
 	s->tcp = fd;
 	s->domain = domain;
 	s->nonblock = nonblock;

@@ -80,6 +80,8 @@ struct sock {
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* signalled (with lock) when a handshake ends */
 	int fd;		     /* the program's fd number, fixed while installed */
+	uint64_t serial;     /* unique per socket made (a pooled object gets a new one);
+			      * written at creation, before the object is published */
 	_Atomic int state;   /* enum sock_state; written under lock, read anywhere */
 	int tcp;	     /* (L) the TCP socket: == fd, or hidden; -1 when closed */
 	int domain;	     /* AF_INET / AF_INET6 */
@@ -273,13 +275,13 @@ void sock_engine_spin(void);
 /* Direct wake (engine.c "Direct wake", mode branch): one program thread at a time sleeps
  * on the CQ fds and its program fd (fd, EPOLLIN or EPOLLOUT when out) and takes the
  * completions itself; the progress thread is then not woken for them. begin: false when
- * another thread owns it or it is off (sleep the usual way); who: the socket object the
- * fd is (only compared: it picks the cheaper epoll_ctl). wait: epoll_wait with ms
+ * another thread owns it or it is off (sleep the usual way); serial: the socket's
+ * (struct sock.serial: picks the cheaper epoll_ctl). wait: epoll_wait with ms
  * (-1: none), like poll's return; *mine: the program fd was reported. After wait
  * returns, the caller MUST poll the engine (core_engine_prepare_sleep) before anything
  * else, then call end. sock_direct_mode: $SMCR_DIRECT_WAKE, 0 off, 1 on for threads
  * whose recent sleeps were short (default), 2 always (tests). */
-bool sock_direct_begin(int fd, const void *who, bool out);
+bool sock_direct_begin(int fd, uint64_t serial, bool out);
 int sock_direct_wait(int ms, bool *mine);
 void sock_direct_end(void);
 int sock_direct_mode(void);

@@ -142,15 +142,15 @@ static int direct_client(void *arg)
 	struct blocked a, b;
 
 	/* 0. the registration's epoll_ctl calls (sock_direct_begin; a pipe stands for a
-	 * program fd): one for a new socket at a number that was closed and reused (an ADD,
-	 * not a MOD that fails first), one for the same socket again (MOD); the same file
-	 * begun for another socket object: ADD fails (EEXIST), then MOD */
+	 * program fd, made-up serials): one for a new socket at a number that was closed
+	 * and reused (an ADD, not a MOD that fails first), one for the same socket again
+	 * (MOD); the same file begun for another socket: ADD fails (EEXIST), then MOD */
 	{
 		int p1[2], p2[2];
-		char o1, o2, o3;
+		const uint64_t o1 = UINT64_MAX - 1, o2 = UINT64_MAX - 2, o3 = UINT64_MAX - 3;
 		IT_CHECK(pipe(p1) == 0);
 		uint64_t c0 = ld(&sock_direct_ctl_total);
-		IT_CHECK(sock_direct_begin(p1[0], &o1, false));
+		IT_CHECK(sock_direct_begin(p1[0], o1, false));
 		sock_direct_end();
 		IT_CHECK(ld(&sock_direct_ctl_total) == c0 + 1);
 		/* another file at the same number: dup2 closes the old one in the same step
@@ -162,17 +162,30 @@ static int direct_client(void *arg)
 		close(p1[1]);
 		p2[0] = num;
 		c0 = ld(&sock_direct_ctl_total);
-		IT_CHECK(sock_direct_begin(p2[0], &o2, false));
+		IT_CHECK(sock_direct_begin(p2[0], o2, false));
 		sock_direct_end();
 		IT_CHECK(ld(&sock_direct_ctl_total) == c0 + 1);
-		IT_CHECK(sock_direct_begin(p2[0], &o2, false));
+		IT_CHECK(sock_direct_begin(p2[0], o2, false));
 		sock_direct_end();
 		IT_CHECK(ld(&sock_direct_ctl_total) == c0 + 2);
-		IT_CHECK(sock_direct_begin(p2[0], &o3, false));
+		IT_CHECK(sock_direct_begin(p2[0], o3, false));
 		sock_direct_end();
 		IT_CHECK(ld(&sock_direct_ctl_total) == c0 + 4);
 		close(p2[0]);
 		close(p2[1]);
+		/* the real sockets' serials: a socket object is pooled and reused, and a
+		 * socket made on a reused number is a new socket all the same */
+		uint64_t prev = 0;
+		for (int k = 0; k < 3; k++) {
+			int x = smcr_socket(AF_INET, SOCK_STREAM, 0);
+			IT_CHECK(x >= 0);
+			struct sock *so = sock_get(x);
+			IT_CHECK(so != NULL);
+			IT_CHECK(so->serial != 0 && so->serial != prev);
+			prev = so->serial;
+			sock_put(so);
+			IT_CHECK(smcr_close(x) == 0);
+		}
 	}
 
 	/* 1. asleep in recv, woken through a CQ fd; the progress thread does not turn.
