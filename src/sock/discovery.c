@@ -49,12 +49,12 @@ static uint32_t reason_of(enum smcr_optin_result r)
 #define DISC_NOINST_NS (1000ull * SMCR_NS_PER_MS)
 static _Atomic uint64_t disc_noinst_until; /* 0: ask; else no programs until then */
 static _Atomic uint64_t disc_probes;	    /* opt-in system calls made (tests) */
+static pthread_once_t disc_once = PTHREAD_ONCE_INIT; /* the atfork handler, registered */
 
 uint64_t disc_optin_probes(void)
 {
 	return atomic_load_explicit(&disc_probes, memory_order_relaxed);
 }
-static pthread_once_t disc_once = PTHREAD_ONCE_INIT;
 
 static void disc_atfork_child(void)
 {

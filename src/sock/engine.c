@@ -74,12 +74,12 @@ static struct prog_watch *eng_watch[16];      /* (eng_lock) the engine fds' watc
  * wakes all waiters (no exclusive wake) only costs the old second wake-up.
  *
  * The program fd is registered EPOLLONESHOT and re-armed by EPOLL_CTL_MOD before each
- * sleep of the same socket (its serial: socket objects are pooled and reused) at the same
- * number; a new socket (or number) is ADDed first: a connection's number is usually a closed one reused, whose registration went
- * with its file, so MOD first would fail with ENOENT once per connection. Either call
- * falls back to the other (ENOENT, EEXIST). A stale registration of a file the program
- * still holds fires at most once: a spurious return, which the rule above makes
- * harmless. */
+ * sleep of the same socket (its serial: socket objects are pooled and reused) at the
+ * same number; a new socket (or number) is ADDed first: a connection's number is usually
+ * a closed one reused, whose registration went with its file, so MOD first would fail
+ * with ENOENT once per connection. Either call falls back to the other (ENOENT, EEXIST).
+ * A stale registration of a file the program still holds fires at most once: a spurious
+ * return, which the rule above makes harmless. */
 static int eng_direct_epfd = -1; /* written once before eng_fast is published */
 static _Atomic bool direct_busy; /* a thread owns the direct sleep (sock_direct_begin) */
 static int direct_fd = -1;	 /* (direct_busy owner) the program fd registered */

@@ -287,8 +287,8 @@ void sock_direct_end(void);
 int sock_direct_mode(void);
 /* Direct sleeps and wake-ups by a CQ fd of a direct sleeper, since start (tests). */
 extern _Atomic uint64_t sock_direct_sleeps_total, sock_direct_cq_wakes_total;
-/* epoll_ctl calls made by sock_direct_begin, since start (tests: one per begin when the
- * socket object is new or the same as last time). */
+/* epoll_ctl calls made by sock_direct_begin, since start (tests: one per begin for a new
+ * socket, or the same one as last time). */
 extern _Atomic uint64_t sock_direct_ctl_total;
 #define SOCK_DIRECT_SHORT_NS 1000000ull /* a thread's sleeps averaging below: direct */
 #define SOCK_DIRECT_MISS_NS 10000000ull /* a direct wake-up that was for others counts so */
