@@ -264,13 +264,17 @@ static int direct_client(void *arg)
 	return 0;
 }
 
+/* One case: fresh shared state, then the pair (60 s at most). */
+static void run_pair(int (*srv)(void *), int (*cli)(void *))
+{
+	memset(sh, 0, sizeof(*sh));
+	assert_int_equal(it_run_smc_pair(&lfd, &port, srv, NULL, cli, NULL, 60000), 0);
+}
+
 static void test_direct_wake(void **state)
 {
 	(void)state;
-	memset(sh, 0, sizeof(*sh));
-	assert_int_equal(it_run_smc_pair(&lfd, &port, direct_server, NULL, direct_client, NULL,
-					 60000),
-			 0);
+	run_pair(direct_server, direct_client);
 }
 
 /* ---- the hold (data.c "Hold"): bounded, and cancelled by a sleeper ---- */
@@ -383,9 +387,7 @@ static int hold_client(void *arg)
 static void test_hold(void **state)
 {
 	(void)state;
-	memset(sh, 0, sizeof(*sh));
-	assert_int_equal(it_run_smc_pair(&lfd, &port, hold_server, NULL, hold_client, NULL, 60000),
-			 0);
+	run_pair(hold_server, hold_client);
 }
 
 /* ---- the hold's watchdog (data.c "Hold watchdog"): a hold that lapses while its thread
@@ -519,10 +521,7 @@ static int lapse_client(void *arg)
 static void test_hold_lapse(void **state)
 {
 	(void)state;
-	memset(sh, 0, sizeof(*sh));
-	assert_int_equal(it_run_smc_pair(&lfd, &port, lapse_server, NULL, lapse_client, NULL,
-					 60000),
-			 0);
+	run_pair(lapse_server, lapse_client);
 }
 
 int main(void)
