@@ -3,6 +3,7 @@
  * shape of compare (issue 6), and the tool's own header / control frames. */
 #define _GNU_SOURCE
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -587,7 +590,8 @@ static void test_mem_shared_counted_once(void **st)
 		 * child's read of go sees EOF instead of blocking forever */
 		close(go[1]);
 		close(done[0]);
-		execl("/proc/self/exe", "test_perf_unit", "--pss-child", a_fd, a_len, a_done, a_go, (char *)NULL);
+		execl("/proc/self/exe", "test_perf_unit", "--pss-child", a_fd, a_len, a_done, a_go,
+		      (char *)NULL);
 		_exit(3);
 	}
 	close(go[0]);
@@ -616,6 +620,66 @@ static void test_mem_shared_counted_once(void **st)
 	close(done[0]);
 }
 
+/* ---- memory: the kernel's share (sockets' objects) and the settle before a run ---- */
+
+/* A socket's objects are kernel slab, in no PSS: the figure must grow with sockets. 500
+ * AF_UNIX pairs are ~1.9 MiB of slab on this kernel (3.9 KiB a pair, measured); half of
+ * that is the bar, so another program's churn beside the test does not make it flake. */
+static void test_mem_kernel_counts_sockets(void **st)
+{
+	(void)st;
+	enum { PAIRS = 500 };
+	static int sv[PAIRS][2];
+	assert_true(perf_slab_kib() > 0);
+	uint64_t k0 = perf_kernel_mem_kib();
+	for (int i = 0; i < PAIRS; i++)
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv[i]), 0);
+	uint64_t k1 = perf_kernel_mem_kib();
+	print_message("kernel KiB: before %llu, with %d socket pairs %llu\n",
+	              (unsigned long long)k0, PAIRS, (unsigned long long)k1);
+	assert_true(k1 >= k0 + PAIRS * 2);
+	for (int i = 0; i < PAIRS; i++) {
+		close(sv[i][0]);
+		close(sv[i][1]);
+	}
+}
+
+/* Frees 1 MiB of a touched mapping every 10 ms until it is gone (the late frees of an
+ * earlier run that perf_mem_settle must wait out). */
+struct shrinker {
+	unsigned char *p;
+	size_t len;
+};
+
+static void *shrink_main(void *arg)
+{
+	struct shrinker *s = arg;
+	for (size_t off = 0; off < s->len; off += 1u << 20) {
+		struct timespec ts = {.tv_sec = 0, .tv_nsec = 10 * 1000000L};
+		nanosleep(&ts, NULL);
+		munmap(s->p + off, 1u << 20);
+	}
+	return NULL;
+}
+
+/* While this process's memory falls by 2 MiB per 20 ms (over 400 ms), settle with a
+ * 256 KiB tolerance must keep waiting: at least 300 ms (the fall's last steps may be seen
+ * as quiet); and it ends at its bound. */
+static void test_mem_settle_waits_for_frees(void **st)
+{
+	(void)st;
+	struct shrinker s = {.len = 40u << 20};
+	s.p = mmap(NULL, s.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(s.p != MAP_FAILED);
+	memset(s.p, 1, s.len);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, shrink_main, &s), 0);
+	unsigned waited = perf_mem_settle(2000, 256);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	print_message("settle waited %u ms while 40 MiB were freed over 400 ms\n", waited);
+	assert_true(waited >= 300 && waited <= 2000);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 6 && strcmp(argv[1], "--pss-child") == 0)
@@ -634,6 +698,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_json_mini_rejects),
 	    cmocka_unit_test(test_proto),
 	    cmocka_unit_test(test_mem_shared_counted_once),
+	    cmocka_unit_test(test_mem_kernel_counts_sockets),
+	    cmocka_unit_test(test_mem_settle_waits_for_frees),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

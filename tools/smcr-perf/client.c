@@ -24,8 +24,10 @@
 #include "proto.h"
 #include "util/clock.h"
 
-#define CLI_RCVTIMEO_S 40  /* above the server's END wait (30 s) */
-#define CLI_WARMUP_RTTS 10 /* pingpong round trips not recorded */
+#define CLI_RCVTIMEO_S 40       /* above the server's END wait (30 s) */
+#define CLI_SETTLE_MS 2000      /* conns: the longest wait for late frees (proc.h) */
+#define CLI_SETTLE_TOL_KIB 256u /* ... "settled": under this change in 20 ms */
+#define CLI_WARMUP_RTTS 10      /* pingpong round trips not recorded */
 #define CLI_SAMPLES_MAX (10u * 1000 * 1000)
 
 struct cli {
@@ -361,14 +363,15 @@ static int run_connect(struct cli *c, struct perf_result *r)
 }
 
 /* KiB grown since the base (BEGIN; over smcr the session's / server's start, see
- * perf_client_run): client PSS + server PSS + kernel TCP memory (proc.h). */
-static double mem_growth(const struct proto_reply *rep, uint64_t rss0, uint64_t tcpmem0)
+ * perf_client_run): client PSS + server PSS + the kernel's slab and TCP buffers (proc.h:
+ * the sockets' own objects, in no PSS). */
+static double mem_growth(const struct proto_reply *rep, uint64_t rss0, uint64_t kmem0)
 {
 	return (double)perf_rss_kib() - (double)rss0 + (double)rep->rss_kib -
-	       (double)rep->rss_base_kib + (double)perf_tcp_mem_kib() - (double)tcpmem0;
+	       (double)rep->rss_base_kib + (double)perf_kernel_mem_kib() - (double)kmem0;
 }
 
-static int run_conns(struct cli *c, struct perf_result *r, uint64_t rss0, uint64_t tcpmem0)
+static int run_conns(struct cli *c, struct perf_result *r, uint64_t rss0, uint64_t kmem0)
 {
 	unsigned n = c->cfg->conns, open = 0;
 	size_t size = c->cfg->size;
@@ -397,7 +400,7 @@ static int run_conns(struct cli *c, struct perf_result *r, uint64_t rss0, uint64
 		rc = -1;
 		goto out;
 	}
-	r->idle_mem_per_conn_kib = mem_growth(&rep, rss0, tcpmem0) / n;
+	r->idle_mem_per_conn_kib = mem_growth(&rep, rss0, kmem0) / n;
 
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	if (ep < 0) {
@@ -424,7 +427,7 @@ static int run_conns(struct cli *c, struct perf_result *r, uint64_t rss0, uint64
 				rc = -1;
 				goto out;
 			}
-			r->mem_per_conn_kib = mem_growth(&rep, rss0, tcpmem0) / n;
+			r->mem_per_conn_kib = mem_growth(&rep, rss0, kmem0) / n;
 		}
 		int ms = (int)((dl - now) / 1000000u) + 1;
 		int k = c->tr->epoll_wait(ep, evs, 256, ms);
@@ -544,9 +547,12 @@ int perf_client_run(const struct perf_client_cfg *cfg, struct perf_session *sess
 	err[0] = 0;
 	if (sess->tr != cfg->tr || sess->ctrl < 0)
 		return cfail(&c, "internal: the session is closed or of another transport");
+	/* conns measures memory: let what an earlier run freed late go first (proc.h) */
+	if (cfg->test == PERF_TEST_CONNS)
+		(void)perf_mem_settle(CLI_SETTLE_MS, CLI_SETTLE_TOL_KIB);
 	if (ctrl_call(&c, PROTO_OP_BEGIN, 0, &rep) < 0)
 		return -1;
-	uint64_t cpu0 = perf_cpu_us(), rss0 = perf_rss_kib(), tcpmem0 = perf_tcp_mem_kib();
+	uint64_t cpu0 = perf_cpu_us(), rss0 = perf_rss_kib(), kmem0 = perf_kernel_mem_kib();
 	/* smcr keeps RMBs in its link group's pool (and its send rings' heap) after a run's
 	 * connections close, so a later run's growth since BEGIN would leave out exactly the
 	 * buffers its connections use: over smcr the base is the session's start (the server
@@ -565,7 +571,7 @@ int perf_client_run(const struct perf_client_cfg *cfg, struct perf_session *sess
 		rc = run_connect(&c, r);
 		break;
 	case PERF_TEST_CONNS:
-		rc = run_conns(&c, r, rss0, tcpmem0);
+		rc = run_conns(&c, r, rss0, kmem0);
 		break;
 	case PERF_TEST_COUNT:
 		rc = cfail(&c, "no such test");

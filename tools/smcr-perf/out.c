@@ -258,7 +258,7 @@ void perf_out_cmp_text(FILE *f, const struct perf_cmp *c)
 		        c->smcr.p999_median);
 	if (c->test == PERF_TEST_CONNS)
 		fprintf(f,
-		        "  memory per connection, both ends (PSS + kernel TCP memory):\n"
+		        "  memory per connection, both ends (PSS + kernel slab and TCP buffers):\n"
 		        "    idle:      TCP %.1f KiB, SMC-R %.1f KiB\n"
 		        "    streaming: TCP %.1f KiB, SMC-R %.1f KiB\n",
 		        c->tcp.idle_mem_median, c->smcr.idle_mem_median, c->tcp.mem_median,

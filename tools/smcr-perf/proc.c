@@ -77,6 +77,43 @@ uint64_t perf_tcp_mem_kib(void)
 	return found ? (uint64_t)pages * (uint64_t)(page > 0 ? page : 4096) / 1024u : 0;
 }
 
+uint64_t perf_slab_kib(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[256];
+	unsigned long long kib = 0;
+	bool found = false;
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f))
+		found = sscanf(line, "Slab: %llu kB", &kib) == 1;
+	fclose(f);
+	return found ? (uint64_t)kib : 0;
+}
+
+uint64_t perf_kernel_mem_kib(void)
+{
+	return perf_slab_kib() + perf_tcp_mem_kib();
+}
+
+unsigned perf_mem_settle(unsigned max_ms, uint64_t tol_kib)
+{
+	const unsigned step_ms = 20;
+	uint64_t prev = perf_rss_kib() + perf_kernel_mem_kib();
+	unsigned waited = 0, quiet = 0;
+	/* two quiet steps in a row: one could be a pause between two frees */
+	while (waited < max_ms && quiet < 2) {
+		struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)step_ms * 1000000L};
+		nanosleep(&ts, NULL);
+		waited += step_ms;
+		uint64_t now = perf_rss_kib() + perf_kernel_mem_kib();
+		uint64_t d = now > prev ? now - prev : prev - now;
+		prev = now;
+		quiet = d < tol_kib ? quiet + 1 : 0;
+	}
+	return waited;
+}
+
 void perf_raise_nofile(void)
 {
 	struct rlimit rl;
