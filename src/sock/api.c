@@ -20,6 +20,7 @@
 #include "sock/sock.h"
 #include "sock/sys.h"
 #include "util/clock.h"
+#include "util/env.h"
 #include "util/log.h"
 
 #define SOCK_TYPE_MASK (~(SOCK_NONBLOCK | SOCK_CLOEXEC))
@@ -517,9 +518,9 @@ static void reap_atfork_child(void)
 
 static void reap_setup(void)
 {
-	const char *v = getenv("SMCR_CLOSE_REAP_MS");
-	unsigned long ms = v && *v ? strtoul(v, NULL, 10) : 0;
-	reap_first_ns = ms ? (uint64_t)ms * SMCR_NS_PER_MS : REAP_MIN_NS;
+	uint64_t ms;
+	reap_first_ns =
+	    smcr_env_num("SMCR_CLOSE_REAP_MS", 1, 60000, &ms) ? ms * SMCR_NS_PER_MS : REAP_MIN_NS;
 	pthread_atfork(NULL, NULL, reap_atfork_child);
 }
 

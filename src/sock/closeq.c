@@ -11,6 +11,7 @@
 
 #include "sock/sig.h"
 #include "sock/sys.h"
+#include "util/env.h"
 
 /* A ring of queued fds, oldest first (closed first: its peer has had the longest to
  * finish with it). All (closeq_lock) but cq_len and cq_total, atomics read without it. */
@@ -78,17 +79,9 @@ static void cq_exit(void)
 
 static void cq_read_env(void)
 {
-	const char *v = getenv("SMCR_CLOSEQ");
-	cq_on = !(v && v[0] == '0' && v[1] == 0);
-	v = getenv("SMCR_CLOSEQ_MS");
-	cq_timer_ms = CLOSEQ_TIMER_MS;
-	if (v && *v) {
-		unsigned long ms = strtoul(v, NULL, 10);
-		if (ms >= 1 && ms <= 60000)
-			cq_timer_ms = (unsigned)ms;
-	}
-	v = getenv("SMCR_CLOSE_RST");
-	cq_rst = !(v && v[0] == '0' && v[1] == 0);
+	cq_on = smcr_env_num_or("SMCR_CLOSEQ", 0, 1, 1) == 1;
+	cq_timer_ms = (unsigned)smcr_env_num_or("SMCR_CLOSEQ_MS", 1, 60000, CLOSEQ_TIMER_MS);
+	cq_rst = smcr_env_num_or("SMCR_CLOSE_RST", 0, 1, 1) == 1;
 }
 
 static void cq_setup(void)

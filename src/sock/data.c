@@ -25,7 +25,10 @@
 #include "sock/sock.h"
 #include "sock/sys.h"
 #include "util/clock.h"
+#include "util/env.h"
 #include "util/log.h"
+
+#define ENV_US_MAX 10000000u /* $SMCR_HOLD_US, $SMCR_HANDOFF_US: at most 10 s */
 
 #define SOCK_IOV_MAX 1024 /* IOV_MAX */
 
@@ -187,8 +190,8 @@ static uint64_t handoff_ns(void)
 	static _Atomic uint64_t v = UINT64_MAX;
 	uint64_t x = atomic_load_explicit(&v, memory_order_relaxed);
 	if (x == UINT64_MAX) {
-		const char *e = getenv("SMCR_HANDOFF_US");
-		x = e && *e ? (uint64_t)strtoull(e, NULL, 10) * 1000 : SOCK_HANDOFF_NS;
+		x = smcr_env_num_or("SMCR_HANDOFF_US", 0, ENV_US_MAX, SOCK_HANDOFF_NS / 1000) *
+		    1000;
 		atomic_store_explicit(&v, x, memory_order_relaxed);
 	}
 	return x;
@@ -517,10 +520,9 @@ static uint64_t hold_ns(void)
 	static _Atomic uint64_t v = UINT64_MAX;
 	uint64_t x = atomic_load_explicit(&v, memory_order_relaxed);
 	if (x == UINT64_MAX) {
-		const char *e = getenv("SMCR_HOLD_US");
 		/* On by default since the watchdog above bounds what it costs a program that
 		 * waits in the kernel (hold.md section 5); before, off, for that cost. */
-		x = e && *e ? (uint64_t)strtoull(e, NULL, 10) * 1000 : HOLD_DEFAULT_US * 1000ull;
+		x = smcr_env_num_or("SMCR_HOLD_US", 0, ENV_US_MAX, HOLD_DEFAULT_US) * 1000;
 		atomic_store_explicit(&v, x, memory_order_relaxed);
 	}
 	return x;
@@ -532,9 +534,7 @@ static unsigned hold_lapses(void)
 	static _Atomic unsigned v;
 	unsigned x = atomic_load_explicit(&v, memory_order_relaxed);
 	if (!x) {
-		const char *e = getenv("SMCR_HOLD_LAPSES");
-		unsigned long n = e && *e ? strtoul(e, NULL, 10) : 0;
-		x = n >= 1 && n <= 1000 ? (unsigned)n : HOLD_LAPSES_DEFAULT;
+		x = (unsigned)smcr_env_num_or("SMCR_HOLD_LAPSES", 1, 1000, HOLD_LAPSES_DEFAULT);
 		atomic_store_explicit(&v, x, memory_order_relaxed);
 	}
 	return x;

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <smcr/smcr.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@
 #include "sock/sig.h"
 #include "sock/sys.h"
 #include "util/clock.h"
+#include "util/env.h"
 #include "util/log.h"
 #ifdef HAVE_SMCR_DEV_SHM
 #include "dev/shm/shm.h"
@@ -93,10 +95,7 @@ int sock_direct_mode(void)
 	static _Atomic int v = -1;
 	int x = atomic_load_explicit(&v, memory_order_relaxed);
 	if (x < 0) {
-		const char *e = getenv("SMCR_DIRECT_WAKE");
-		x = e && *e ? atoi(e) : 1;
-		if (x < 0 || x > 2)
-			x = 1;
+		x = (int)smcr_env_num_or("SMCR_DIRECT_WAKE", 0, 2, 1);
 		atomic_store_explicit(&v, x, memory_order_relaxed);
 	}
 	return x;
@@ -196,23 +195,29 @@ void sock_direct_end(void)
 	atomic_store_explicit(&direct_busy, false, memory_order_release);
 }
 
+/* $name in milliseconds (at most a day), in ns; dflt_ns if unset or not such a number. */
 static uint64_t env_ms(const char *name, uint64_t dflt_ns)
 {
-	const char *v = getenv(name);
-	if (!v || !*v)
-		return dflt_ns;
-	char *end;
-	unsigned long long ms = strtoull(v, &end, 10);
-	if (*end) {
-		LOG_WARN("engine", "%s=%s is not a number of milliseconds; ignored", name, v);
-		return dflt_ns;
-	}
-	return (uint64_t)ms * SMCR_NS_PER_MS;
+	uint64_t ms;
+	return smcr_env_num(name, 0, 86400000u, &ms) ? ms * SMCR_NS_PER_MS : dflt_ns;
 }
 
+/* Read at each use (tests change it between listeners in one process), parsed again only
+ * when the text changed, so a bad value warns once per thread, not per connection. */
 uint64_t sock_server_first_wait_ns(void)
 {
-	return env_ms("SMCR_SERVER_WAIT_MS", 2000 * SMCR_NS_PER_MS);
+	static _Thread_local char seen[64]; /* a longer value is parsed at each use */
+	static _Thread_local uint64_t seen_ns;
+	static _Thread_local bool parsed;
+	const char *v = getenv("SMCR_SERVER_WAIT_MS");
+	if (!v)
+		v = "";
+	if (!parsed || strncmp(v, seen, sizeof(seen)) != 0) {
+		seen_ns = env_ms("SMCR_SERVER_WAIT_MS", 2000 * SMCR_NS_PER_MS);
+		snprintf(seen, sizeof(seen), "%s", v);
+		parsed = true;
+	}
+	return seen_ns;
 }
 
 static void register_providers(void)
@@ -360,21 +365,22 @@ struct core_engine *sock_engine(void)
 	     t && ndev < SOCK_MAX_DEVICES; t = strtok_r(NULL, " ;\t\n", &save))
 		devs[ndev++] = t;
 
+	uint64_t lg_free_ns = env_ms("SMCR_LG_FREE_MS", 0);
 	struct core_engine_params p = {
-		.devices = devs,
-		.ndevices = ndev,
-		.clc_wait_ns = env_ms("SMCR_CLC_WAIT_MS", 0),
-		.clc_wait_short_ns = env_ms("SMCR_CLC_WAIT_SHORT_MS", 0),
-		.llc_wait_ns = env_ms("SMCR_LLC_WAIT_MS", 0),
-		.llc_wait_first_ns = env_ms("SMCR_LLC_WAIT_FIRST_MS", 0),
-		.lg_free_srv_ns = env_ms("SMCR_LG_FREE_MS", 0),
-		.lg_free_clnt_ns = env_ms("SMCR_LG_FREE_MS", 0),
-		.close_wait_ns = env_ms("SMCR_CLOSE_WAIT_MS", 0),
-		.close_solicited = getenv("SMCR_CLOSE_SOLICITED") && atoi(getenv("SMCR_CLOSE_SOLICITED")) > 0,
-		.rmbe_auto_max = CORE_RMBE_AUTO_MAX,
-		.conns_per_lg = getenv("SMCR_CONNS_PER_LG")
-					? (unsigned)strtoul(getenv("SMCR_CONNS_PER_LG"), NULL, 10)
-					: 0,
+	    .devices = devs,
+	    .ndevices = ndev,
+	    .clc_wait_ns = env_ms("SMCR_CLC_WAIT_MS", 0),
+	    .clc_wait_short_ns = env_ms("SMCR_CLC_WAIT_SHORT_MS", 0),
+	    .llc_wait_ns = env_ms("SMCR_LLC_WAIT_MS", 0),
+	    .llc_wait_first_ns = env_ms("SMCR_LLC_WAIT_FIRST_MS", 0),
+	    .lg_free_srv_ns = lg_free_ns,
+	    .lg_free_clnt_ns = lg_free_ns,
+	    .close_wait_ns = env_ms("SMCR_CLOSE_WAIT_MS", 0),
+	    .close_solicited = smcr_env_num_or("SMCR_CLOSE_SOLICITED", 0, 1, 0) == 1,
+	    .rmbe_auto_max = CORE_RMBE_AUTO_MAX,
+	    /* 0: the engine's maximum */
+	    .conns_per_lg =
+	        (unsigned)smcr_env_num_or("SMCR_CONNS_PER_LG", 1, CORE_CONNS_PER_LG_MAX, 0),
 	};
 	int rc = ndev ? core_engine_new(&p, &e) : -SMCR_E_INVAL;
 	free(specs);

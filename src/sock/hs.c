@@ -34,6 +34,7 @@
 #include "sock/errmap.h"
 #include "sock/sys.h"
 #include "util/clock.h"
+#include "util/env.h"
 #include "util/log.h"
 
 #define HS_WRITE_WAIT_MS 2000 /* a CLC message fits any TCP send buffer; bound anyway */
@@ -749,14 +750,8 @@ static uint64_t hs_spin_budget(void)
 {
 	long long b = atomic_load_explicit(&hs_spin_budget_ns, memory_order_relaxed);
 	if (b < 0) {
-		const char *e = getenv("SMCR_CLC_SPIN_US");
-		b = (long long)HS_SPIN_NS;
-		if (e && *e) {
-			char *end;
-			unsigned long v = strtoul(e, &end, 10);
-			if (*end == 0 && v <= 10000)
-				b = (long long)v * 1000;
-		}
+		b = (long long)smcr_env_num_or("SMCR_CLC_SPIN_US", 0, 10000, HS_SPIN_NS / 1000) *
+		    1000;
 		atomic_store_explicit(&hs_spin_budget_ns, b, memory_order_relaxed);
 	}
 	return (uint64_t)b;

@@ -16,6 +16,7 @@
 #include "sock/closeq.h"
 #include "sock/errmap.h"
 #include "sock/sys.h"
+#include "util/env.h"
 #include "util/log.h"
 
 #define SIG_IO_FLAGS (MSG_DONTWAIT | MSG_NOSIGNAL)
@@ -418,8 +419,7 @@ static const char *pri_probe_pair(int a, int b)
 
 static void pri_probe(void)
 {
-	const char *v = getenv("SMCR_NO_POLLPRI");
-	if (v && *v && strcmp(v, "0") != 0) {
+	if (smcr_env_num_or("SMCR_NO_POLLPRI", 0, 1, 0) == 1) {
 		LOG_INFO("sig", "POLLPRI for urgent data off (SMCR_NO_POLLPRI)");
 		return;
 	}
