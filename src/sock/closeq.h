@@ -10,7 +10,8 @@
  * Their closes are queued here and done where a thread waits anyway:
  *   - the client's wait for the CLC Accept right after its Proposal (hs.c),
  *   - the start of a data wait (data.c wait_for),
- *   - a blocking accept before it sleeps (lsn.c),
+ *   - a blocking accept before it sleeps while no handshake is in flight (lsn.c: not in
+ *     the wait for a Confirm, which is on the connection's critical path),
  *   - the close reaper's progress-thread timer (api.c), so an idle process closes them
  *     within CLOSEQ_TIMER_MS,
  *   - progress_stop (progress.c), which disarms that timer,

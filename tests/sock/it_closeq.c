@@ -25,7 +25,10 @@
  *    first: the client's close (after the server's C) ends the TCP connection with an RST,
  *    so no TIME_WAIT is left for any of its ports (/proc/net/tcp); with $SMCR_CLOSE_RST=0
  *    every connection leaves one (the FIN exchange: shows the check can see them; two
- *    when both sides' FIN crossed). */
+ *    when both sides' FIN crossed);
+ *  - test_accept_drains_when_idle: a blocking accept closes the queued fds of an earlier
+ *    connection in its idle wait (before its Accept goes out), and none between its
+ *    Accept and the Confirm (the calls seen through the sys.h table). */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -50,6 +53,7 @@
 #include "sock/closeq.h"
 #include "sock/progress.h"
 #include "sock/sock.h"
+#include "sock/sys.h"
 
 static int lfd;
 static uint16_t port;
@@ -568,6 +572,117 @@ static void test_fin_time_wait_when_off(void **state)
 	assert_true(sh->tw >= NTW); /* both ends of one may be in it: a simultaneous close */
 }
 
+/* ---- a blocking accept closes queued fds while idle, not in a handshake's wait ---- */
+
+/* The server's socket-layer calls as a string (sys.h table): 'A' its CLC Accept sent,
+ * 'C' a Confirm read (not peeked), 'x' a close of a hidden fd. */
+static struct sock_sys real_sys;
+static char trail[256];
+static volatile int ntrail; /* the accepting thread writes; read after accept returns */
+
+static void trail_add(char c)
+{
+	if (ntrail < (int)sizeof(trail) - 1)
+		trail[ntrail++] = c;
+}
+
+static int clc_type(const void *b, ssize_t n)
+{
+	static const unsigned char eye[4] = {0xe2, 0xd4, 0xc3, 0xd9};
+	return n >= 8 && memcmp(b, eye, 4) == 0 ? ((const unsigned char *)b)[4] : -1;
+}
+
+static ssize_t trail_send(int fd, const void *b, size_t n, int fl)
+{
+	ssize_t r = real_sys.send(fd, b, n, fl);
+	if (clc_type(b, r) == 2)
+		trail_add('A');
+	return r;
+}
+
+static ssize_t trail_recv(int fd, void *b, size_t n, int fl)
+{
+	ssize_t r = real_sys.recv(fd, b, n, fl);
+	if (!(fl & MSG_PEEK) && clc_type(b, r) == 3)
+		trail_add('C');
+	return r;
+}
+
+static int trail_close(int fd)
+{
+	if (fd >= sock_hidden_min())
+		trail_add('x');
+	return real_sys.close(fd);
+}
+
+/* Connection 1 (also activates the listener), closed after the client's EOF: its two
+ * hidden fds queued (no timer turn: 10 s). Then accept 2 sleeps idle (the client waits
+ * 100 ms before it connects): those fds must be closed there, before the Accept goes out,
+ * and none between the Accept and the Confirm: the client answers the Accept within
+ * microseconds, and a close of a TCP socket (~12 µs, its RST or FIN through the loopback
+ * stack) there delayed the Confirm's step, the answer and so the connection
+ * (docs/parts/connect.md Round 10). */
+static int idle_drain_server(void *a)
+{
+	(void)a;
+	env(0, "10000", "10000");
+	int fd = smcr_accept(lfd, NULL, NULL);
+	IT_CHECK(fd >= 0);
+	char b[4];
+	IT_CHECK(it_read_all(fd, b, 4) && memcmp(b, "ping", 4) == 0);
+	IT_CHECK(it_write_all(fd, "pong", 4));
+	IT_CHECK(it_read_to_eof(fd, NULL, 64) == 0);
+	smcr_close(fd);
+	IT_CHECK(pending_becomes(2));
+	real_sys = sock_sys;
+	struct sock_sys t;
+	memset(&t, 0, sizeof(t));
+	t.send = trail_send;
+	t.recv = trail_recv;
+	t.close = trail_close;
+	sock_sys_set(&t);
+	sh->stage = 1; /* the client connects 100 ms from now */
+	fd = smcr_accept(lfd, NULL, NULL);
+	IT_CHECK(fd >= 0);
+	sock_sys_set(&real_sys);
+	trail[ntrail] = 0;
+	if (getenv("IT_VERBOSE"))
+		fprintf(stderr, "idle drain: server calls %s, %u queued\n", trail, closeq_pending());
+	const char *acc = strchr(trail, 'A'), *conf = acc ? strchr(acc, 'C') : NULL;
+	IT_CHECK(acc && conf);
+	IT_CHECK(strncmp(trail, "xx", 2) == 0 && acc - trail >= 2); /* both, while idle */
+	IT_CHECK(memchr(acc, 'x', (size_t)(conf - acc)) == NULL);   /* none in the wait */
+	IT_CHECK(it_read_all(fd, b, 4) && memcmp(b, "ping", 4) == 0);
+	IT_CHECK(it_write_all(fd, "pong", 4));
+	IT_CHECK(it_read_to_eof(fd, NULL, 64) == 0);
+	smcr_close(fd);
+	smcr_close(lfd);
+	it_wait_at_least(&sh->stage, 100);
+	return 0;
+}
+
+static int idle_drain_client(void *a)
+{
+	(void)a;
+	env(1, NULL, NULL);
+	smcr_close(lfd);
+	smcr_close(connect_ping());
+	it_wait_at_least(&sh->stage, 1);
+	usleep(100 * 1000); /* the server's accept is asleep by then */
+	smcr_close(connect_ping());
+	sh->stage = 100;
+	return 0;
+}
+
+static void test_accept_drains_when_idle(void **state)
+{
+	(void)state;
+	memset(sh, 0, sizeof(*sh));
+	assert_int_equal(it_run_smc_pair(&lfd, &port, idle_drain_server, NULL, idle_drain_client,
+	                                 NULL, 30000),
+	                 0);
+}
+
 int main(void)
 {
 	sh = it_shared(sizeof(*sh));
@@ -579,6 +694,7 @@ int main(void)
 		cmocka_unit_test(test_eof_not_reset),
 		cmocka_unit_test(test_rst_no_time_wait),
 		cmocka_unit_test(test_fin_time_wait_when_off),
+		cmocka_unit_test(test_accept_drains_when_idle),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
