@@ -742,7 +742,8 @@ _Atomic uint64_t hs_spin_busy[HS_SPIN_SITES];
 /* Per site: the recent spins' hit rate, a moving average (1/16 per spin) scaled to
  * HS_SPIN_SCALE; starts at "every spin hits". */
 #define HS_SPIN_SCALE 1024u
-static _Atomic unsigned hs_spin_rate[HS_SPIN_SITES] = { HS_SPIN_SCALE, HS_SPIN_SCALE };
+static _Atomic unsigned hs_spin_rate[HS_SPIN_SITES] = { HS_SPIN_SCALE, HS_SPIN_SCALE,
+							 HS_SPIN_SCALE };
 static _Atomic unsigned hs_spin_waits[HS_SPIN_SITES]; /* waits while off (the probe) */
 static _Atomic long long hs_spin_budget_ns = -1;      /* -1: not read from the env yet */
 
@@ -774,6 +775,8 @@ int hs_spin_poll(struct pollfd *pf, unsigned n, enum hs_spin_site site)
 	uint64_t budget = hs_spin_budget();
 	if (site == HS_SPIN_SERVER && budget > HS_SPIN_SERVER_NS)
 		budget = HS_SPIN_SERVER_NS;
+	if (site == HS_SPIN_IDLE && budget > HS_SPIN_IDLE_NS)
+		budget = HS_SPIN_IDLE_NS;
 	if (!budget)
 		return 0;
 	/* A miss costs the whole budget in CPU, a hit saves a sleep and a wake-up: worth it
@@ -786,12 +789,14 @@ int hs_spin_poll(struct pollfd *pf, unsigned n, enum hs_spin_site site)
 			    HS_SPIN_PROBE != 0)
 		return 0;
 	/* A thread preempted since its last wait here is on an oversubscribed machine: its
-	 * spin would take a CPU someone needs (the peer, our progress threads); it sleeps. */
-	static _Thread_local long last_nivcsw = -1;
+	 * spin would take a CPU someone needs (the peer, our progress threads); it sleeps.
+	 * "Here": per site, so the first wait at a site always may spin (a blocking accept
+	 * has two: the idle wait's spin may be preempted before the Confirm's first). */
+	static _Thread_local long last_nivcsw[HS_SPIN_SITES] = { -1, -1, -1 };
 	struct rusage ru;
 	if (getrusage(RUSAGE_THREAD, &ru) == 0) {
-		bool preempted = last_nivcsw >= 0 && ru.ru_nivcsw != last_nivcsw;
-		last_nivcsw = ru.ru_nivcsw;
+		bool preempted = last_nivcsw[site] >= 0 && ru.ru_nivcsw != last_nivcsw[site];
+		last_nivcsw[site] = ru.ru_nivcsw;
 		if (preempted) {
 			atomic_fetch_add_explicit(&hs_spin_busy[site], 1, memory_order_relaxed);
 			return 0;

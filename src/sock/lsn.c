@@ -668,7 +668,13 @@ static int lsn_wait(struct sock *ls, struct lsn_drive *d, uint64_t deadline)
 	 * and the connection (docs/parts/connect.md Round 10: ~15 % of the connect rate). */
 	if (d->n == 0)
 		closeq_drain(CLOSEQ_WAIT_MAX);
-	int n = answered ? hs_spin_poll(pf, (unsigned)k, HS_SPIN_SERVER) : 0;
+	/* Idle (no handshake in flight), a short spin for the next connection too: a client
+	 * that makes connections one after the other sends its Proposal ~20 µs after our
+	 * answer, and its send would otherwise pay for waking us (docs/parts/connect.md
+	 * Round 10). Off after misses, like the others: an idle server spins once in 8. */
+	int n = answered    ? hs_spin_poll(pf, (unsigned)k, HS_SPIN_SERVER)
+		: d->n == 0 ? hs_spin_poll(pf, (unsigned)k, HS_SPIN_IDLE)
+			    : 0;
 	if (n == 0) {
 		lsn_bracket_end(d); /* never asleep with the CQs unarmed */
 		n = sock_sys.poll(pf, (nfds_t)k, ms); /* < 0 from the spin: EINTR as this poll's */

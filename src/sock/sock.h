@@ -344,7 +344,9 @@ SMCR_MUST_CHECK int hs_drive_release_locked(struct sock *s);
 /* The CLC answer's bounded spin (hs.c): before a thread that just sent a CLC message
  * sleeps in poll() for the peer's answer, it polls the same fds without blocking for at
  * most HS_SPIN_NS / HS_SPIN_SERVER_NS (the answer usually comes within tens of
- * microseconds, a wake-up from poll costs as much again on a busy machine). Adaptive
+ * microseconds, a wake-up from poll costs as much again on a busy machine); a blocking
+ * accept with no handshake in flight spins HS_SPIN_IDLE_NS for the next connection
+ * (a client making connections one after the other: lsn.c). Adaptive
  * per site and process: while fewer than HS_SPIN_MIN_RATE_PCT % of the recent spins
  * caught the answer, only every HS_SPIN_PROBE-th wait spins (a loaded machine, or a peer
  * that answers late: the spin would take the CPU the peer needs).
@@ -355,10 +357,12 @@ SMCR_MUST_CHECK int hs_drive_release_locked(struct sock *s);
 enum hs_spin_site {
 	HS_SPIN_CLIENT, /* a blocking connect waits for the Accept (or Decline) */
 	HS_SPIN_SERVER, /* a blocking accept waits for the Confirm of a child it answered */
+	HS_SPIN_IDLE,	/* a blocking accept with no handshake in flight waits for the next */
 	HS_SPIN_SITES,
 };
 #define HS_SPIN_NS 50000ull	    /* the client's spin for the Accept */
 #define HS_SPIN_SERVER_NS 20000ull /* the server's spin for the Confirm */
+#define HS_SPIN_IDLE_NS 30000ull   /* a blocking accept's spin for the next connection */
 #define HS_SPIN_MIN_RATE_PCT 75u
 #define HS_SPIN_PROBE 8
 struct pollfd;

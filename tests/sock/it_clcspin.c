@@ -18,7 +18,10 @@
  *     data after the Decline), its thread's CPU time stays far below the wait, and the
  *     spin ran (once) without catching anything. The server sets its queue up with a
  *     first accept that times out before the client comes (a connection queued before
- *     that goes to the progress thread, which does not spin). */
+ *     that goes to the progress thread, which does not spin);
+ *   - idle accept: plain TCP clients that come LATE_MS apart against a blocking accept:
+ *     its spin for the next connection (HS_SPIN_IDLE_NS) never catches one, stays bounded
+ *     in CPU and turns itself off after the first misses (the probe only). */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -248,6 +251,85 @@ static void test_late_client(void **state)
 	assert_int_equal(sh->hits, 0);
 }
 
+/* ---- late clients against an idle smcr server ---- */
+
+static int idle_server(void *arg)
+{
+	(void)arg;
+	it_child_env(0);
+	(void)sock_engine();
+	/* the queue set up first (accept_server says why) */
+	struct timeval tv = { .tv_sec = 0, .tv_usec = 20000 };
+	IT_CHECK(smcr_setsockopt(lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0);
+	IT_CHECK(smcr_accept(lfd, NULL, NULL) < 0 && errno == EAGAIN);
+	tv.tv_usec = 0;
+	IT_CHECK(smcr_setsockopt(lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0);
+	uint64_t r0 = hs_spin_runs[HS_SPIN_IDLE], h0 = hs_spin_hits[HS_SPIN_IDLE];
+	sh->wall_min_ns = UINT64_MAX;
+	sh->stage = 1;
+	for (int i = 0; i < NLATE; i++) {
+		uint64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID), w0 = clock_ns(CLOCK_MONOTONIC);
+		int fd = smcr_accept(lfd, NULL, NULL);
+		IT_CHECK(fd >= 0);
+		uint64_t cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+		uint64_t wall = clock_ns(CLOCK_MONOTONIC) - w0;
+		if (cpu > sh->cpu_max_ns)
+			sh->cpu_max_ns = cpu;
+		if (wall < sh->wall_min_ns)
+			sh->wall_min_ns = wall;
+		char b[5];
+		IT_CHECK(it_read_all(fd, b, 5) && memcmp(b, "late!", 5) == 0);
+		smcr_close(fd);
+		sh->served = i + 1;
+	}
+	sh->runs = hs_spin_runs[HS_SPIN_IDLE] - r0;
+	sh->hits = hs_spin_hits[HS_SPIN_IDLE] - h0;
+	smcr_close(lfd);
+	return 0;
+}
+
+/* A blocking accept with no handshake in flight spins HS_SPIN_IDLE_NS for the next
+ * connection (lsn.c). Clients that come LATE_MS apart (plain TCP: their first bytes are
+ * not CLC) are never caught: the accepting thread's CPU per accept stays far below the
+ * wait (bounded), and after the first misses only the probe spins (an accept may wait
+ * twice, so at most twice NLATE waits). At least one spin ran: the spin is there. */
+static void test_idle_accept(void **state)
+{
+	(void)state;
+	memset(sh, 0, sizeof(*sh));
+	it_rules("use smc server * *");
+	lfd = it_listen(false, &port);
+	assert_true(lfd >= 0);
+	pid_t s = it_fork(idle_server, NULL);
+	smcr_close(lfd);
+	for (int i = 0; i < 10000 && !sh->stage; i++)
+		usleep(1000);
+	assert_int_equal(sh->stage, 1);
+	for (int i = 0; i < NLATE; i++) {
+		usleep(LATE_MS * 1000);
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
+					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+		it_raw_write(fd, "late!", 5);
+		for (int j = 0; j < 10000 && sh->served <= i; j++)
+			usleep(1000);
+		close(fd);
+	}
+	assert_int_equal(it_wait(s, 30000), 0);
+	fprintf(stderr, "idle server: %d served, accept CPU max %.2f ms, wall min %.1f ms, "
+		"idle spins %llu (hits %llu) for %d accepts\n", sh->served,
+		(double)sh->cpu_max_ns / 1e6, (double)sh->wall_min_ns / 1e6,
+		(unsigned long long)sh->runs, (unsigned long long)sh->hits, NLATE);
+	assert_int_equal(sh->served, NLATE);
+	assert_true(sh->wall_min_ns >= LATE_MS * 1000000ull / 2); /* it did wait */
+	assert_true(sh->cpu_max_ns < CPU_MAX_NS);
+	assert_int_equal(sh->hits, 0);
+	assert_true(sh->runs >= 1);
+	assert_true(sh->runs <= HS_SPIN_OFF_AFTER +
+				 (2 * NLATE - HS_SPIN_OFF_AFTER + HS_SPIN_PROBE - 1) / HS_SPIN_PROBE);
+}
+
 int main(void)
 {
 	char port_s[16];
@@ -260,6 +342,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_late_server),
 		cmocka_unit_test(test_late_client),
+		cmocka_unit_test(test_idle_accept),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
