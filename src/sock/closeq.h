@@ -8,7 +8,6 @@
  * program's own number is closed at once by smcr_close (POSIX: the number is free when
  * close returns), so only the kernel objects behind hidden numbers outlive the call.
  * Their closes are queued here and done where a thread waits anyway:
- *   - the client's wait for the CLC Accept right after its Proposal (hs.c),
  *   - the start of a data wait (data.c wait_for),
  *   - a blocking accept before it sleeps while no handshake is in flight (lsn.c: not in
  *     the wait for a Confirm, which is on the connection's critical path),

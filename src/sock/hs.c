@@ -995,8 +995,10 @@ void hs_connect_inline_locked(struct sock *s)
 		/* our message went out and the server's answer is due: spin for it first */
 		bool spin = s->clc_out && s->hs_status == CORE_CLC_NEED_INPUT;
 		pthread_mutex_unlock(&s->lock);
-		if (spin)
-			closeq_drain(CLOSEQ_WAIT_MAX); /* the server works: earlier closes now */
+		/* No closeq drain here: this wait is filled already (the signal pair is
+		 * opened in it), and a close past the Accept's arrival delays the Confirm;
+		 * the wait for the answer's data drains them (docs/parts/connect.md
+		 * Round 10). */
 		int n = spin ? hs_spin_poll(&pf, 1, HS_SPIN_CLIENT) : 0;
 		if (n == 0)
 			n = sock_sys.poll(&pf, 1, ms);

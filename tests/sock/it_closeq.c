@@ -15,7 +15,8 @@
  *    counted apart, as it_conns does);
  *  - test_full_list: 40 connections closed back to back with no wait in between: exactly
  *    CLOSEQ_MAX fds are queued, the others closed at once (the fd count says so); the next
- *    wait (a connect's Accept wait) closes CLOSEQ_WAIT_MAX of them, no more;
+ *    wait (a recv's wait for data that comes 50 ms late) closes CLOSEQ_WAIT_MAX of them,
+ *    no more;
  *  - test_eof_not_reset: the peer of a connection that closes first (its TCP watch live:
  *    the connection is older than the watch's 100 ms) sees EOF (recv 0), no ECONNRESET,
  *    no POLLERR, SO_ERROR 0, also after the closer's TCP socket was really closed; the
@@ -28,7 +29,9 @@
  *    when both sides' FIN crossed);
  *  - test_accept_drains_when_idle: a blocking accept closes the queued fds of an earlier
  *    connection in its idle wait (before its Accept goes out), and none between its
- *    Accept and the Confirm (the calls seen through the sys.h table). */
+ *    Accept and the Confirm (the calls seen through the sys.h table);
+ *  - test_connect_drains_in_data_wait: a connect closes none of them between its Proposal
+ *    and its Confirm; the wait for the first data does. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -331,6 +334,8 @@ static int full_server(void *a)
 		IT_CHECK(fds[i] >= 0);
 		char b[4];
 		IT_CHECK(it_read_all(fds[i], b, 4) && memcmp(b, "ping", 4) == 0);
+		if (i == NFULL + 1)
+			usleep(50 * 1000); /* the client's pong wait (full_client) */
 		IT_CHECK(it_write_all(fds[i], "pong", 4));
 	}
 	smcr_close(lfd);
@@ -349,7 +354,8 @@ static int full_client(void *a)
 	smcr_close(fd);
 	int fds[NFULL];
 	for (int i = 0; i < NFULL; i++)
-		fds[i] = connect_ping(); /* the first one's Accept wait closed fd's */
+		fds[i] = connect_ping();
+	closeq_drain_all(); /* fd's (if no wait drained them): none queued from here */
 	IT_CHECK(closeq_pending() == 0);
 	int c0 = it_count_fds();
 	unsigned r0 = rmbs_now();
@@ -363,8 +369,8 @@ static int full_client(void *a)
 	if (c != c0 - 3 * NFULL + CLOSEQ_MAX + ((int)r - (int)r0))
 		fprintf(stderr, "full: fds %d -> %d, rmbs %u -> %u\n", c0, c, r0, r);
 	IT_CHECK(c == c0 - 3 * NFULL + CLOSEQ_MAX + ((int)r - (int)r0));
-	/* each wait closes CLOSEQ_WAIT_MAX of them, no more (the Accept wait, the pong's
-	 * wait if the pong was not there yet) */
+	/* each wait closes CLOSEQ_WAIT_MAX of them, no more: the pong's wait (the server
+	 * answers this last ping 50 ms late, so there is one) */
 	fd = connect_ping();
 	unsigned left = closeq_pending();
 	if (left > CLOSEQ_MAX - CLOSEQ_WAIT_MAX || (CLOSEQ_MAX - left) % CLOSEQ_WAIT_MAX != 0)
@@ -574,8 +580,9 @@ static void test_fin_time_wait_when_off(void **state)
 
 /* ---- a blocking accept closes queued fds while idle, not in a handshake's wait ---- */
 
-/* The server's socket-layer calls as a string (sys.h table): 'A' its CLC Accept sent,
- * 'C' a Confirm read (not peeked), 'x' a close of a hidden fd. */
+/* A process's socket-layer calls as a string (sys.h table): a CLC message sent as its
+ * type's letter ('P'roposal, 'A'ccept, 'C'onfirm, 'D'ecline), one read (not peeked) in
+ * lower case, 'x' a close of a hidden fd. */
 static struct sock_sys real_sys;
 static char trail[256];
 static volatile int ntrail; /* the accepting thread writes; read after accept returns */
@@ -595,16 +602,18 @@ static int clc_type(const void *b, ssize_t n)
 static ssize_t trail_send(int fd, const void *b, size_t n, int fl)
 {
 	ssize_t r = real_sys.send(fd, b, n, fl);
-	if (clc_type(b, r) == 2)
-		trail_add('A');
+	int t = clc_type(b, r);
+	if (t >= 1 && t <= 4)
+		trail_add("PACD"[t - 1]);
 	return r;
 }
 
 static ssize_t trail_recv(int fd, void *b, size_t n, int fl)
 {
 	ssize_t r = real_sys.recv(fd, b, n, fl);
-	if (!(fl & MSG_PEEK) && clc_type(b, r) == 3)
-		trail_add('C');
+	int t = clc_type(b, r);
+	if (!(fl & MSG_PEEK) && t >= 1 && t <= 4)
+		trail_add("pacd"[t - 1]);
 	return r;
 }
 
@@ -613,6 +622,18 @@ static int trail_close(int fd)
 	if (fd >= sock_hidden_min())
 		trail_add('x');
 	return real_sys.close(fd);
+}
+
+static void trail_install(void)
+{
+	ntrail = 0;
+	real_sys = sock_sys;
+	struct sock_sys t;
+	memset(&t, 0, sizeof(t));
+	t.send = trail_send;
+	t.recv = trail_recv;
+	t.close = trail_close;
+	sock_sys_set(&t);
 }
 
 /* Connection 1 (also activates the listener), closed after the client's EOF: its two
@@ -634,13 +655,7 @@ static int idle_drain_server(void *a)
 	IT_CHECK(it_read_to_eof(fd, NULL, 64) == 0);
 	smcr_close(fd);
 	IT_CHECK(pending_becomes(2));
-	real_sys = sock_sys;
-	struct sock_sys t;
-	memset(&t, 0, sizeof(t));
-	t.send = trail_send;
-	t.recv = trail_recv;
-	t.close = trail_close;
-	sock_sys_set(&t);
+	trail_install();
 	sh->stage = 1; /* the client connects 100 ms from now */
 	fd = smcr_accept(lfd, NULL, NULL);
 	IT_CHECK(fd >= 0);
@@ -648,9 +663,9 @@ static int idle_drain_server(void *a)
 	trail[ntrail] = 0;
 	if (getenv("IT_VERBOSE"))
 		fprintf(stderr, "idle drain: server calls %s, %u queued\n", trail, closeq_pending());
-	const char *acc = strchr(trail, 'A'), *conf = acc ? strchr(acc, 'C') : NULL;
+	const char *acc = strchr(trail, 'A'), *conf = acc ? strchr(acc, 'c') : NULL;
 	IT_CHECK(acc && conf);
-	IT_CHECK(strncmp(trail, "xx", 2) == 0 && acc - trail >= 2); /* both, while idle */
+	IT_CHECK(strncmp(trail, "xxpA", 4) == 0); /* both, while idle */
 	IT_CHECK(memchr(acc, 'x', (size_t)(conf - acc)) == NULL);   /* none in the wait */
 	IT_CHECK(it_read_all(fd, b, 4) && memcmp(b, "ping", 4) == 0);
 	IT_CHECK(it_write_all(fd, "pong", 4));
@@ -683,6 +698,63 @@ static void test_accept_drains_when_idle(void **state)
 	                 0);
 }
 
+/* The client's side: its queued fds are not closed in its wait for the Accept (that wait
+ * is filled already: the signal pair opens there, and a close past the Accept's arrival
+ * delays the Confirm), but by the wait for the pong's data. */
+static int connect_drain_client(void *a)
+{
+	(void)a;
+	env(1, "10000", "10000");
+	smcr_close(lfd);
+	smcr_close(connect_ping()); /* the link group; its two hidden fds queued */
+	IT_CHECK(it_engine_conns_gone());
+	IT_CHECK(pending_becomes(2));
+	trail_install();
+	int fd = it_connect(false, port);
+	IT_CHECK(fd >= 0);
+	IT_CHECK(closeq_pending() == 2); /* none closed in the handshake */
+	ping(fd);			 /* the server answers 50 ms late: a wait */
+	sock_sys_set(&real_sys);
+	trail[ntrail] = 0;
+	if (getenv("IT_VERBOSE"))
+		fprintf(stderr, "connect drain: client calls %s, %u queued\n", trail,
+			closeq_pending());
+	IT_CHECK(strncmp(trail, "PaC", 3) == 0); /* no close between Proposal and Confirm */
+	IT_CHECK(closeq_pending() == 0);	 /* the pong's wait closed them */
+	smcr_close(fd);
+	sh->stage = 100;
+	return 0;
+}
+
+static int late_pong_server(void *a)
+{
+	(void)a;
+	env(0, NULL, NULL);
+	for (int i = 0; i < 2; i++) {
+		int fd = smcr_accept(lfd, NULL, NULL);
+		IT_CHECK(fd >= 0);
+		char b[4];
+		IT_CHECK(it_read_all(fd, b, 4) && memcmp(b, "ping", 4) == 0);
+		if (i == 1)
+			usleep(50 * 1000);
+		IT_CHECK(it_write_all(fd, "pong", 4));
+		IT_CHECK(it_read_to_eof(fd, NULL, 64) == 0);
+		smcr_close(fd);
+	}
+	smcr_close(lfd);
+	it_wait_at_least(&sh->stage, 100);
+	return 0;
+}
+
+static void test_connect_drains_in_data_wait(void **state)
+{
+	(void)state;
+	memset(sh, 0, sizeof(*sh));
+	assert_int_equal(it_run_smc_pair(&lfd, &port, late_pong_server, NULL,
+	                                 connect_drain_client, NULL, 30000),
+	                 0);
+}
+
 int main(void)
 {
 	sh = it_shared(sizeof(*sh));
@@ -695,6 +767,7 @@ int main(void)
 		cmocka_unit_test(test_rst_no_time_wait),
 		cmocka_unit_test(test_fin_time_wait_when_off),
 		cmocka_unit_test(test_accept_drains_when_idle),
+		cmocka_unit_test(test_connect_drains_in_data_wait),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
