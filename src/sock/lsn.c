@@ -200,12 +200,72 @@ static void lsn_fill_later(struct sock *ls)
  * Arming re-evaluates readiness (epoll_ctl MOD): connections queued meanwhile give the
  * progress thread an event at once, so none is left in the kernel's queue when the last
  * blocking accept leaves. Caller holds lq_lock. */
+_Atomic uint64_t lsn_watch_ctl_total;
+
 static void lsn_watch_arm_locked(struct sock *s, bool on)
 {
-	if (s->lq_watch &&
-	    progress_watch_modify(s->lq_watch, on ? EPOLLIN | EPOLLET : EPOLLET) < 0)
+	if (!s->lq_watch)
+		return;
+	atomic_fetch_add_explicit(&lsn_watch_ctl_total, 1, memory_order_relaxed);
+	if (progress_watch_modify(s->lq_watch, on ? EPOLLIN | EPOLLET : EPOLLET) < 0)
 		SMCR_LOG_RL(SMCR_LOG_WARN, "sock", "listener %d: cannot %s its watch", s->fd,
 			    on ? "arm" : "disarm");
+}
+
+/* ---- deferred re-arm ----
+ *
+ * A program that accepts in a loop (accept, serve, accept) leaves accept and comes back
+ * within microseconds: re-arming the watch as the last blocking accept leaves and
+ * disarming it as the next one enters cost two epoll_ctl per connection, the re-arm on
+ * the connection's critical path (the program gets its fd after it; docs/parts/connect.md
+ * Round 10). So the last one out arms a timer LSN_REARM_NS away instead, and only when
+ * that costs no wake-up of the progress thread (progress_timer_arm_quiet: it is awake or
+ * due by then anyway; else the re-arm is done at once, as before); the next accept that
+ * comes first cancels it and finds the watch still disarmed. A connection that arrives
+ * while nobody is in accept is taken by the next accept, or by the progress thread at the
+ * timer: at most LSN_REARM_NS later than before. The armed timer holds a reference to
+ * the listener; lq_rearm_pending (lq_lock) says whether its call still has to re-arm. */
+#define LSN_REARM_NS (1000 * 1000ull)
+
+static void lsn_rearm_fire(void *arg, uint32_t unused)
+{
+	(void)unused;
+	struct sock *ls = arg;
+	pthread_mutex_lock(&ls->lq_lock);
+	if (ls->lq_rearm_pending) {
+		ls->lq_rearm_pending = false;
+		if (ls->lq_driving == 0 && !ls->lq_closed)
+			lsn_watch_arm_locked(ls, true);
+	}
+	pthread_mutex_unlock(&ls->lq_lock);
+	sock_put(ls);
+}
+
+/* The last blocking accept leaves. Caller holds lq_lock and a reference to ls. */
+static void lsn_rearm_later_locked(struct sock *ls)
+{
+	if (ls->lq_rearm_pending)
+		return;
+	sock_hold(ls); /* the timer's */
+	if (progress_timer_arm_quiet(&ls->lq_rearm, smcr_now_ns() + LSN_REARM_NS) == 0) {
+		ls->lq_rearm_pending = true;
+		return;
+	}
+	sock_put(ls); /* never the last: the caller holds one */
+	lsn_watch_arm_locked(ls, true);
+}
+
+/* A blocking accept enters, or the listener closes: a re-arm still owed is not done
+ * (the watch stays disarmed). Returns true if there was one. Caller holds lq_lock. */
+static bool lsn_rearm_cancel_locked(struct sock *ls)
+{
+	if (!ls->lq_rearm_pending)
+		return false;
+	ls->lq_rearm_pending = false;
+	if (progress_timer_cancel(&ls->lq_rearm))
+		sock_put(ls); /* never the last: the caller holds one */
+	/* else its call waits for lq_lock: it sees nothing pending and drops its reference */
+	return true;
 }
 
 int lsn_activate_locked(struct sock *s)
@@ -221,6 +281,7 @@ int lsn_activate_locked(struct sock *s)
 		s->lq_npending = s->lq_nready = 0;
 		s->lq_driving = 0; /* the parent's threads */
 		s->lq_watch = NULL; /* the parent's; progress forgot it at fork */
+		s->lq_rearm_pending = false; /* ... and its timers (the reference stays) */
 		pthread_mutex_unlock(&s->lq_lock);
 		if (s->has_sig) {
 			sig_forget_prog(&s->sig);
@@ -265,6 +326,7 @@ int lsn_activate_locked(struct sock *s)
 	pthread_mutex_lock(&s->lq_lock);
 	s->lq_fd = t;
 	s->lq_closed = false;
+	progress_timer_init(&s->lq_rearm, lsn_rearm_fire, s); /* not armed here: see above */
 	pthread_mutex_unlock(&s->lq_lock);
 	s->lq_on = true;
 	s->lq_pid = atomic_load(&lsn_gen);
@@ -792,7 +854,7 @@ int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flag
 	 * thread an event at once (lsn_watch_arm_locked), as they must: once a process
 	 * accepted on a listener, its handshakes run even while nobody is in accept. */
 	pthread_mutex_lock(&ls->lq_lock);
-	if (ls->lq_driving++ == 0)
+	if (ls->lq_driving++ == 0 && !lsn_rearm_cancel_locked(ls))
 		lsn_watch_arm_locked(ls, false);
 	pthread_mutex_unlock(&ls->lq_lock);
 	lsn_driving = ls;
@@ -800,7 +862,7 @@ int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flag
 	lsn_driving = NULL;
 	pthread_mutex_lock(&ls->lq_lock);
 	if (--ls->lq_driving == 0 && !ls->lq_closed)
-		lsn_watch_arm_locked(ls, true);
+		lsn_rearm_later_locked(ls);
 	pthread_mutex_unlock(&ls->lq_lock);
 	return rc;
 }
@@ -823,6 +885,7 @@ void lsn_close_locked(struct sock *ls)
 		return;
 	}
 	pthread_mutex_lock(&ls->lq_lock);
+	(void)lsn_rearm_cancel_locked(ls);
 	if (ls->lq_watch) {
 		/* its release (the listener's reference) may run here: the closer holds one */
 		progress_unwatch(ls->lq_watch);
