@@ -281,7 +281,12 @@ int lsn_activate_locked(struct sock *s)
 		s->lq_npending = s->lq_nready = 0;
 		s->lq_driving = 0; /* the parent's threads */
 		s->lq_watch = NULL; /* the parent's; progress forgot it at fork */
-		s->lq_rearm_pending = false; /* ... and its timers (the reference stays) */
+		if (s->lq_rearm_pending) {
+			/* ... and its timers: the parent's armed re-arm never runs here, so its
+			 * reference is dropped here (never the last: the caller holds one) */
+			s->lq_rearm_pending = false;
+			sock_put(s);
+		}
 		pthread_mutex_unlock(&s->lq_lock);
 		if (s->has_sig) {
 			sig_forget_prog(&s->sig);
@@ -881,7 +886,11 @@ void lsn_close_locked(struct sock *ls)
 		ls->lq_pending = ls->lq_ready = ls->lq_ready_tail = NULL;
 		ls->lq_npending = ls->lq_nready = 0;
 		ls->lq_watch = NULL;
+		bool rearm_ref = ls->lq_rearm_pending; /* the parent's timer: never runs here */
+		ls->lq_rearm_pending = false;
 		pthread_mutex_unlock(&ls->lq_lock);
+		if (rearm_ref)
+			sock_put(ls); /* never the last: the closer holds one */
 		return;
 	}
 	pthread_mutex_lock(&ls->lq_lock);

@@ -196,9 +196,12 @@ static int direct_client(void *arg)
 		uint64_t s0 = ld(&sock_direct_sleeps_total), c0 = ld(&sock_direct_ctl_total);
 		start_sleeper(&t, &a, fd1);
 		IT_CHECK(ld(&sock_direct_sleeps_total) > s0); /* it sleeps directly */
-		/* one epoll_ctl for the sleep: an ADD the first time (a new socket object:
-		 * no MOD that fails first), a MOD after */
-		IT_CHECK(ld(&sock_direct_ctl_total) == c0 + 1);
+		/* one epoll_ctl for the sleep: a MOD after the first. The first is an ADD,
+		 * or, when this socket already slept directly before section 0's pipes took
+		 * the sleeper (the set-up's ping, on a loaded machine), an ADD that finds it
+		 * registered and a MOD: section 0 checks that rule exactly. */
+		uint64_t c1 = ld(&sock_direct_ctl_total);
+		IT_CHECK(c1 == c0 + 1 || (k == 0 && c1 == c0 + 2));
 		uint64_t w0 = ld(&sock_direct_cq_wakes_total);
 		uint64_t p0 = progress_turns();
 		sh->stage = k + 1;
