@@ -174,20 +174,41 @@ static void test_late_server(void **state)
 
 /* ---- a late client against the smcr server ---- */
 
-static int accept_server(void *arg)
+/* The server child's start: only a connection that arrives while a blocking accept is
+ * inside accept is driven (and spun for) by the accepting thread; one queued before the
+ * process's first accept goes to the progress thread when the queue is set up. So: a
+ * first accept that times out sets the queue up, then the client may come. */
+static void server_setup(void)
 {
-	(void)arg;
 	it_child_env(0);
 	(void)sock_engine();
-	/* Only a connection that arrives while a blocking accept is inside accept is driven
-	 * (and spun for) by the accepting thread; one queued before the process's first
-	 * accept goes to the progress thread when the queue is set up. So: a first accept
-	 * that times out sets the queue up, then the client may come. */
 	struct timeval tv = { .tv_sec = 0, .tv_usec = 20000 };
 	IT_CHECK(smcr_setsockopt(lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0);
 	IT_CHECK(smcr_accept(lfd, NULL, NULL) < 0 && errno == EAGAIN);
 	tv.tv_usec = 0;
 	IT_CHECK(smcr_setsockopt(lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0);
+}
+
+/* Forks the smcr server fn on a fresh listener and waits until it set its queue up
+ * (stage 1). */
+static pid_t server_start(int (*fn)(void *))
+{
+	memset(sh, 0, sizeof(*sh));
+	it_rules("use smc server * *");
+	lfd = it_listen(false, &port);
+	assert_true(lfd >= 0);
+	pid_t s = it_fork(fn, NULL);
+	smcr_close(lfd);
+	for (int i = 0; i < 10000 && !sh->stage; i++)
+		usleep(1000);
+	assert_int_equal(sh->stage, 1);
+	return s;
+}
+
+static int accept_server(void *arg)
+{
+	(void)arg;
+	server_setup();
 	sh->stage = 1;
 	uint64_t r0 = hs_spin_runs[HS_SPIN_SERVER], h0 = hs_spin_hits[HS_SPIN_SERVER];
 	uint64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID), w0 = clock_ns(CLOCK_MONOTONIC);
@@ -214,15 +235,7 @@ static int accept_server(void *arg)
 static void test_late_client(void **state)
 {
 	(void)state;
-	memset(sh, 0, sizeof(*sh));
-	it_rules("use smc server * *");
-	lfd = it_listen(false, &port);
-	assert_true(lfd >= 0);
-	pid_t s = it_fork(accept_server, NULL);
-	smcr_close(lfd);
-	for (int i = 0; i < 10000 && !sh->stage; i++)
-		usleep(1000);
-	assert_int_equal(sh->stage, 1);
+	pid_t s = server_start(accept_server);
 	usleep(100 * 1000); /* the server is back in accept (polling) */
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
@@ -256,14 +269,7 @@ static void test_late_client(void **state)
 static int idle_server(void *arg)
 {
 	(void)arg;
-	it_child_env(0);
-	(void)sock_engine();
-	/* the queue set up first (accept_server says why) */
-	struct timeval tv = { .tv_sec = 0, .tv_usec = 20000 };
-	IT_CHECK(smcr_setsockopt(lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0);
-	IT_CHECK(smcr_accept(lfd, NULL, NULL) < 0 && errno == EAGAIN);
-	tv.tv_usec = 0;
-	IT_CHECK(smcr_setsockopt(lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0);
+	server_setup();
 	uint64_t r0 = hs_spin_runs[HS_SPIN_IDLE], h0 = hs_spin_hits[HS_SPIN_IDLE];
 	sh->wall_min_ns = UINT64_MAX;
 	sh->stage = 1;
@@ -296,15 +302,7 @@ static int idle_server(void *arg)
 static void test_idle_accept(void **state)
 {
 	(void)state;
-	memset(sh, 0, sizeof(*sh));
-	it_rules("use smc server * *");
-	lfd = it_listen(false, &port);
-	assert_true(lfd >= 0);
-	pid_t s = it_fork(idle_server, NULL);
-	smcr_close(lfd);
-	for (int i = 0; i < 10000 && !sh->stage; i++)
-		usleep(1000);
-	assert_int_equal(sh->stage, 1);
+	pid_t s = server_start(idle_server);
 	for (int i = 0; i < NLATE; i++) {
 		usleep(LATE_MS * 1000);
 		int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -58,37 +58,39 @@ uint64_t perf_rss_kib(void)
 	return (uint64_t)rss * (uint64_t)(page > 0 ? page : 4096) / 1024u;
 }
 
-uint64_t perf_tcp_mem_kib(void)
+/* The number after key on the first line of path that starts with prefix. */
+static bool proc_line_u64(const char *path, const char *prefix, const char *key,
+			  unsigned long long *out)
 {
-	FILE *f = fopen("/proc/net/sockstat", "r");
+	FILE *f = fopen(path, "r");
 	char line[256];
-	unsigned long long pages = 0;
 	bool found = false;
 	if (!f)
-		return 0;
-	while (!found && fgets(line, sizeof(line), f)) {
-		if (strncmp(line, "TCP:", 4) != 0)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, prefix, strlen(prefix)) != 0)
 			continue;
-		const char *m = strstr(line, " mem ");
-		found = m && sscanf(m, " mem %llu", &pages) == 1;
+		const char *k = strstr(line, key);
+		found = k && sscanf(k + strlen(key), "%llu", out) == 1;
+		break;
 	}
 	fclose(f);
+	return found;
+}
+
+uint64_t perf_tcp_mem_kib(void)
+{
+	unsigned long long pages = 0;
+	if (!proc_line_u64("/proc/net/sockstat", "TCP:", " mem ", &pages))
+		return 0;
 	long page = sysconf(_SC_PAGESIZE);
-	return found ? (uint64_t)pages * (uint64_t)(page > 0 ? page : 4096) / 1024u : 0;
+	return (uint64_t)pages * (uint64_t)(page > 0 ? page : 4096) / 1024u;
 }
 
 uint64_t perf_slab_kib(void)
 {
-	FILE *f = fopen("/proc/meminfo", "r");
-	char line[256];
 	unsigned long long kib = 0;
-	bool found = false;
-	if (!f)
-		return 0;
-	while (!found && fgets(line, sizeof(line), f))
-		found = sscanf(line, "Slab: %llu kB", &kib) == 1;
-	fclose(f);
-	return found ? (uint64_t)kib : 0;
+	return proc_line_u64("/proc/meminfo", "Slab:", "Slab:", &kib) ? (uint64_t)kib : 0;
 }
 
 uint64_t perf_kernel_mem_kib(void)
