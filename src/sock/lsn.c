@@ -195,13 +195,13 @@ static void lsn_fill_later(struct sock *ls)
 		sock_put(ls);
 }
 
+_Atomic uint64_t lsn_watch_ctl_total; /* sock.h */
+
 /* Arms (EPOLLIN) or disarms the progress thread's watch on the hidden listener. Disarmed
  * keeps EPOLLET: a listener's EPOLLHUP (always reported) then fires once, not forever.
  * Arming re-evaluates readiness (epoll_ctl MOD): connections queued meanwhile give the
  * progress thread an event at once, so none is left in the kernel's queue when the last
  * blocking accept leaves. Caller holds lq_lock. */
-_Atomic uint64_t lsn_watch_ctl_total;
-
 static void lsn_watch_arm_locked(struct sock *s, bool on)
 {
 	if (!s->lq_watch)
