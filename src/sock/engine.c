@@ -367,20 +367,20 @@ struct core_engine *sock_engine(void)
 
 	uint64_t lg_free_ns = env_ms("SMCR_LG_FREE_MS", 0);
 	struct core_engine_params p = {
-	    .devices = devs,
-	    .ndevices = ndev,
-	    .clc_wait_ns = env_ms("SMCR_CLC_WAIT_MS", 0),
-	    .clc_wait_short_ns = env_ms("SMCR_CLC_WAIT_SHORT_MS", 0),
-	    .llc_wait_ns = env_ms("SMCR_LLC_WAIT_MS", 0),
-	    .llc_wait_first_ns = env_ms("SMCR_LLC_WAIT_FIRST_MS", 0),
-	    .lg_free_srv_ns = lg_free_ns,
-	    .lg_free_clnt_ns = lg_free_ns,
-	    .close_wait_ns = env_ms("SMCR_CLOSE_WAIT_MS", 0),
-	    .close_solicited = smcr_env_num_or("SMCR_CLOSE_SOLICITED", 0, 1, 0) == 1,
-	    .rmbe_auto_max = CORE_RMBE_AUTO_MAX,
-	    /* 0: the engine's maximum */
-	    .conns_per_lg =
-	        (unsigned)smcr_env_num_or("SMCR_CONNS_PER_LG", 1, CORE_CONNS_PER_LG_MAX, 0),
+		.devices = devs,
+		.ndevices = ndev,
+		.clc_wait_ns = env_ms("SMCR_CLC_WAIT_MS", 0),
+		.clc_wait_short_ns = env_ms("SMCR_CLC_WAIT_SHORT_MS", 0),
+		.llc_wait_ns = env_ms("SMCR_LLC_WAIT_MS", 0),
+		.llc_wait_first_ns = env_ms("SMCR_LLC_WAIT_FIRST_MS", 0),
+		.lg_free_srv_ns = lg_free_ns,
+		.lg_free_clnt_ns = lg_free_ns,
+		.close_wait_ns = env_ms("SMCR_CLOSE_WAIT_MS", 0),
+		.close_solicited = smcr_env_num_or("SMCR_CLOSE_SOLICITED", 0, 1, 0) == 1,
+		.rmbe_auto_max = CORE_RMBE_AUTO_MAX,
+		/* 0: the engine's maximum */
+		.conns_per_lg = (unsigned)smcr_env_num_or("SMCR_CONNS_PER_LG", 1,
+							  CORE_CONNS_PER_LG_MAX, 0),
 	};
 	int rc = ndev ? core_engine_new(&p, &e) : -SMCR_E_INVAL;
 	free(specs);

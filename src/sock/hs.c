@@ -742,6 +742,8 @@ _Atomic uint64_t hs_spin_busy[HS_SPIN_SITES];
 /* Per site: the recent spins' hit rate, a moving average (1/16 per spin) scaled to
  * HS_SPIN_SCALE; starts at "every spin hits". */
 #define HS_SPIN_SCALE 1024u
+/* the per-site initializers here and in hs_spin_poll list every site */
+_Static_assert(HS_SPIN_SITES == 3, "hs_spin_rate and last_nivcsw: one entry per site");
 static _Atomic unsigned hs_spin_rate[HS_SPIN_SITES] = { HS_SPIN_SCALE, HS_SPIN_SCALE,
 							 HS_SPIN_SCALE };
 static _Atomic unsigned hs_spin_waits[HS_SPIN_SITES]; /* waits while off (the probe) */

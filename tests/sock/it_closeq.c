@@ -129,21 +129,27 @@ static int connect_ping(void)
 	return fd;
 }
 
-/* Server of n connections, one after the other: ping/pong, then the client closes first
- * (read to EOF, close). */
+/* One accepted connection served: ping, then the pong (late_ms later), then the client
+ * closes first (read to EOF, close). */
+static void serve(int fd, int late_ms)
+{
+	IT_CHECK(fd >= 0);
+	char b[4];
+	IT_CHECK(it_read_all(fd, b, 4) && memcmp(b, "ping", 4) == 0);
+	if (late_ms)
+		usleep((useconds_t)late_ms * 1000);
+	IT_CHECK(it_write_all(fd, "pong", 4));
+	IT_CHECK(it_read_to_eof(fd, NULL, 64) == 0);
+	smcr_close(fd);
+}
+
+/* Server of n connections, one after the other (serve). */
 static int echo_server(void *a)
 {
 	int n = (int)(intptr_t)a;
 	env(0, NULL, NULL);
-	for (int i = 0; i < n; i++) {
-		int fd = smcr_accept(lfd, NULL, NULL);
-		IT_CHECK(fd >= 0);
-		char b[4];
-		IT_CHECK(it_read_all(fd, b, 4) && memcmp(b, "ping", 4) == 0);
-		IT_CHECK(it_write_all(fd, "pong", 4));
-		IT_CHECK(it_read_to_eof(fd, NULL, 64) == 0);
-		smcr_close(fd);
-	}
+	for (int i = 0; i < n; i++)
+		serve(smcr_accept(lfd, NULL, NULL), 0);
 	smcr_close(lfd);
 	it_wait_at_least(&sh->stage, 100); /* the client is done */
 	return 0;
@@ -647,17 +653,11 @@ static int idle_drain_server(void *a)
 {
 	(void)a;
 	env(0, "10000", "10000");
-	int fd = smcr_accept(lfd, NULL, NULL);
-	IT_CHECK(fd >= 0);
-	char b[4];
-	IT_CHECK(it_read_all(fd, b, 4) && memcmp(b, "ping", 4) == 0);
-	IT_CHECK(it_write_all(fd, "pong", 4));
-	IT_CHECK(it_read_to_eof(fd, NULL, 64) == 0);
-	smcr_close(fd);
+	serve(smcr_accept(lfd, NULL, NULL), 0);
 	IT_CHECK(pending_becomes(2));
 	trail_install();
 	sh->stage = 1; /* the client connects 100 ms from now */
-	fd = smcr_accept(lfd, NULL, NULL);
+	int fd = smcr_accept(lfd, NULL, NULL);
 	IT_CHECK(fd >= 0);
 	sock_sys_set(&real_sys);
 	trail[ntrail] = 0;
@@ -667,10 +667,7 @@ static int idle_drain_server(void *a)
 	IT_CHECK(acc && conf);
 	IT_CHECK(strncmp(trail, "xxpA", 4) == 0); /* both, while idle */
 	IT_CHECK(memchr(acc, 'x', (size_t)(conf - acc)) == NULL);   /* none in the wait */
-	IT_CHECK(it_read_all(fd, b, 4) && memcmp(b, "ping", 4) == 0);
-	IT_CHECK(it_write_all(fd, "pong", 4));
-	IT_CHECK(it_read_to_eof(fd, NULL, 64) == 0);
-	smcr_close(fd);
+	serve(fd, 0);
 	smcr_close(lfd);
 	it_wait_at_least(&sh->stage, 100);
 	return 0;
@@ -730,17 +727,8 @@ static int late_pong_server(void *a)
 {
 	(void)a;
 	env(0, NULL, NULL);
-	for (int i = 0; i < 2; i++) {
-		int fd = smcr_accept(lfd, NULL, NULL);
-		IT_CHECK(fd >= 0);
-		char b[4];
-		IT_CHECK(it_read_all(fd, b, 4) && memcmp(b, "ping", 4) == 0);
-		if (i == 1)
-			usleep(50 * 1000);
-		IT_CHECK(it_write_all(fd, "pong", 4));
-		IT_CHECK(it_read_to_eof(fd, NULL, 64) == 0);
-		smcr_close(fd);
-	}
+	serve(smcr_accept(lfd, NULL, NULL), 0);
+	serve(smcr_accept(lfd, NULL, NULL), 50); /* the client's pong wait */
 	smcr_close(lfd);
 	it_wait_at_least(&sh->stage, 100);
 	return 0;

@@ -19,45 +19,6 @@ uint64_t perf_cpu_us(void)
 	       (uint64_t)ru.ru_stime.tv_sec * 1000000u + (uint64_t)ru.ru_stime.tv_usec;
 }
 
-/* PSS from /proc/self/smaps_rollup ("Pss: N kB"): a page mapped by k processes counts 1/k
- * in each, so client + server add up to the memory really used. RSS would count an RMB
- * twice on the same host: the owner maps it and reads it, the shm peer maps the same memfd
- * and WRITEs into it. */
-static bool pss_kib(uint64_t *out)
-{
-	FILE *f = fopen("/proc/self/smaps_rollup", "r");
-	char line[256];
-	bool found = false;
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		unsigned long long kib = 0;
-		if (sscanf(line, "Pss: %llu kB", &kib) == 1) {
-			*out = kib;
-			found = true;
-		}
-	}
-	fclose(f);
-	return found;
-}
-
-uint64_t perf_rss_kib(void)
-{
-	uint64_t pss = 0;
-	if (pss_kib(&pss))
-		return pss;
-	FILE *f = fopen("/proc/self/statm", "r");
-	unsigned long long size = 0, rss = 0;
-	if (!f)
-		return 0;
-	int n = fscanf(f, "%llu %llu", &size, &rss);
-	fclose(f);
-	if (n != 2)
-		return 0;
-	long page = sysconf(_SC_PAGESIZE);
-	return (uint64_t)rss * (uint64_t)(page > 0 ? page : 4096) / 1024u;
-}
-
 /* The number after key on the first line of path that starts with prefix. */
 static bool proc_line_u64(const char *path, const char *prefix, const char *key,
 			  unsigned long long *out)
@@ -76,6 +37,36 @@ static bool proc_line_u64(const char *path, const char *prefix, const char *key,
 	}
 	fclose(f);
 	return found;
+}
+
+/* PSS from /proc/self/smaps_rollup ("Pss: N kB"): a page mapped by k processes counts 1/k
+ * in each, so client + server add up to the memory really used. RSS would count an RMB
+ * twice on the same host: the owner maps it and reads it, the shm peer maps the same memfd
+ * and WRITEs into it. */
+static bool pss_kib(uint64_t *out)
+{
+	unsigned long long kib = 0;
+	if (!proc_line_u64("/proc/self/smaps_rollup", "Pss:", "Pss:", &kib))
+		return false;
+	*out = kib;
+	return true;
+}
+
+uint64_t perf_rss_kib(void)
+{
+	uint64_t pss = 0;
+	if (pss_kib(&pss))
+		return pss;
+	FILE *f = fopen("/proc/self/statm", "r");
+	unsigned long long size = 0, rss = 0;
+	if (!f)
+		return 0;
+	int n = fscanf(f, "%llu %llu", &size, &rss);
+	fclose(f);
+	if (n != 2)
+		return 0;
+	long page = sysconf(_SC_PAGESIZE);
+	return (uint64_t)rss * (uint64_t)(page > 0 ? page : 4096) / 1024u;
 }
 
 uint64_t perf_tcp_mem_kib(void)

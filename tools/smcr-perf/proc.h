@@ -27,7 +27,7 @@ uint64_t perf_slab_kib(void);
  * perf_tcp_mem_kib(). */
 uint64_t perf_kernel_mem_kib(void);
 /* Waits, at most max_ms, until this process's PSS plus perf_kernel_mem_kib() stops
- * falling: three readings 20 ms apart, each within tol_kib of the one before. Memory
+ * changing: three readings 20 ms apart, each within tol_kib of the one before. Memory
  * freed late by an earlier run (smcr reaps closed connections' hidden fds and RMBs on its
  * progress thread, up to ~200 ms after close; TCP's kernel objects go with the sockets'
  * last packets) would otherwise count against the next run's growth (a TCP run after an
