@@ -447,6 +447,13 @@ void sock_core_event(void *ctx, struct core_conn *c, unsigned events, unsigned r
 	 * is that call: returned by it, no token (epoll.c "Token-free arrivals"). */
 	if ((raised & (CORE_EV_IN | CORE_EV_IN_NEW)) && sock_epoll_defer(s, events))
 		raised &= ~(unsigned)(CORE_EV_IN | CORE_EV_IN_NEW);
+	/* Writable for such a call whose only registration of s is a level-triggered
+	 * EPOLLOUT: that call reports it, and the program end stays filled (epoll.c "Quiet
+	 * POLLOUT"). */
+	if ((events & CORE_EV_OUT) && sock_epoll_defer_out(s, events)) {
+		events &= ~(unsigned)CORE_EV_OUT;
+		raised &= ~(unsigned)CORE_EV_OUT;
+	}
 	if (raised && kept_bound)
 		sock_hold_late(kept_bound);
 	sock_apply_events(s, events, raised, false);

@@ -192,6 +192,7 @@ struct ep_ent {
 	uint32_t events;
 	int epfd;
 	bool report; /* to be returned (not yet returned since the arrival / last read) */
+	bool out;    /* a writability entry ("Quiet POLLOUT"), else an arrival */
 };
 
 struct ep_thread {
@@ -199,13 +200,27 @@ struct ep_thread {
 	struct ep_thread *next; /* ep_pool link (ep_pool_lock) */
 	struct ep_ent *v;
 	unsigned n, cap;
+	unsigned rot;	  /* where ep_merge_locked starts: after the last entry it reported */
 	int epfd;	  /* the call's epfd, while ep_cur is set */
 	uint64_t call_ns; /* start of the owner's last call */
 	bool tmr_on;	  /* tmr armed (or running) */
 	struct prog_timer tmr; /* the stale-list flush (ep_timer_fn) */
 };
 
+/* s->ep_owner: the list's thread, tagged in bit 0 when the entry is a writability one
+ * ("Quiet POLLOUT"), so whoever takes it back (exchange) learns in the same atomic step
+ * what to give back. struct ep_thread is at least 8-byte aligned. */
+static inline void *ep_tag(const struct ep_thread *t, bool out)
+{
+	return (void *)((uintptr_t)t | (uintptr_t)out);
+}
+static inline bool ep_tag_out(const void *own)
+{
+	return ((uintptr_t)own & 1u) != 0;
+}
+
 _Atomic uint64_t sock_ep_tokenfree_total;
+_Atomic uint64_t sock_ep_quietout_total;
 
 static _Thread_local struct ep_thread *ep_t;	   /* this thread's, once it needed one */
 static _Thread_local struct ep_thread *ep_cur;	   /* = ep_t inside the progress round */
@@ -215,13 +230,27 @@ static struct ep_thread *ep_pool;
 static pthread_key_t ep_key;
 static bool ep_key_ok;
 
+/* s was just taken out of a list (its ep_owner exchanged to NULL by the caller): what
+ * the list kept from the kernel goes back to it. An arrival: its POLLIN token, if still
+ * readable. A writability entry: the filler read back (POLLOUT on), if still writable. */
+static void ep_give_back(struct sock *s, bool out)
+{
+	if (!s->conn)
+		return;
+	unsigned ev = core_conn_events(s->conn);
+	if (out && (ev & CORE_EV_OUT))
+		sig_unblock_out(&s->sig);
+	else if (!out && (ev & CORE_EV_IN))
+		sig_readable_if_none(&s->sig);
+}
+
 static void ep_solo_clear(struct sock *s)
 {
 	if (atomic_load(&s->ep_solo))
 		atomic_store(&s->ep_solo, 0);
-	if (atomic_load(&s->ep_owner) && atomic_exchange(&s->ep_owner, NULL) && s->conn &&
-	    (core_conn_events(s->conn) & CORE_EV_IN))
-		sig_readable_if_none(&s->sig);
+	void *own = atomic_load(&s->ep_owner) ? atomic_exchange(&s->ep_owner, NULL) : NULL;
+	if (own)
+		ep_give_back(s, ep_tag_out(own));
 }
 
 /* Caller holds s->lock. */
@@ -230,7 +259,9 @@ static void ep_solo_update_locked(struct sock *s)
 	uint64_t v = 0, d = 0;
 	if (s->nregs == 1 && s->regs[0].epfd >= 0 && !s->closing) {
 		uint32_t ev = s->regs[0].ev.events;
-		if ((ev & EPOLLIN) && !(ev & (EPOLLOUT | EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE))) {
+		bool in = (ev & EPOLLIN) && !(ev & EPOLLOUT);
+		bool out = (ev & EPOLLOUT) && !(ev & EPOLLIN);
+		if ((in || out) && !(ev & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE))) {
 			v = (uint64_t)(uint32_t)(s->regs[0].epfd + 1) << 32 | ev;
 			d = s->regs[0].ev.data.u64;
 		}
@@ -248,20 +279,19 @@ void sock_epoll_forget_locked(struct sock *s)
 	(void)atomic_exchange(&s->ep_owner, NULL); /* the fd goes: no token */
 }
 
-/* Takes an entry back: token if still readable (the owner gave it up). */
-static void ep_unmark(struct ep_thread *t, struct sock *s)
+/* Takes an entry back (the owner gave it up): ep_give_back. */
+static void ep_unmark(struct ep_thread *t, struct sock *s, bool out)
 {
-	void *me = t;
-	if (atomic_compare_exchange_strong(&s->ep_owner, &me, NULL) &&
-	    (core_conn_events(s->conn) & CORE_EV_IN))
-		sig_readable_if_none(&s->sig);
+	void *me = ep_tag(t, out);
+	if (atomic_compare_exchange_strong(&s->ep_owner, &me, NULL))
+		ep_give_back(s, out);
 }
 
 /* Every entry becomes a token (if readable) and leaves the list. t->lock held. */
 static void ep_flush_locked(struct ep_thread *t)
 {
 	for (unsigned i = 0; i < t->n; i++) {
-		ep_unmark(t, t->v[i].s);
+		ep_unmark(t, t->v[i].s, t->v[i].out);
 		sock_put(t->v[i].s);
 	}
 	t->n = 0;
@@ -397,13 +427,39 @@ static struct ep_thread *ep_thread_get(void)
 	return t;
 }
 
+/* Room for one more entry in t's list. t->lock held. */
+static bool ep_room(struct ep_thread *t)
+{
+	if (t->n < t->cap)
+		return true;
+	unsigned cap = t->cap ? t->cap * 2 : 64;
+	struct ep_ent *v = realloc(t->v, cap * sizeof(*v));
+	if (!v)
+		return false;
+	t->v = v;
+	t->cap = cap;
+	return true;
+}
+
+/* Appends s (now owned by t) to be reported; the list takes a reference. t->lock held,
+ * ep_room checked. */
+static void ep_append(struct ep_thread *t, struct sock *s, uint64_t data, uint32_t events,
+		      bool out)
+{
+	sock_hold(s);
+	s->ep_idx = t->n;
+	atomic_store(&s->ep_read, false);
+	t->v[t->n++] = (struct ep_ent){ .s = s, .data = data, .events = events,
+					.epfd = t->epfd, .report = true, .out = out };
+}
+
 bool sock_epoll_defer(struct sock *s, unsigned events)
 {
 	struct ep_thread *t = ep_cur;
 	if (!t || (events & (CORE_EV_ERR | CORE_EV_RDHUP | CORE_EV_PRI | CORE_EV_HUP)))
 		return false;
 	uint64_t solo = atomic_load(&s->ep_solo);
-	if ((solo >> 32) != (uint64_t)(uint32_t)(t->epfd + 1))
+	if ((solo >> 32) != (uint64_t)(uint32_t)(t->epfd + 1) || !(solo & EPOLLIN))
 		return false;
 	if (!atomic_load_explicit(&s->sig.nonblock, memory_order_relaxed))
 		return false;
@@ -421,14 +477,8 @@ bool sock_epoll_defer(struct sock *s, unsigned events)
 	 * high while a drain runs; that drain's resync re-reads the engine afterwards). */
 	if (atomic_load_explicit(&s->sig.tokens, memory_order_relaxed))
 		return true;
-	if (t->n == t->cap) {
-		unsigned cap = t->cap ? t->cap * 2 : 64;
-		struct ep_ent *v = realloc(t->v, cap * sizeof(*v));
-		if (!v)
-			return false;
-		t->v = v;
-		t->cap = cap;
-	}
+	if (!ep_room(t))
+		return false;
 	void *none = NULL;
 	if (!atomic_compare_exchange_strong(&s->ep_owner, &none, t))
 		return false;
@@ -439,16 +489,93 @@ bool sock_epoll_defer(struct sock *s, unsigned events)
 		void *me = t;
 		return !atomic_compare_exchange_strong(&s->ep_owner, &me, NULL);
 	}
-	sock_hold(s);
-	s->ep_idx = t->n;
-	atomic_store(&s->ep_read, false);
-	t->v[t->n++] = (struct ep_ent){ .s = s,
-					.data = d,
-					.events = (uint32_t)solo & (EPOLLIN | EPOLLRDNORM),
-					.epfd = t->epfd,
-					.report = true };
+	ep_append(t, s, d, (uint32_t)solo & (EPOLLIN | EPOLLRDNORM), false);
 	atomic_fetch_add_explicit(&sock_ep_tokenfree_total, 1, memory_order_relaxed);
 	return true;
+}
+
+/* ---- Quiet POLLOUT (the writer's side of the list; rule in sig.h at POLLOUT) ----
+ *
+ * The reader's loop was spared its tokens above; a writer's loop (conns' client: 1000
+ * non-blocking fds, each registered level-triggered for EPOLLOUT alone) paid the kernel
+ * instead: every epoll_wait re-polled each writable program end (ep_send_events ->
+ * sock_poll -> unix_poll: a cold socket per event, ~0.8 us each here), 10 % of that
+ * process's CPU, which is the one that limits conns' throughput (docs/parts/conns.md
+ * "Round 7"). So a socket that
+ *   - has exactly one registration, in the epoll instance this thread waits on,
+ *     level-triggered, with EPOLLOUT and without EPOLLIN, and is non-blocking, and
+ *   - gets an engine event with CORE_EV_OUT in this thread's progress round (a CDC that
+ *     moved the peer's consumer cursor, a completion)
+ * is taken by this thread's list: its program end is filled (sig_block_out: POLLOUT off
+ * for the kernel, one send, once), and the list reports EPOLLOUT while it is writable.
+ * Level-triggered as the kernel: at the next call an entry the program wrote to (any
+ * call on it: ep_read) is reported again if still writable; one that is not writable
+ * stays owned but leaves the list (its end is filled, which is the kernel's truth too),
+ * and comes back with the event that makes it writable, on this thread's progress round.
+ * An entry the program did not use in that turn goes back to the kernel
+ * (sig_unblock_out if writable), and so does every entry in every case where an arrival
+ * gets its token above: another thread's call on the socket, smcr_epoll_ctl, close, the
+ * thread leaving the loop, the 2 ms grace timer; and any event with CORE_EV_OUT that
+ * another thread handles (the progress thread, or this one outside its call) takes the
+ * socket back and unblocks it. So another poller sees POLLOUT at most one loop turn or
+ * 2 ms late (the same bound as POLLIN above), a blocking sender never sleeps on an end
+ * the list keeps filled (it is not non-blocking, or it gave the list up first:
+ * sock_epoll_release_hold), and a writable socket is never left without POLLOUT both in
+ * the kernel and in a list. Kernel events for the same registration (RDHUP, HUP, ERR)
+ * are merged with the entry's EPOLLOUT (ep_merge_locked). */
+bool sock_epoll_defer_out(struct sock *s, unsigned events)
+{
+	uint64_t solo = atomic_load(&s->ep_solo);
+	if (!(events & CORE_EV_OUT) || !(solo & EPOLLOUT))
+		return false; /* an arrival's entry, or none: not ours */
+	struct ep_thread *t = ep_cur;
+	void *own = atomic_load(&s->ep_owner);
+	void *mine = t ? ep_tag(t, true) : NULL;
+	bool fits = t && !(events & (CORE_EV_ERR | CORE_EV_HUP)) &&
+		    (solo >> 32) == (uint64_t)(uint32_t)(t->epfd + 1) &&
+		    atomic_load_explicit(&s->sig.nonblock, memory_order_relaxed);
+	if (!fits || (own && own != mine)) {
+		/* another thread's list, or this thread outside its call, or the socket no
+		 * longer qualifies: back to the kernel (the caller unblocks) */
+		if (own)
+			(void)atomic_exchange(&s->ep_owner, NULL);
+		return false;
+	}
+	if (own == mine && s->ep_idx < t->n && t->v[s->ep_idx].s == s) {
+		t->v[s->ep_idx].report = true; /* listed already */
+	} else if (own == mine) {
+		/* owned, waiting for this event (not writable at the last call) */
+		if (!ep_room(t)) {
+			(void)atomic_exchange(&s->ep_owner, NULL);
+			return false;
+		}
+		ep_append(t, s, atomic_load(&s->ep_solo_data),
+			  (uint32_t)solo & (EPOLLOUT | EPOLLWRNORM), true);
+	} else {
+		/* not owned: take it. The fill first, so the kernel stops reporting it
+		 * before the list does. */
+		if (!ep_room(t))
+			return false;
+		sig_block_out(&s->sig);
+		void *none = NULL;
+		if (!atomic_compare_exchange_strong(&s->ep_owner, &none, mine))
+			return false; /* (only this thread adopts for t, inside its call) */
+		uint64_t d = atomic_load(&s->ep_solo_data);
+		if (atomic_load(&s->ep_solo) != solo) {
+			/* smcr_epoll_ctl or close meanwhile: whoever takes the owner back
+			 * unblocks */
+			void *me = mine;
+			return !atomic_compare_exchange_strong(&s->ep_owner, &me, NULL);
+		}
+		ep_append(t, s, d, (uint32_t)solo & (EPOLLOUT | EPOLLWRNORM), true);
+	}
+	atomic_fetch_add_explicit(&sock_ep_quietout_total, 1, memory_order_relaxed);
+	return true;
+}
+
+bool sock_epoll_keeps_out(struct sock *s)
+{
+	return ep_t && atomic_load(&s->ep_owner) == ep_tag(ep_t, true);
 }
 
 void sock_epoll_note_call(struct sock *s)
@@ -456,7 +583,7 @@ void sock_epoll_note_call(struct sock *s)
 	void *own = atomic_load_explicit(&s->ep_owner, memory_order_relaxed);
 	if (!own)
 		return;
-	if (own == (void *)ep_t) {
+	if (ep_t && (own == (void *)ep_t || own == ep_tag(ep_t, true))) {
 		atomic_store_explicit(&s->ep_read, true, memory_order_relaxed);
 		return;
 	}
@@ -469,32 +596,45 @@ void sock_epoll_note_call(struct sock *s)
  * again. */
 static void ep_begin_locked(struct ep_thread *t, int epfd)
 {
-	unsigned k = 0;
+	unsigned k = 0, rot = 0;
 	for (unsigned i = 0; i < t->n; i++) {
 		struct ep_ent en = t->v[i];
 		struct sock *s = en.s;
-		if (atomic_load(&s->ep_owner) != (void *)t) {
-			sock_put(s); /* taken back by somebody else (who wrote the token) */
+		if (i == t->rot)
+			rot = k;
+		if (atomic_load(&s->ep_owner) != ep_tag(t, en.out)) {
+			sock_put(s); /* taken back by somebody else (who gave it back) */
 			continue;
 		}
-		if (en.epfd == epfd && !en.report) {
-			if (atomic_load_explicit(&s->ep_read, memory_order_relaxed) &&
-			    (core_conn_events(s->conn) & CORE_EV_IN)) {
-				en.report = true; /* level-triggered: still readable */
+		if (en.epfd != epfd) {
+			ep_unmark(t, s, en.out);
+			sock_put(s);
+			continue;
+		}
+		if (!en.report) {
+			/* returned by the last call: level-triggered if the program used it */
+			bool used = atomic_exchange_explicit(&s->ep_read, false,
+							     memory_order_relaxed);
+			unsigned ev = used ? core_conn_events(s->conn) : 0;
+			if (used && (ev & (en.out ? CORE_EV_OUT : CORE_EV_IN))) {
+				en.report = true; /* still readable / writable */
+			} else if (used && en.out) {
+				/* written until full: stays owned (its end filled), off the
+				 * list until the event that makes it writable */
+				sock_put(s);
+				continue;
 			} else {
-				ep_unmark(t, s); /* read out (no token), or skipped (token) */
+				/* read out (no token), or skipped: back to the kernel */
+				ep_unmark(t, s, en.out);
 				sock_put(s);
 				continue;
 			}
-		} else if (en.epfd != epfd) {
-			ep_unmark(t, s);
-			sock_put(s);
-			continue;
 		}
 		s->ep_idx = k;
 		t->v[k++] = en;
 	}
 	t->n = k;
+	t->rot = rot < k ? rot : 0;
 }
 
 /* Appends the entries to report to evs[n..max) (folding any whose data equals a kernel
@@ -502,10 +642,15 @@ static void ep_begin_locked(struct ep_thread *t, int epfd)
 static int ep_merge_locked(struct ep_thread *t, struct epoll_event *evs, int n, int max)
 {
 	int kn = n;
-	for (unsigned i = 0; i < t->n && n < max; i++) {
+	/* from where the last call stopped: more entries to report than slots must not
+	 * starve the list's tail (the kernel rotates its ready list the same way) */
+	unsigned start = t->rot;
+	for (unsigned r = 0; r < t->n && n < max; r++) {
+		unsigned i = (start + r) % t->n;
 		struct ep_ent *en = &t->v[i];
-		if (!en->report || atomic_load(&en->s->ep_owner) != (void *)t)
+		if (!en->report || atomic_load(&en->s->ep_owner) != ep_tag(t, en->out))
 			continue;
+		t->rot = i + 1 < t->n ? i + 1 : 0;
 		en->report = false;
 		atomic_store_explicit(&en->s->ep_read, false, memory_order_relaxed);
 		bool folded = false;

@@ -297,7 +297,8 @@ void sock_apply_events(struct sock *s, unsigned ev, unsigned raised, bool from_p
 	}
 	if (ev & CORE_EV_OUT) {
 		sock_handoff_wake(s, 1);
-		sig_unblock_out(&s->sig);
+		if (!sock_epoll_keeps_out(s)) /* epoll.c "Quiet POLLOUT" */
+			sig_unblock_out(&s->sig);
 	}
 	if (ev & CORE_EV_RDHUP)
 		sig_rdhup(&s->sig);

@@ -213,14 +213,16 @@ struct sock {
 	/* epoll registrations (smcr_epoll_ctl) */
 	struct sock_epreg *regs; /* (L) */
 	size_t nregs, capregs;	 /* (L) */
-	/* Token-free arrivals (epoll.c; conns2 branch). ep_solo: the only registration when
-	 * it qualifies (level-triggered, EPOLLIN, no EPOLLOUT): (epfd + 1) << 32 | events,
+	/* Token-free arrivals and quiet POLLOUT (epoll.c). ep_solo: the only registration
+	 * when it qualifies (level-triggered, EPOLLIN or EPOLLOUT but not both):
+	 * (epfd + 1) << 32 | events,
 	 * 0 otherwise, with its data in ep_solo_data; written under lock by smcr_epoll_ctl
 	 * (0 first, then data, then the value), read by the engine's callback without it.
 	 * ep_owner: the smcr_epoll_wait thread (struct ep_thread) whose list holds an
-	 * arrival of s that has no POLLIN token; whoever clears it (exchange) writes the
-	 * token if s is still readable. ep_read: the owner thread read s since the list
-	 * last reported it. ep_idx: its index in the owner's list (owner thread only). */
+	 * arrival of s that has no POLLIN token, or (bit 0 set) keeps s's POLLOUT off for the
+	 * kernel; whoever clears it (exchange) writes the token if s is still readable, or
+	 * unfills if it is writable. ep_read: the owner thread used s since the list last
+	 * reported it. ep_idx: its index in the owner's list (owner thread only). */
 	_Atomic uint64_t ep_solo;
 	_Atomic uint64_t ep_solo_data;
 	_Atomic(void *) ep_owner;
@@ -442,6 +444,13 @@ void sock_epoll_release_hold(void);
  * token-free by the smcr_epoll_wait call running on this thread (the caller then writes
  * no token). */
 bool sock_epoll_defer(struct sock *s, unsigned events);
+/* The engine's callback, for an event with CORE_EV_OUT on s: true when the
+ * smcr_epoll_wait call running on this thread keeps s's writability in its list (epoll.c
+ * "Quiet POLLOUT"; the caller then leaves the program end filled). False: s is not (or no
+ * longer) in a list, and the caller shows POLLOUT as before. */
+bool sock_epoll_defer_out(struct sock *s, unsigned events);
+/* True while this thread's list keeps s's POLLOUT (sock_apply_events leaves it off). */
+bool sock_epoll_keeps_out(struct sock *s);
 /* After a program call on s (sock_sync_after_call): if another thread's list holds a
  * token-free arrival of s, take it back (the caller's resync writes the token if data is
  * left); if this thread's, note the read. */
@@ -453,6 +462,9 @@ void sock_epoll_forget_locked(struct sock *s);
 #define SOCK_EP_GRACE_NS 2000000ull
 /* Arrivals returned token-free since start (tests, diagnostics). */
 extern _Atomic uint64_t sock_ep_tokenfree_total;
+/* EPOLLOUT reports made by smcr_epoll_wait's lists without the kernel (epoll.c "Quiet
+ * POLLOUT"); tests read it. */
+extern _Atomic uint64_t sock_ep_quietout_total;
 
 /* ---- helpers ---- */
 

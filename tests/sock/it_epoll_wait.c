@@ -642,6 +642,224 @@ static void test_tokenfree(void **state)
 	assert_int_equal(it_run_smc_pair(&lfd, &port, tf_server, NULL, tf_client, NULL, 60000), 0);
 }
 
+/* ---- 6. quiet POLLOUT (epoll.c): a writer's loop keeps writability off the kernel ----
+ * The server writes (non-blocking, its only registration a level-triggered EPOLLOUT), the
+ * client reads what the server asks for, checking every byte. Each part fills the path
+ * (send until EAGAIN) and has the client drain it: the event that makes the socket
+ * writable comes to the loop, which reports EPOLLOUT itself (the counter moves) and must
+ * give POLLOUT back to the kernel whenever it stops using the socket. */
+
+#define QO_TAG (TAG | 6)
+#define QO_CHUNK 40000
+
+static uint64_t qo_sent;   /* bytes the server sent so far (its stream offset) */
+
+static uint64_t qo_count(void)
+{
+	return atomic_load(&sock_ep_quietout_total);
+}
+
+static uint8_t qo_byte(uint64_t off)
+{
+	return (uint8_t)(off * 31 + (off >> 9));
+}
+
+/* Sends up to len bytes of the stream; returns what went (0: EAGAIN). */
+static size_t qo_send(int fd, size_t len)
+{
+	static uint8_t b[QO_CHUNK];
+	if (len > sizeof(b))
+		len = sizeof(b);
+	for (size_t i = 0; i < len; i++)
+		b[i] = qo_byte(qo_sent + i);
+	ssize_t w = smcr_send(fd, b, len, MSG_NOSIGNAL);
+	if (w < 0) {
+		IT_CHECK(errno == EAGAIN);
+		return 0;
+	}
+	qo_sent += (uint64_t)w;
+	return (size_t)w;
+}
+
+static bool qo_pollout(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	int n = poll(&p, 1, ms);
+	IT_CHECK(n >= 0);
+	return n == 1 && (p.revents & POLLOUT);
+}
+
+/* One call: its events (0: none); only our registration, never twice. */
+static uint32_t qo_ev(int ep, int ms)
+{
+	struct epoll_event evs[4];
+	int n = smcr_epoll_wait(ep, evs, 4, ms);
+	IT_CHECK(n >= 0 && n <= 1);
+	if (n == 0)
+		return 0;
+	IT_CHECK(evs[0].data.u64 == QO_TAG);
+	return evs[0].events;
+}
+
+/* Fills the path (send until EAGAIN), then has the client read all of it, and calls with
+ * timeout 0 until the loop reports the socket writable. true: the loop's list reported
+ * it (the counter moved), not the kernel. */
+static bool qo_fill_drain_report(int ep, int fd)
+{
+	/* full: the send ring, and the peer's RMBE behind it (the ring's flush into it
+	 * makes room, and POLLOUT, again: as TCP's send buffer draining into the network) */
+	for (int quiet = 0; quiet < 50;) {
+		while (qo_send(fd, QO_CHUNK) > 0)
+			quiet = 0;
+		quiet = qo_ev(ep, 0) ? 0 : quiet + 1;
+	}
+	IT_CHECK(qo_send(fd, 1) == 0);
+	IT_CHECK(!qo_pollout(fd, 0)); /* no POLLOUT anywhere */
+	IT_CHECK(qo_ev(ep, 0) == 0);
+	uint64_t c0 = qo_count();
+	sh->sent_ns = qo_sent; /* the client reads up to here */
+	sh->sstage++;
+	uint64_t end = smcr_now_ns() + 5 * SMCR_NS_PER_S;
+	uint32_t e = 0;
+	while (!e && smcr_now_ns() < end)
+		e = qo_ev(ep, 0);
+	IT_CHECK(e == EPOLLOUT);
+	it_wait_at_least(&sh->cstage, sh->sstage); /* the client has read it all */
+	return qo_count() > c0;
+}
+
+/* Another thread's send on the server's fd (D). */
+static void *qo_other_send(void *arg)
+{
+	(void)arg;
+	IT_CHECK(qo_send(tf_fd, 10) == 10);
+	return NULL;
+}
+
+static int qo_server(void *arg)
+{
+	(void)arg;
+	int fd = it_accept_smc(lfd);
+	int fl = smcr_fcntl(fd, F_GETFL);
+	IT_CHECK(smcr_fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0);
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLOUT, .data.u64 = QO_TAG };
+	IT_CHECK(smcr_epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+	qo_sent = 0;
+	IT_CHECK(qo_ev(ep, 0) == EPOLLOUT); /* a fresh socket: the kernel's POLLOUT */
+	/* A. level-triggered from the list: reported again while written to and writable;
+	 * one call without a write gives it back to the kernel (poll and the kernel's own
+	 * epoll_wait see POLLOUT at once) */
+	bool seen = false;
+	for (int i = 0; i < 10 && !seen; i++) {
+		seen = qo_fill_drain_report(ep, fd);
+		if (!seen)
+			continue; /* the progress thread took that event: again */
+		IT_CHECK(!qo_pollout(fd, 0)); /* the list keeps it: quiet for the kernel */
+		for (int k = 0; k < 3; k++) {
+			IT_CHECK(qo_send(fd, 100) == 100);
+			IT_CHECK(qo_ev(ep, 0) == EPOLLOUT);
+		}
+		IT_CHECK(qo_ev(ep, 0) == EPOLLOUT); /* not written to: the kernel's now */
+		IT_CHECK(qo_pollout(fd, 0));
+		struct epoll_event kev[2];
+		IT_CHECK(epoll_wait(ep, kev, 2, 0) == 1 && kev[0].data.u64 == QO_TAG &&
+			 (kev[0].events & EPOLLOUT));
+	}
+	IT_CHECK(seen);
+	/* B. the thread leaves the loop with the socket in its list: the progress thread
+	 * gives POLLOUT back (2 ms after the last call) */
+	seen = false;
+	for (int i = 0; i < 10 && !seen; i++) {
+		seen = qo_fill_drain_report(ep, fd);
+		if (seen)
+			IT_CHECK(qo_pollout(fd, 2000));
+	}
+	IT_CHECK(seen);
+	/* C. the registration changes while the list keeps the socket: POLLOUT is the
+	 * kernel's again at once, for the new registration too */
+	seen = false;
+	for (int i = 0; i < 10 && !seen; i++) {
+		IT_CHECK(qo_ev(ep, 0) == EPOLLOUT); /* back in the loop */
+		seen = qo_fill_drain_report(ep, fd);
+		if (!seen)
+			continue;
+		ev.events = EPOLLOUT | EPOLLET;
+		IT_CHECK(smcr_epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev) == 0);
+		IT_CHECK(qo_pollout(fd, 0));
+		IT_CHECK(qo_ev(ep, 0) == EPOLLOUT); /* the edge-triggered registration's edge */
+		IT_CHECK(qo_ev(ep, 0) == 0);
+		ev.events = EPOLLOUT;
+		IT_CHECK(smcr_epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev) == 0);
+	}
+	IT_CHECK(seen);
+	/* D. another thread's call on the socket takes it back from the list */
+	seen = false;
+	for (int i = 0; i < 10 && !seen; i++) {
+		IT_CHECK(qo_ev(ep, 0) == EPOLLOUT);
+		seen = qo_fill_drain_report(ep, fd);
+		if (!seen)
+			continue;
+		pthread_t th;
+		tf_fd = fd;
+		IT_CHECK(pthread_create(&th, NULL, qo_other_send, NULL) == 0);
+		IT_CHECK(pthread_join(th, NULL) == 0);
+		IT_CHECK(qo_pollout(fd, 0));
+	}
+	IT_CHECK(seen);
+	sh->sstage = 999;
+	close(ep);
+	smcr_close(fd);
+	return 0;
+}
+
+static int qo_client(void *arg)
+{
+	(void)arg;
+	it_child_env(1);
+	smcr_close(lfd);
+	int fd = it_connect(false, port);
+	IT_CHECK(fd >= 0);
+	static uint8_t b[65536];
+	uint64_t got = 0;
+	for (int last = 0;;) {
+		it_wait_at_least(&sh->sstage, last + 1);
+		int n = sh->sstage;
+		if (n == 999)
+			break;
+		uint64_t upto = sh->sent_ns;
+		while (got < upto) {
+			size_t want = upto - got < sizeof(b) ? (size_t)(upto - got) : sizeof(b);
+			ssize_t r = smcr_recv(fd, b, want, 0);
+			IT_CHECK(r > 0);
+			for (ssize_t i = 0; i < r; i++)
+				IT_CHECK(b[i] == qo_byte(got + (uint64_t)i));
+			got += (uint64_t)r;
+		}
+		sh->cstage = n;
+		last = n;
+	}
+	/* the bytes of the last parts (sent after the last drain) */
+	for (;;) {
+		ssize_t r = smcr_recv(fd, b, sizeof(b), 0);
+		IT_CHECK(r >= 0);
+		if (r == 0)
+			break;
+		for (ssize_t i = 0; i < r; i++)
+			IT_CHECK(b[i] == qo_byte(got + (uint64_t)i));
+		got += (uint64_t)r;
+	}
+	smcr_close(fd);
+	return 0;
+}
+
+static void test_quiet_pollout(void **state)
+{
+	(void)state;
+	memset(sh, 0, sizeof(*sh));
+	assert_int_equal(it_run_smc_pair(&lfd, &port, qo_server, NULL, qo_client, NULL, 60000), 0);
+}
+
 /* ---- 5. the loop's held spin when the program leaves the loop ----
  * smcr_epoll_wait returns with the CQs unarmed (the held spin). A program that then waits
  * elsewhere, in the kernel's poll() on an smcr fd, must still see the next arrival: the
@@ -737,6 +955,7 @@ int main(void)
 		cmocka_unit_test(test_timeout_eintr_errors),
 		cmocka_unit_test(test_tokenfree),
 		cmocka_unit_test(test_left_loop),
+		cmocka_unit_test(test_quiet_pollout),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
