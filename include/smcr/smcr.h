@@ -147,7 +147,11 @@ int smcr_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event);
  * without a wake-up of the progress thread, and between two calls of an event loop the
  * engine's completions wake nobody (for at most 1 ms, then the progress thread takes over
  * again). Only the program's own registrations are ever returned. The interposer maps
- * epoll_wait here. */
+ * epoll_wait here. A non-blocking smcr fd whose only registration is level-triggered
+ * EPOLLIN (or EPOLLOUT) alone may be reported by the calling thread itself, without the
+ * kernel: then another thread's poll() on that fd sees the readiness up to one loop turn
+ * or 2 ms late (while this loop keeps reading or writing it, not at all: it keeps the
+ * fd); epoll.c "Token-free arrivals" and "Quiet POLLOUT". */
 int smcr_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout);
 
 /* 1 if fd is an smcr socket (in any mode), 0 if not. */

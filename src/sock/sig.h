@@ -21,6 +21,15 @@
  *             queued from prog use at most a quarter of its sndbuf, so one 4 KiB send is
  *             enough (probed once; else sends until EAGAIN). They are read back at end
  *             when space returns (sig_unblock_out), which wakes POLLOUT waiters.
+ *             Exception (epoll.c "Quiet POLLOUT"): a non-blocking socket whose only
+ *             registration is a level-triggered EPOLLOUT (without EPOLLIN) in the epoll
+ *             instance of a thread inside smcr_epoll_wait is filled while writable, and
+ *             that thread reports EPOLLOUT itself while its program keeps writing to it;
+ *             it is read back (POLLOUT for everybody else) as soon as the program skips
+ *             the socket for one loop turn, another thread calls on it, the
+ *             registration changes, the thread leaves the loop, or 2 ms after the
+ *             thread's last call. So the kernel does not re-poll every writable fd of a
+ *             writer's loop at each call.
  *   POLLRDHUP shutdown(end, SHUT_WR) when the peer sent "sending done" or closed
  *             (sig_rdhup): prog reads EOF forever, so POLLIN|POLLRDHUP, as a TCP FIN.
  *   POLLHUP   both directions shut, as TCP: the program's shutdown(SHUT_WR) becomes
