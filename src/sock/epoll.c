@@ -168,7 +168,8 @@ static _Thread_local struct core_engine *ep_held; /* this thread's held spin, or
  *     writes the token if data is left), smcr_epoll_ctl on it (ep_solo_clear), close,
  *   - this thread leaving the loop: a call on another epfd, a blocking call
  *     (sock_epoll_release_hold), going to sleep, thread exit,
- *   - the progress thread, SOCK_EP_GRACE_NS (2 ms) after the thread's last call, by a
+ *   - the progress thread, SOCK_EP_GRACE_NS (2 ms) after the thread's last call (or the
+ *     loop's held spin, ep_hold_ns, if longer: twice its recent longest turn), by a
  *     timer armed while the list holds entries (ep_timer_fn; while the thread keeps
  *     calling, one wake-up of the progress thread per 2 ms).
  * So a plain poll() or another epoll on the fd sees POLLIN at most one loop turn or 2 ms
@@ -203,6 +204,9 @@ struct ep_thread {
 	unsigned rot;	  /* where ep_merge_locked starts: after the last entry it reported */
 	int epfd;	  /* the call's epfd, while ep_cur is set */
 	uint64_t call_ns; /* start of the owner's last call */
+	uint64_t grace_ns; /* how long after call_ns the list is stale: SOCK_EP_GRACE_NS, or
+			    * the loop's held spin if longer (a loop whose turns take
+			    * milliseconds must not lose its list in every turn) */
 	bool tmr_on;	  /* tmr armed (or running) */
 	struct prog_timer tmr; /* the stale-list flush (ep_timer_fn) */
 };
@@ -297,7 +301,7 @@ static void ep_flush_locked(struct ep_thread *t)
 	t->n = 0;
 }
 
-/* The progress thread, SOCK_EP_GRACE_NS after the owner's last call: its list is stale
+/* The progress thread, grace_ns after the owner's last call: its list is stale
  * (the owner left the loop without a call of ours that would flush it). While the owner
  * keeps calling, the timer just moves on (one wake-up of the progress thread per grace
  * at most, and only while the list holds entries). */
@@ -312,9 +316,9 @@ static void ep_timer_fn(void *arg, uint32_t events)
 		return;
 	}
 	uint64_t now = smcr_now_ns(); /* after the lock: call_ns is not ahead of it */
-	if (t->n && now - t->call_ns >= SOCK_EP_GRACE_NS)
+	if (t->n && now - t->call_ns >= t->grace_ns)
 		ep_flush_locked(t);
-	t->tmr_on = t->n && progress_timer_arm(&t->tmr, t->call_ns + SOCK_EP_GRACE_NS) == 0;
+	t->tmr_on = t->n && progress_timer_arm(&t->tmr, t->call_ns + t->grace_ns) == 0;
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -523,12 +527,34 @@ bool sock_epoll_defer(struct sock *s, unsigned events)
  * sock_epoll_release_hold), and a writable socket is never left without POLLOUT both in
  * the kernel and in a list. Kernel events for the same registration (RDHUP, HUP, ERR)
  * are merged with the entry's EPOLLOUT (ep_merge_locked). */
+static bool ep_defer_out_locked(struct ep_thread *t, struct sock *s, uint64_t solo,
+				unsigned events);
+
 bool sock_epoll_defer_out(struct sock *s, unsigned events)
 {
 	uint64_t solo = atomic_load(&s->ep_solo);
 	if (!(events & CORE_EV_OUT) || !(solo & EPOLLOUT))
 		return false; /* an arrival's entry, or none: not ours */
 	struct ep_thread *t = ep_cur;
+	bool locked = false;
+	if (!t && ep_t && ep_held && (solo >> 32) == (uint64_t)(uint32_t)(ep_t->epfd + 1) &&
+	    pthread_mutex_trylock(&ep_t->lock) == 0) {
+		/* this thread, between two calls of its loop (a send of the program reaped
+		 * the completions): the list is ours to change under its lock; trylock, as
+		 * the timer's, because a callback holds core locks */
+		t = ep_t;
+		locked = true;
+	}
+	bool kept = ep_defer_out_locked(t, s, solo, events);
+	if (locked)
+		pthread_mutex_unlock(&t->lock);
+	return kept;
+}
+
+/* sock_epoll_defer_out with t (NULL: no list) locked by this thread. */
+static bool ep_defer_out_locked(struct ep_thread *t, struct sock *s, uint64_t solo,
+				unsigned events)
+{
 	void *own = atomic_load(&s->ep_owner);
 	void *mine = t ? ep_tag(t, true) : NULL;
 	bool fits = t && !(events & (CORE_EV_ERR | CORE_EV_HUP)) &&
@@ -740,6 +766,7 @@ int smcr_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
 	unsigned pend = 0;
 	if (t) {
 		t->call_ns = now;
+		t->grace_ns = hold > SOCK_EP_GRACE_NS ? hold : SOCK_EP_GRACE_NS;
 		ep_begin_locked(t, epfd);
 		t->epfd = epfd;
 		ep_cur = t;
@@ -802,7 +829,7 @@ int smcr_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
 		if (t) {
 			/* entries to take back if the program does not come back (ep_timer_fn) */
 			if (t->n && !t->tmr_on)
-				t->tmr_on = progress_timer_arm(&t->tmr, now + SOCK_EP_GRACE_NS) == 0;
+				t->tmr_on = progress_timer_arm(&t->tmr, now + t->grace_ns) == 0;
 			pthread_mutex_unlock(&t->lock);
 		}
 		return n; /* the spin stays held while the program handles the events */

@@ -319,6 +319,10 @@ void sock_sync_after_call(struct sock *s)
 		sig_block_out(&s->sig);
 		ev = core_conn_events(s->conn);
 	}
+	/* writable, and this thread's smcr_epoll_wait loop may keep it (epoll.c "Quiet
+	 * POLLOUT"): its end stays (or becomes) filled, the loop reports it */
+	if ((ev & CORE_EV_OUT) && sock_epoll_defer_out(s, ev))
+		ev &= ~(unsigned)CORE_EV_OUT;
 	sock_apply_events(s, ev, 0, true);
 }
 
