@@ -172,12 +172,12 @@ static _Thread_local struct core_engine *ep_held; /* this thread's held spin, or
  *     loop's held spin, ep_hold_ns, if longer: twice its recent longest turn), by a
  *     timer armed while the list holds entries (ep_timer_fn; while the thread keeps
  *     calling, one wake-up of the progress thread per 2 ms).
- * So a plain poll() or another epoll on the fd sees POLLIN at most one loop turn or 2 ms
- * late (tests/sock/it_epoll_wait.c). Edge-triggered registrations never go this way.
+ * So a plain poll() or another epoll on the fd sees POLLIN at most one loop turn or that
+ * grace late (tests/sock/it_epoll_wait.c). Edge-triggered registrations never go this way.
  *
- * Ownership: s->ep_owner names the list holding s (a reference, sock_hold). It is set
- * only by the callback on the owner's own thread, inside its call; whoever exchanges it
- * back to NULL writes the token. Entries whose owner was cleared are dropped by the
+ * Ownership: s->ep_owner names the list holding s (a reference, sock_hold; a quiet
+ * POLLOUT owner may also hold s off the list, below). It is set only on the owner's own
+ * thread, under the list's lock; whoever exchanges it back to NULL writes the token. Entries whose owner was cleared are dropped by the
  * owner's next call. Races with smcr_epoll_ctl: the callback sets ep_owner, then re-reads
  * ep_solo; ep_solo_clear sets ep_solo to 0, then exchanges ep_owner (both sequentially
  * consistent): either the callback sees the change (and writes the token itself) or the
@@ -504,12 +504,16 @@ bool sock_epoll_defer(struct sock *s, unsigned events)
  * non-blocking fds, each registered level-triggered for EPOLLOUT alone) paid the kernel
  * instead: every epoll_wait re-polled each writable program end (ep_send_events ->
  * sock_poll -> unix_poll: a cold socket per event, ~0.8 us each here), 10 % of that
- * process's CPU, which is the one that limits conns' throughput (docs/parts/conns.md
- * "Round 7"). So a socket that
+ * process's CPU, which is the one that limits conns' throughput, and a fill and an
+ * unfill whenever a socket's ring filled (docs/parts/conns.md "Round 7"). So a socket
+ * that
  *   - has exactly one registration, in the epoll instance this thread waits on,
  *     level-triggered, with EPOLLOUT and without EPOLLIN, and is non-blocking, and
- *   - gets an engine event with CORE_EV_OUT in this thread's progress round (a CDC that
- *     moved the peer's consumer cursor, a completion)
+ *   - is writable after a call of this thread's program on it (a send: sock_sync_after_call)
+ *     or at an engine event with CORE_EV_OUT that this thread handles (a CDC that moved
+ *     the peer's consumer cursor, a completion), inside its call or between two calls
+ *     of its loop (a send of the program reaped them; the list is then changed under a
+ *     trylock of its lock, as the timer does, since the caller holds core or sock locks)
  * is taken by this thread's list: its program end is filled (sig_block_out: POLLOUT off
  * for the kernel, one send, once), and the list reports EPOLLOUT while it is writable.
  * Level-triggered as the kernel: at the next call an entry the program wrote to (any
@@ -519,9 +523,9 @@ bool sock_epoll_defer(struct sock *s, unsigned events)
  * An entry the program did not use in that turn goes back to the kernel
  * (sig_unblock_out if writable), and so does every entry in every case where an arrival
  * gets its token above: another thread's call on the socket, smcr_epoll_ctl, close, the
- * thread leaving the loop, the 2 ms grace timer; and any event with CORE_EV_OUT that
- * another thread handles (the progress thread, or this one outside its call) takes the
- * socket back and unblocks it. So another poller sees POLLOUT at most one loop turn or
+ * thread leaving the loop, the grace timer; and any event with CORE_EV_OUT that another
+ * thread handles (the progress thread, or a thread outside a loop on that epfd) takes
+ * the socket back and unblocks it. So another poller sees POLLOUT at most one loop turn or
  * 2 ms late (the same bound as POLLIN above), a blocking sender never sleeps on an end
  * the list keeps filled (it is not non-blocking, or it gave the list up first:
  * sock_epoll_release_hold), and a writable socket is never left without POLLOUT both in

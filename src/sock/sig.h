@@ -28,7 +28,7 @@
  *             it is read back (POLLOUT for everybody else) as soon as the program skips
  *             the socket for one loop turn, another thread calls on it, the
  *             registration changes, the thread leaves the loop, or 2 ms after the
- *             thread's last call. So the kernel does not re-poll every writable fd of a
+ *             thread's last call (twice its loop's recent longest turn if longer). So the kernel does not re-poll every writable fd of a
  *             writer's loop at each call.
  *   POLLRDHUP shutdown(end, SHUT_WR) when the peer sent "sending done" or closed
  *             (sig_rdhup): prog reads EOF forever, so POLLIN|POLLRDHUP, as a TCP FIN.
@@ -129,9 +129,10 @@ void sig_set_nonblock(struct sig *s, bool on);
  * registration's data) and reports it again while the socket is readable and its program
  * reads it; the token is written (POLLIN for everybody else) as soon as the program skips
  * the socket for one loop turn, the registrations change (smcr_epoll_ctl), another thread
- * reads it, the thread blocks or sleeps, or 2 ms after the thread's last call (the
+ * reads it, the thread blocks or sleeps, or 2 ms after the thread's last call (or twice
+ * its loop's recent longest turn, if longer, 50 ms at most; the
  * progress thread). So a poll() or another epoll on the fd sees POLLIN at most one loop
- * turn or 2 ms late, never not at all. */
+ * turn or that grace late, never not at all. */
 void sig_readable(struct sig *s);
 /* POLLIN on if no token is queued (no new edge otherwise). On return POLLIN is on: a
  * token another thread is still sending is waited for (the lock), not assumed. */
