@@ -729,10 +729,12 @@ bool sock_epoll_has_smcr(int epfd)
  * the loop: nobody would report them). */
 static void ep_release(struct ep_thread *t, bool locked)
 {
-	if (t && t->n) {
+	if (t) {
+		/* t->n under the lock: the timer may be flushing it (progress thread) */
 		if (!locked)
 			pthread_mutex_lock(&t->lock);
-		ep_flush_locked(t);
+		if (t->n)
+			ep_flush_locked(t);
 		if (!locked)
 			pthread_mutex_unlock(&t->lock);
 	}
