@@ -177,8 +177,8 @@ static _Thread_local struct core_engine *ep_held; /* this thread's held spin, or
  *
  * Ownership: s->ep_owner names the list holding s (a reference, sock_hold; a quiet
  * POLLOUT owner may also hold s off the list, below). It is set only on the owner's own
- * thread, under the list's lock; whoever exchanges it back to NULL writes the token. Entries whose owner was cleared are dropped by the
- * owner's next call. Races with smcr_epoll_ctl: the callback sets ep_owner, then re-reads
+ * thread, under the list's lock; whoever exchanges it back to NULL writes the token.
+ * Entries whose owner was cleared are dropped by the owner's next call. Races with smcr_epoll_ctl: the callback sets ep_owner, then re-reads
  * ep_solo; ep_solo_clear sets ep_solo to 0, then exchanges ep_owner (both sequentially
  * consistent): either the callback sees the change (and writes the token itself) or the
  * clear sees the owner (and writes it).
@@ -519,14 +519,15 @@ bool sock_epoll_defer(struct sock *s, unsigned events)
  * Level-triggered as the kernel: at the next call an entry the program wrote to (any
  * call on it: ep_read) is reported again if still writable; one that is not writable
  * stays owned but leaves the list (its end is filled, which is the kernel's truth too),
- * and comes back with the event that makes it writable, on this thread's progress round.
+ * and comes back with the event that makes it writable, if this thread handles it.
  * An entry the program did not use in that turn goes back to the kernel
  * (sig_unblock_out if writable), and so does every entry in every case where an arrival
  * gets its token above: another thread's call on the socket, smcr_epoll_ctl, close, the
  * thread leaving the loop, the grace timer; and any event with CORE_EV_OUT that another
  * thread handles (the progress thread, or a thread outside a loop on that epfd) takes
  * the socket back and unblocks it. So another poller sees POLLOUT at most one loop turn or
- * 2 ms late (the same bound as POLLIN above), a blocking sender never sleeps on an end
+ * the grace late (the same bound as POLLIN above; not while the program keeps writing to
+ * the socket and it stays writable: the list keeps it), a blocking sender never sleeps on an end
  * the list keeps filled (it is not non-blocking, or it gave the list up first:
  * sock_epoll_release_hold), and a writable socket is never left without POLLOUT both in
  * the kernel and in a list. Kernel events for the same registration (RDHUP, HUP, ERR)
@@ -589,7 +590,7 @@ static bool ep_defer_out_locked(struct ep_thread *t, struct sock *s, uint64_t so
 		sig_block_out(&s->sig);
 		void *none = NULL;
 		if (!atomic_compare_exchange_strong(&s->ep_owner, &none, mine))
-			return false; /* (only this thread adopts for t, inside its call) */
+			return false; /* (only this thread adopts for t, under t->lock) */
 		uint64_t d = atomic_load(&s->ep_solo_data);
 		if (atomic_load(&s->ep_solo) != solo) {
 			/* smcr_epoll_ctl or close meanwhile: whoever takes the owner back
