@@ -178,8 +178,8 @@ static _Thread_local struct core_engine *ep_held; /* this thread's held spin, or
  * Ownership: s->ep_owner names the list holding s (a reference, sock_hold; a quiet
  * POLLOUT owner may also hold s off the list, below). It is set only on the owner's own
  * thread, under the list's lock; whoever exchanges it back to NULL writes the token.
- * Entries whose owner was cleared are dropped by the owner's next call. Races with smcr_epoll_ctl: the callback sets ep_owner, then re-reads
- * ep_solo; ep_solo_clear sets ep_solo to 0, then exchanges ep_owner (both sequentially
+ * Entries whose owner was cleared are dropped by the owner's next call. Races with
+ * smcr_epoll_ctl: the callback sets ep_owner, then re-reads ep_solo; ep_solo_clear sets ep_solo to 0, then exchanges ep_owner (both sequentially
  * consistent): either the callback sees the change (and writes the token itself) or the
  * clear sees the owner (and writes it).
  * Locks: ep_thread.lock is held by the owner for its whole call (callbacks included) and

@@ -28,8 +28,9 @@
  *             it is read back (POLLOUT for everybody else) as soon as the program skips
  *             the socket for one loop turn, another thread calls on it, the
  *             registration changes, the thread leaves the loop, or 2 ms after the
- *             thread's last call (twice its loop's recent longest turn if longer). So the kernel does not re-poll every writable fd of a
- *             writer's loop at each call.
+ *             thread's last call (twice its loop's recent longest turn if longer).
+ *             So the kernel does not re-poll every writable fd of a writer's loop at
+ *             each call.
  *   POLLRDHUP shutdown(end, SHUT_WR) when the peer sent "sending done" or closed
  *             (sig_rdhup): prog reads EOF forever, so POLLIN|POLLRDHUP, as a TCP FIN.
  *   POLLHUP   both directions shut, as TCP: the program's shutdown(SHUT_WR) becomes
