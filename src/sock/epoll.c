@@ -179,11 +179,13 @@ static _Thread_local struct core_engine *ep_held; /* this thread's held spin, or
  * POLLOUT owner may also hold s off the list, below). It is set only on the owner's own
  * thread, under the list's lock; whoever exchanges it back to NULL writes the token.
  * Entries whose owner was cleared are dropped by the owner's next call. Races with
- * smcr_epoll_ctl: the callback sets ep_owner, then re-reads ep_solo; ep_solo_clear sets ep_solo to 0, then exchanges ep_owner (both sequentially
- * consistent): either the callback sees the change (and writes the token itself) or the
- * clear sees the owner (and writes it).
+ * smcr_epoll_ctl: the callback sets ep_owner, then re-reads ep_solo; ep_solo_clear sets
+ * ep_solo to 0, then exchanges ep_owner (both sequentially consistent): either the
+ * callback sees the change (and writes the token itself) or the clear sees the owner (and
+ * writes it).
  * Locks: ep_thread.lock is held by the owner for its whole call (callbacks included) and
- * taken by the progress thread's timer (trylock) and the thread-exit destructor; it is
+ * taken by the progress thread's timer (trylock), the owner between calls (trylock: quiet
+ * POLLOUT, below) and the thread-exit destructor; it is
  * taken before any core, sig or progress lock, never inside one. ep_pool_lock (lists of
  * exited threads, reused: a list is never freed, its timer may still fire) is a leaf. */
 
