@@ -185,8 +185,9 @@ static _Thread_local struct core_engine *ep_held; /* this thread's held spin, or
  * writes it).
  * Locks: ep_thread.lock is held by the owner for its whole call (callbacks included) and
  * taken by the progress thread's timer (trylock), the owner between calls (trylock: quiet
- * POLLOUT, below) and the thread-exit destructor; it is
- * taken before any core, sig or progress lock, never inside one. ep_pool_lock (lists of
+ * POLLOUT, below) and the thread-exit destructor. Where it is waited for, it is taken
+ * before any core, sig or progress lock, never inside one; only the trylocks (which
+ * never wait) may be inside them. ep_pool_lock (lists of
  * exited threads, reused: a list is never freed, its timer may still fire) is a leaf. */
 
 struct ep_ent {
