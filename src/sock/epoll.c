@@ -460,6 +460,31 @@ static void ep_append(struct ep_thread *t, struct sock *s, uint64_t data, uint32
 					.epfd = t->epfd, .report = true, .out = out };
 }
 
+enum ep_take_res {
+	EP_TAKEN,	/* s is in t's care now (the caller appends it) */
+	EP_NOT_TAKEN,	/* someone else's, or the registration changed and s is nobody's
+			 * again: the caller shows the readiness itself */
+	EP_GIVEN_BACK	/* the registration changed and its smcr_epoll_ctl took s back and
+			 * showed the readiness (ep_solo_clear): nothing more to do */
+};
+
+/* Takes s (not owned) for t's list, as registered by solo (read by the caller before
+ * its checks); *data: the registration's data. t->lock held. */
+static enum ep_take_res ep_take(struct ep_thread *t, struct sock *s, uint64_t solo, bool out,
+				uint64_t *data)
+{
+	void *none = NULL, *me = ep_tag(t, out);
+	if (!atomic_compare_exchange_strong(&s->ep_owner, &none, me))
+		return EP_NOT_TAKEN;
+	*data = atomic_load(&s->ep_solo_data);
+	if (atomic_load(&s->ep_solo) == solo)
+		return EP_TAKEN;
+	/* the registration changed meanwhile (smcr_epoll_ctl, close): whoever takes the
+	 * owner back shows the readiness */
+	return atomic_compare_exchange_strong(&s->ep_owner, &me, NULL) ? EP_NOT_TAKEN
+									: EP_GIVEN_BACK;
+}
+
 bool sock_epoll_defer(struct sock *s, unsigned events)
 {
 	struct ep_thread *t = ep_cur;
@@ -486,16 +511,10 @@ bool sock_epoll_defer(struct sock *s, unsigned events)
 		return true;
 	if (!ep_room(t))
 		return false;
-	void *none = NULL;
-	if (!atomic_compare_exchange_strong(&s->ep_owner, &none, t))
-		return false;
-	uint64_t d = atomic_load(&s->ep_solo_data);
-	if (atomic_load(&s->ep_solo) != solo) {
-		/* the registration changed meanwhile (smcr_epoll_ctl, close): if its clear
-		 * took the owner back it writes the token; else ours */
-		void *me = t;
-		return !atomic_compare_exchange_strong(&s->ep_owner, &me, NULL);
-	}
+	uint64_t d;
+	enum ep_take_res tr = ep_take(t, s, solo, false, &d);
+	if (tr != EP_TAKEN)
+		return tr == EP_GIVEN_BACK; /* not taken: the caller writes the token */
 	ep_append(t, s, d, (uint32_t)solo & (EPOLLIN | EPOLLRDNORM), false);
 	atomic_fetch_add_explicit(&sock_ep_tokenfree_total, 1, memory_order_relaxed);
 	return true;
@@ -591,16 +610,10 @@ static bool ep_defer_out_locked(struct ep_thread *t, struct sock *s, uint64_t so
 		if (!ep_room(t))
 			return false;
 		sig_block_out(&s->sig);
-		void *none = NULL;
-		if (!atomic_compare_exchange_strong(&s->ep_owner, &none, mine))
-			return false; /* (only this thread adopts for t, under t->lock) */
-		uint64_t d = atomic_load(&s->ep_solo_data);
-		if (atomic_load(&s->ep_solo) != solo) {
-			/* smcr_epoll_ctl or close meanwhile: whoever takes the owner back
-			 * unblocks */
-			void *me = mine;
-			return !atomic_compare_exchange_strong(&s->ep_owner, &me, NULL);
-		}
+		uint64_t d;
+		enum ep_take_res tr = ep_take(t, s, solo, true, &d);
+		if (tr != EP_TAKEN)
+			return tr == EP_GIVEN_BACK; /* not taken: the caller unblocks */
 		ep_append(t, s, d, (uint32_t)solo & (EPOLLOUT | EPOLLWRNORM), true);
 	}
 	atomic_fetch_add_explicit(&sock_ep_quietout_total, 1, memory_order_relaxed);

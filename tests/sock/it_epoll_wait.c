@@ -494,15 +494,24 @@ static void *tf_poller(void *arg)
 	return NULL;
 }
 
-static int tf_server(void *arg)
+/* The accepted connection, non-blocking, registered (ev) alone in a new epoll instance. */
+static int loop_accept(struct epoll_event *ev, int *ep)
 {
-	(void)arg;
 	int fd = it_accept_smc(lfd);
 	int fl = smcr_fcntl(fd, F_GETFL);
 	IT_CHECK(smcr_fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0);
-	int ep = epoll_create1(0);
+	*ep = epoll_create1(0);
+	IT_CHECK(*ep >= 0);
+	IT_CHECK(smcr_epoll_ctl(*ep, EPOLL_CTL_ADD, fd, ev) == 0);
+	return fd;
+}
+
+static int tf_server(void *arg)
+{
+	(void)arg;
+	int ep;
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.u64 = TF_TAG };
-	IT_CHECK(smcr_epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+	int fd = loop_accept(&ev, &ep);
 	tf_fd = fd;
 	tf_req = 0;
 	IT_CHECK(tf_ev(ep, 0) == 0);
@@ -748,12 +757,9 @@ static void *qo_other_send(void *arg)
 static int qo_server(void *arg)
 {
 	(void)arg;
-	int fd = it_accept_smc(lfd);
-	int fl = smcr_fcntl(fd, F_GETFL);
-	IT_CHECK(smcr_fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0);
-	int ep = epoll_create1(0);
+	int ep;
 	struct epoll_event ev = { .events = EPOLLOUT, .data.u64 = QO_TAG };
-	IT_CHECK(smcr_epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+	int fd = loop_accept(&ev, &ep);
 	qo_sent = 0;
 	IT_CHECK(qo_ev(ep, 0) == EPOLLOUT); /* a fresh socket: the kernel's POLLOUT */
 	/* A. level-triggered from the list: reported again while written to and writable;
@@ -884,12 +890,9 @@ static void test_quiet_pollout(void **state)
 static int left_server(void *arg)
 {
 	(void)arg;
-	int fd = it_accept_smc(lfd);
-	int fl = smcr_fcntl(fd, F_GETFL);
-	IT_CHECK(smcr_fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0);
-	int ep = epoll_create1(0);
+	int ep;
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u64 = TAG | 5 };
-	IT_CHECK(smcr_epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+	int fd = loop_accept(&ev, &ep);
 	sh->sstage = 1;
 	for (int round = 0; round < 3; round++) {
 		/* the event may be an edge of a token left from the previous round's 'y' (a
