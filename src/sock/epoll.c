@@ -205,6 +205,9 @@ struct ep_thread {
 	struct ep_ent *v;
 	unsigned n, cap;
 	unsigned rot;	  /* where ep_merge_locked starts: after the last entry it reported */
+	unsigned gen;	  /* a pass over the list (ep_begin_locked, ep_merge_locked): an entry
+			   * whose socket this pass has seen already is a duplicate (sock.h
+			   * ep_gen) */
 	int epfd;	  /* the call's epfd, while ep_cur is set */
 	uint64_t call_ns; /* start of the owner's last call */
 	uint64_t grace_ns; /* how long after call_ns the list is stale: SOCK_EP_GRACE_NS, or
@@ -449,15 +452,22 @@ static bool ep_room(struct ep_thread *t)
 }
 
 /* Appends s (now owned by t) to be reported; the list takes a reference. t->lock held,
- * ep_room checked. */
+ * ep_room checked. An entry of s still in the list from an earlier ownership (taken back
+ * by another thread, not yet dropped by ep_begin_locked) is reused: never two entries,
+ * so never two events, for one registration. */
 static void ep_append(struct ep_thread *t, struct sock *s, uint64_t data, uint32_t events,
 		      bool out)
 {
+	atomic_store(&s->ep_read, false);
+	struct ep_ent en = { .s = s, .data = data, .events = events, .epfd = t->epfd,
+			     .report = true, .out = out };
+	if (s->ep_idx < t->n && t->v[s->ep_idx].s == s) {
+		t->v[s->ep_idx] = en; /* keeps the stale entry's reference */
+		return;
+	}
 	sock_hold(s);
 	s->ep_idx = t->n;
-	atomic_store(&s->ep_read, false);
-	t->v[t->n++] = (struct ep_ent){ .s = s, .data = data, .events = events,
-					.epfd = t->epfd, .report = true, .out = out };
+	t->v[t->n++] = en;
 }
 
 enum ep_take_res {
@@ -641,16 +651,29 @@ void sock_epoll_note_call(struct sock *s)
 /* Start of a call on epfd (t->lock held): entries of another epfd, dropped ones and those
  * the program did not read from become tokens; read ones still readable are reported
  * again. */
+/* A socket seen a second time in this pass over t's list (t->lock held). */
+static bool ep_dup(struct ep_thread *t, struct sock *s)
+{
+	if (atomic_load_explicit(&s->ep_gen, memory_order_relaxed) == t->gen)
+		return true;
+	atomic_store_explicit(&s->ep_gen, t->gen, memory_order_relaxed);
+	return false;
+}
+
 static void ep_begin_locked(struct ep_thread *t, int epfd)
 {
 	unsigned k = 0, rot = 0;
+	t->gen++;
 	for (unsigned i = 0; i < t->n; i++) {
 		struct ep_ent en = t->v[i];
 		struct sock *s = en.s;
 		if (i == t->rot)
 			rot = k;
-		if (atomic_load(&s->ep_owner) != ep_tag(t, en.out)) {
-			sock_put(s); /* taken back by somebody else (who gave it back) */
+		if (atomic_load(&s->ep_owner) != ep_tag(t, en.out) || ep_dup(t, s)) {
+			/* taken back by somebody else (who gave it back), or an older entry
+			 * of a socket taken back and then taken again: its newer entry has
+			 * been kept (ep_append) */
+			sock_put(s);
 			continue;
 		}
 		if (en.epfd != epfd) {
@@ -692,10 +715,12 @@ static int ep_merge_locked(struct ep_thread *t, struct epoll_event *evs, int n, 
 	/* from where the last call stopped: more entries to report than slots must not
 	 * starve the list's tail (the kernel rotates its ready list the same way) */
 	unsigned start = t->rot;
+	t->gen++;
 	for (unsigned r = 0; r < t->n && n < max; r++) {
 		unsigned i = (start + r) % t->n;
 		struct ep_ent *en = &t->v[i];
-		if (!en->report || atomic_load(&en->s->ep_owner) != ep_tag(t, en->out))
+		if (!en->report || atomic_load(&en->s->ep_owner) != ep_tag(t, en->out) ||
+		    ep_dup(t, en->s))
 			continue;
 		t->rot = i + 1 < t->n ? i + 1 : 0;
 		en->report = false;

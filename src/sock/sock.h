@@ -228,6 +228,10 @@ struct sock {
 	_Atomic(void *) ep_owner;
 	_Atomic bool ep_read;
 	unsigned ep_idx;
+	/* ep_gen: the last pass of a list (struct ep_thread) over s, so a pass meets s
+	 * once even where a list briefly holds two entries of it (taken back by another
+	 * thread, then taken again); written by list owners under their list's lock. */
+	_Atomic unsigned ep_gen;
 	/* pool link (pool lock) */
 	struct sock *pool_next;
 };
