@@ -149,7 +149,8 @@ int smcr_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event);
  * again). Only the program's own registrations are ever returned. The interposer maps
  * epoll_wait here. A non-blocking smcr fd whose only registration is level-triggered
  * EPOLLIN (or EPOLLOUT) alone may be reported by the calling thread itself, without the
- * kernel: then another thread's poll() on that fd sees the readiness up to one loop turn
+ * kernel: then a poll() on that fd outside this loop (any thread's, this one's too) sees
+ * the readiness up to one loop turn
  * or 2 ms late (a loop whose turns take milliseconds: twice its longest recent turn, at
  * most 50 ms; while this loop keeps reading or writing it, not at all: it keeps the
  * fd); epoll.c "Token-free arrivals" and "Quiet POLLOUT". */
