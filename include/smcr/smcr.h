@@ -150,10 +150,9 @@ int smcr_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event);
  * epoll_wait here. A non-blocking smcr fd whose only registration is level-triggered
  * EPOLLIN (or EPOLLOUT) alone may be reported by the calling thread itself, without the
  * kernel: then a poll() on that fd outside this loop (any thread's, this one's too) sees
- * the readiness up to one loop turn
- * or 2 ms late (a loop whose turns take milliseconds: twice its longest recent turn, at
- * most 50 ms; while this loop keeps reading or writing it, not at all: it keeps the
- * fd); epoll.c "Token-free arrivals" and "Quiet POLLOUT". */
+ * the readiness up to one loop turn or 2 ms late (a loop whose turns take milliseconds:
+ * twice its longest recent turn, at most 50 ms; while this loop keeps reading or writing
+ * it, not at all: it keeps the fd); epoll.c "Token-free arrivals" and "Quiet POLLOUT". */
 int smcr_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout);
 
 /* 1 if fd is an smcr socket (in any mode), 0 if not. */
