@@ -451,6 +451,19 @@ static bool ep_room(struct ep_thread *t)
 	return true;
 }
 
+/* s's entry in t's list, or NULL (s->ep_idx is only a hint: s may have been appended to
+ * another list since, or its entry dropped). t->lock held. */
+static struct ep_ent *ep_find(struct ep_thread *t, struct sock *s)
+{
+	return s->ep_idx < t->n && t->v[s->ep_idx].s == s ? &t->v[s->ep_idx] : NULL;
+}
+
+/* Whether solo (s->ep_solo) names a registration in epfd. */
+static bool ep_solo_on(uint64_t solo, int epfd)
+{
+	return (solo >> 32) == (uint64_t)(uint32_t)(epfd + 1);
+}
+
 /* Appends s (now owned by t) to be reported; the list takes a reference. t->lock held,
  * ep_room checked. An entry of s still in the list from an earlier ownership (taken back
  * by another thread, not yet dropped by ep_begin_locked) is reused: never two entries,
@@ -461,8 +474,9 @@ static void ep_append(struct ep_thread *t, struct sock *s, uint64_t data, uint32
 	atomic_store(&s->ep_read, false);
 	struct ep_ent en = { .s = s, .data = data, .events = events, .epfd = t->epfd,
 			     .report = true, .out = out };
-	if (s->ep_idx < t->n && t->v[s->ep_idx].s == s) {
-		t->v[s->ep_idx] = en; /* keeps the stale entry's reference */
+	struct ep_ent *old = ep_find(t, s);
+	if (old) {
+		*old = en; /* keeps the stale entry's reference */
 		return;
 	}
 	sock_hold(s);
@@ -501,15 +515,16 @@ bool sock_epoll_defer(struct sock *s, unsigned events)
 	if (!t || (events & (CORE_EV_ERR | CORE_EV_RDHUP | CORE_EV_PRI | CORE_EV_HUP)))
 		return false;
 	uint64_t solo = atomic_load(&s->ep_solo);
-	if ((solo >> 32) != (uint64_t)(uint32_t)(t->epfd + 1) || !(solo & EPOLLIN))
+	if (!ep_solo_on(solo, t->epfd) || !(solo & EPOLLIN))
 		return false;
 	if (!atomic_load_explicit(&s->sig.nonblock, memory_order_relaxed))
 		return false;
 	void *own = atomic_load(&s->ep_owner);
 	if (own == t) {
 		/* in the list already (reported and read, or not returned yet): report */
-		if (s->ep_idx < t->n && t->v[s->ep_idx].s == s)
-			t->v[s->ep_idx].report = true;
+		struct ep_ent *en = ep_find(t, s);
+		if (en)
+			en->report = true;
 		atomic_fetch_add_explicit(&sock_ep_tokenfree_total, 1, memory_order_relaxed);
 		return true;
 	}
@@ -574,7 +589,7 @@ bool sock_epoll_defer_out(struct sock *s, unsigned events)
 		return false; /* an arrival's entry, or none: not ours */
 	struct ep_thread *t = ep_cur;
 	bool locked = false;
-	if (!t && ep_t && ep_held && (solo >> 32) == (uint64_t)(uint32_t)(ep_t->epfd + 1) &&
+	if (!t && ep_t && ep_held && ep_solo_on(solo, ep_t->epfd) &&
 	    pthread_mutex_trylock(&ep_t->lock) == 0) {
 		/* this thread, between two calls of its loop (a send of the program reaped
 		 * the completions): the list is ours to change under its lock; trylock, as
@@ -594,8 +609,7 @@ static bool ep_defer_out_locked(struct ep_thread *t, struct sock *s, uint64_t so
 {
 	void *own = atomic_load(&s->ep_owner);
 	void *mine = t ? ep_tag(t, true) : NULL;
-	bool fits = t && !(events & (CORE_EV_ERR | CORE_EV_HUP)) &&
-		    (solo >> 32) == (uint64_t)(uint32_t)(t->epfd + 1) &&
+	bool fits = t && !(events & (CORE_EV_ERR | CORE_EV_HUP)) && ep_solo_on(solo, t->epfd) &&
 		    atomic_load_explicit(&s->sig.nonblock, memory_order_relaxed);
 	if (!fits || (own && own != mine)) {
 		/* another thread's list, or this thread outside its call, or the socket no
@@ -604,8 +618,9 @@ static bool ep_defer_out_locked(struct ep_thread *t, struct sock *s, uint64_t so
 			(void)atomic_exchange(&s->ep_owner, NULL);
 		return false;
 	}
-	if (own == mine && s->ep_idx < t->n && t->v[s->ep_idx].s == s) {
-		t->v[s->ep_idx].report = true; /* listed already */
+	struct ep_ent *en = own == mine ? ep_find(t, s) : NULL;
+	if (en) {
+		en->report = true; /* listed already */
 	} else if (own == mine) {
 		/* owned, waiting for this event (not writable at the last call) */
 		if (!ep_room(t)) {

@@ -268,6 +268,16 @@ static bool lsn_rearm_cancel_locked(struct sock *ls)
 	return true;
 }
 
+/* In a forked child: the parent's armed re-arm never runs here. Returns true if it was
+ * armed (the caller then drops the timer's reference, never the last). Caller holds
+ * lq_lock. */
+static bool lsn_rearm_forget_locked(struct sock *ls)
+{
+	bool was = ls->lq_rearm_pending;
+	ls->lq_rearm_pending = false;
+	return was;
+}
+
 int lsn_activate_locked(struct sock *s)
 {
 	if (!s->lq_want || (s->lq_on && s->lq_pid == atomic_load(&lsn_gen)))
@@ -281,12 +291,8 @@ int lsn_activate_locked(struct sock *s)
 		s->lq_npending = s->lq_nready = 0;
 		s->lq_driving = 0; /* the parent's threads */
 		s->lq_watch = NULL; /* the parent's; progress forgot it at fork */
-		if (s->lq_rearm_pending) {
-			/* ... and its timers: the parent's armed re-arm never runs here, so its
-			 * reference is dropped here (never the last: the caller holds one) */
-			s->lq_rearm_pending = false;
-			sock_put(s);
-		}
+		if (lsn_rearm_forget_locked(s)) /* ... and its timers */
+			sock_put(s); /* never the last: the caller holds one */
 		pthread_mutex_unlock(&s->lq_lock);
 		if (s->has_sig) {
 			sig_forget_prog(&s->sig);
@@ -886,8 +892,7 @@ void lsn_close_locked(struct sock *ls)
 		ls->lq_pending = ls->lq_ready = ls->lq_ready_tail = NULL;
 		ls->lq_npending = ls->lq_nready = 0;
 		ls->lq_watch = NULL;
-		bool rearm_ref = ls->lq_rearm_pending; /* the parent's timer: never runs here */
-		ls->lq_rearm_pending = false;
+		bool rearm_ref = lsn_rearm_forget_locked(ls);
 		pthread_mutex_unlock(&ls->lq_lock);
 		if (rearm_ref)
 			sock_put(ls); /* never the last: the closer holds one */

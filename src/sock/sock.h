@@ -215,8 +215,7 @@ struct sock {
 	size_t nregs, capregs;	 /* (L) */
 	/* Token-free arrivals and quiet POLLOUT (epoll.c). ep_solo: the only registration
 	 * when it qualifies (level-triggered, EPOLLIN or EPOLLOUT but not both):
-	 * (epfd + 1) << 32 | events,
-	 * 0 otherwise, with its data in ep_solo_data; written under lock by smcr_epoll_ctl
+	 * (epfd + 1) << 32 | events, 0 otherwise, with its data in ep_solo_data; written under lock by smcr_epoll_ctl
 	 * (0 first, then data, then the value), read by the engine's callback without it.
 	 * ep_owner: the smcr_epoll_wait thread (struct ep_thread) whose list holds an
 	 * arrival of s that has no POLLIN token, or (bit 0 set) keeps s's POLLOUT off for the
@@ -448,10 +447,11 @@ void sock_epoll_release_hold(void);
  * token-free by the smcr_epoll_wait call running on this thread (the caller then writes
  * no token). */
 bool sock_epoll_defer(struct sock *s, unsigned events);
-/* The engine's callback, for an event with CORE_EV_OUT on s: true when the
- * smcr_epoll_wait call running on this thread keeps s's writability in its list (epoll.c
- * "Quiet POLLOUT"; the caller then leaves the program end filled). False: s is not (or no
- * longer) in a list, and the caller shows POLLOUT as before. */
+/* For an engine event with CORE_EV_OUT on s (the callback) or a program call that left s
+ * writable (sock_sync_after_call): true when this thread's smcr_epoll_wait loop, inside a
+ * call or between two, keeps s's writability in its list (epoll.c "Quiet POLLOUT"; the
+ * caller then leaves the program end filled). False: s is not (or no longer) in a list,
+ * and the caller shows POLLOUT as before. */
 bool sock_epoll_defer_out(struct sock *s, unsigned events);
 /* True while this thread's list keeps s's POLLOUT (sock_apply_events leaves it off). */
 bool sock_epoll_keeps_out(struct sock *s);

@@ -3,7 +3,8 @@
  * docs/CONFIG.md lists the settings. A value that is not a decimal number within the
  * setting's range is ignored, the default applies, and a warning names the setting and
  * the value: a typo should not pass for the default silently, nor become 0 as atoi() made
- * it. The callers read each setting once (at first use or set-up) and keep it. */
+ * it. The callers read each setting once (at first use or set-up) and keep it, except
+ * SMCR_SERVER_WAIT_MS, parsed again when its text changes (sock/engine.c). */
 #ifndef SMCR_UTIL_ENV_H
 #define SMCR_UTIL_ENV_H
 
