@@ -3,9 +3,9 @@
 # Installs what is missing (scripts/deps.sh), builds smcr-perf (build/demo, only when
 # something changed), then runs `smcr-perf compare` twice: stream with 64 KiB writes
 # (throughput) and pingpong with 64-byte messages (round-trip time), each over plain TCP and
-# over SMC-R in turns, 3 rounds of 1 s per transport. Prints one short table: the transport
-# the connections really used (read from the smcr engine), throughput, round-trip time and
-# the SMC-R / TCP ratio. About 15 s once built.
+# over SMC-R in turns, 3 rounds of 1 s per transport after one uncounted warm-up round each.
+# Prints one short table: the transport the connections really used (read from the smcr
+# engine), throughput, round-trip time and the SMC-R / TCP ratio. About 20 s once built.
 # DEMO_SECONDS=N changes the seconds per run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,8 +24,8 @@ SMC-R (RFC 7609) keeps TCP's socket API, but after a short handshake inside the 
 connection the bytes move by RDMA writes straight into the peer's memory. Here both ends
 run on this host over smcr's same-host shared-memory RDMA device, so no RDMA hardware is
 needed. smcr-perf starts a TCP server and an SMC-R server on loopback and runs each test
-over plain TCP and over SMC-R in turns (3 rounds each, ${secs} s per round); the figures are
-medians. "connections used" is what the smcr engine reports for the connections.
+over plain TCP and over SMC-R in turns (3 rounds each, ${secs} s per round, after one
+warm-up round each that is not counted); the figures are medians. "connections used" is what the smcr engine reports for the connections.
 
 EOF
 

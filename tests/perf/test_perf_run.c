@@ -103,9 +103,10 @@ static const char *smcr_side(void)
 }
 
 /* The issue's shape: test, size, tcp{median,unit,runs}, smcr{median,unit,runs,mode}, ratio;
- * ratio == smcr.median / tcp.median; rounds runs per side, each a positive number. */
+ * ratio == smcr.median / tcp.median; rounds runs per side, each a positive number; warm
+ * uncounted warm-up runs per side in "warmup" (no such key when 0). */
 static void check_cmp(const struct jv *j, const char *test, double size, const char *unit,
-                      size_t rounds)
+                      size_t rounds, size_t warm)
 {
 	assert_non_null(j);
 	assert_int_equal(j->type, JV_OBJ);
@@ -142,6 +143,17 @@ static void check_cmp(const struct jv *j, const char *test, double size, const c
 	} else
 		assert_string_equal(jv_get(smcr, "mode")->str, "tcp");
 	assert_string_equal(jv_get(smcr, "transport")->str, smcr_side());
+	const struct jv *w = jv_get(j, "warmup");
+	if (!warm)
+		assert_null(w);
+	for (int s = 0; warm && s < 2; s++) {
+		const struct jv *runs = jv_get(w, names[s]);
+		assert_non_null(runs);
+		assert_int_equal(runs->type, JV_ARR);
+		assert_int_equal(runs->n, warm);
+		for (size_t i = 0; i < runs->n; i++)
+			assert_true(runs->items[i].num > 0);
+	}
 	const struct jv *ratio = jv_get(j, "ratio");
 	assert_non_null(ratio);
 	/* printed with 6 significant digits */
@@ -160,7 +172,7 @@ static void test_compare_pingpong(void **st)
 	struct jv *j = jv_parse(out);
 	if (!j)
 		fprintf(stderr, "not JSON: %s\n", out);
-	check_cmp(j, "pingpong", 64, "us", 3);
+	check_cmp(j, "pingpong", 64, "us", 3, 1);
 	const struct jv *tcp = jv_get(j, "tcp");
 	assert_true(jv_get(tcp, "p99")->num >= jv_get(tcp, "median")->num);
 	assert_true(jv_get(tcp, "p999")->num >= jv_get(tcp, "p99")->num);
@@ -186,8 +198,8 @@ static void test_compare_stream_sweep(void **st)
 	assert_non_null(j);
 	assert_int_equal(j->type, JV_ARR); /* a size list gives an array */
 	assert_int_equal(j->n, 2);
-	check_cmp(&j->items[0], "stream", 1024, "Gbit/s", 3);
-	check_cmp(&j->items[1], "stream", 65536, "Gbit/s", 3);
+	check_cmp(&j->items[0], "stream", 1024, "Gbit/s", 3, 1); /* once, first */
+	check_cmp(&j->items[1], "stream", 65536, "Gbit/s", 3, 0);
 	jv_free(j);
 	free(out);
 }
@@ -197,21 +209,22 @@ static void test_compare_conns_connect(void **st)
 	(void)st;
 	char *out;
 	const char *extra = have_smcr ? NULL : "--smcr-transport";
-	int rc = run(&out, "compare", "-t", "conns", "-n", "16", "-s", "16K", "-d", "0.2", "--json",
-	             extra, "tcp", NULL);
+	int rc = run(&out, "compare", "-t", "conns", "-n", "16", "-s", "16K", "-d", "0.2",
+	             "--warmup", "2", "--json", extra, "tcp", NULL);
 	assert_int_equal(rc, 0);
 	struct jv *j = jv_parse(out);
-	check_cmp(j, "conns", 16384, "Gbit/s", 3);
+	check_cmp(j, "conns", 16384, "Gbit/s", 3, 2);
 	assert_true(jv_get(j, "conns")->num == 16);
 	assert_non_null(jv_get(jv_get(j, "smcr"), "mem_per_conn_kib"));
 	assert_non_null(jv_get(jv_get(j, "tcp"), "idle_mem_per_conn_kib"));
 	jv_free(j);
 	free(out);
 
-	rc = run(&out, "compare", "-t", "connect", "-d", "0.1", "--json", extra, "tcp", NULL);
+	rc = run(&out, "compare", "-t", "connect", "-d", "0.1", "--warmup", "0", "--json", extra,
+	         "tcp", NULL);
 	assert_int_equal(rc, 0);
 	j = jv_parse(out);
-	check_cmp(j, "connect", 64, "conn/s", 3);
+	check_cmp(j, "connect", 64, "conn/s", 3, 0);
 	/* issue 6: connect measures new connections over an EXISTING link group (the control
 	 * connection holds it): the engine must report no measured connection as first contact */
 	const struct jv *sm = jv_get(j, "smcr");

@@ -220,7 +220,19 @@ static void test_args_server_compare(void **st)
 	assert_int_equal(parse(&o, err, sizeof(err), "compare", "--smcr-transport", "tcp", NULL),
 	                 0);
 	assert_int_equal(o.rounds, PERF_ROUNDS_MIN);
+	assert_int_equal(o.warmup, PERF_WARMUP_DEFAULT);
 	assert_true(o.duration == 2.0); /* compare's default */
+	assert_int_equal(parse(&o, err, sizeof(err), "compare", "--warmup", "0", "--smcr-transport",
+	                       "tcp", NULL),
+	                 0);
+	assert_int_equal(o.warmup, 0);
+	assert_int_equal(parse(&o, err, sizeof(err), "compare", "--warmup=10", "--smcr-transport",
+	                       "tcp", NULL),
+	                 0);
+	assert_int_equal(o.warmup, 10);
+	assert_int_equal(parse(&o, err, sizeof(err), "compare", "--warmup", "11", NULL), -1);
+	assert_int_equal(parse(&o, err, sizeof(err), "compare", "--warmup", "-1", NULL), -1);
+	assert_int_equal(parse(&o, err, sizeof(err), "client", "h", "--warmup", "1", NULL), -1);
 	/* issue 6: at least 3 rounds */
 	assert_int_equal(parse(&o, err, sizeof(err), "compare", "-r", "2", NULL), -1);
 	assert_int_equal(parse(&o, err, sizeof(err), "compare", "-p", "1", NULL), -1);
@@ -376,8 +388,47 @@ static void test_json_stream(void **st)
 	assert_true(jv_get(j, "ratio")->num == 2.5);
 	assert_true(jv_get(j, "higher_is_better")->b);
 	assert_null(jv_get(j, "cpu_ratio")); /* only with --cpu */
+	assert_null(jv_get(j, "warmup"));    /* none run */
 	jv_free(j);
 	free(txt);
+
+	/* warm-up runs: printed, never in the medians or the ratio */
+	struct perf_result wa = res(PERF_TEST_STREAM, 100, PERF_MODE_TCP);
+	struct perf_result wb = res(PERF_TEST_STREAM, 1, PERF_MODE_SMCR);
+	c.warm_tcp.transport = PERF_TR_TCP;
+	c.warm_smcr.transport = PERF_TR_SMCR;
+	perf_side_add(&c.warm_tcp, &wa, "NONE", "NONE");
+	perf_side_add(&c.warm_smcr, &wb, "NONE", "NONE");
+	perf_cmp_finish(&c);
+	assert_true(c.tcp.median == 20 && c.smcr.median == 50 && c.ratio == 2.5);
+	txt = cmp_json(&c);
+	j = jv_parse(txt);
+	assert_non_null(j);
+	const struct jv *w = jv_get(j, "warmup");
+	assert_non_null(w);
+	const double wt[] = {100}, ws[] = {1};
+	assert_int_equal(jv_get(w, "tcp")->type, JV_ARR);
+	assert_int_equal(jv_get(w, "tcp")->n, 1);
+	assert_true(jv_get(w, "tcp")->items[0].num == wt[0]);
+	assert_int_equal(jv_get(w, "smcr")->n, 1);
+	assert_true(jv_get(w, "smcr")->items[0].num == ws[0]);
+	assert_string_equal(jv_get(w, "smcr_mode")->str, "smcr");
+	check_runs(jv_get(j, "tcp"), tv, 3);
+	check_runs(jv_get(j, "smcr"), sv, 3);
+	assert_true(jv_get(j, "ratio")->num == 2.5);
+	jv_free(j);
+	free(txt);
+
+	/* the text says so */
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	perf_out_cmp_text(f, &c);
+	fclose(f);
+	assert_non_null(strstr(buf, "warm-up, not counted: TCP 100, SMC-R 1 Gbit/s"));
+	assert_non_null(strstr(buf, "ratio SMC-R/TCP: 2.50x"));
+	free(buf);
 }
 
 static void test_json_pingpong_fallback(void **st)

@@ -169,6 +169,7 @@ enum opt_id {
 	O_DUR,
 	O_CONNS,
 	O_ROUNDS,
+	O_WARMUP,
 	O_TRANSPORT,
 	O_CMP_SMCR,
 	O_JSON,
@@ -195,6 +196,7 @@ static const struct opt_def opt_defs[] = {
     {O_DUR, 'd', "duration", 1, C_CLI | C_CMP},
     {O_CONNS, 'n', "conns", 1, C_CLI | C_CMP},
     {O_ROUNDS, 'r', "rounds", 1, C_CMP},
+    {O_WARMUP, 0, "warmup", 1, C_CMP},
     {O_WINDOW, 'w', "window", 1, C_SRV | C_CLI | C_CMP},
     {O_TRANSPORT, 0, "transport", 1, C_SRV | C_CLI},
     {O_CMP_SMCR, 0, "smcr-transport", 1, C_CMP},
@@ -223,6 +225,7 @@ static void defaults(struct perf_opts *o)
 	o->duration = 5.0;
 	o->conns = 100;
 	o->rounds = PERF_ROUNDS_MIN;
+	o->warmup = PERF_WARMUP_DEFAULT;
 	o->transport = tr_have_smcr() ? PERF_TR_SMCR : PERF_TR_TCP;
 	o->cmp_smcr = PERF_TR_SMCR;
 }
@@ -270,6 +273,10 @@ static int apply(struct perf_opts *o, const struct opt_def *d, const char *v, ch
 		if (parse_uint(v, PERF_ROUNDS_MIN, PERF_ROUNDS_MAX, &o->rounds) < 0)
 			return fail(err, elen, "bad rounds '%s' (%u..%u)", v, PERF_ROUNDS_MIN,
 			            PERF_ROUNDS_MAX);
+		return 0;
+	case O_WARMUP:
+		if (parse_uint(v, 0, PERF_WARMUP_MAX, &o->warmup) < 0)
+			return fail(err, elen, "bad warm-up rounds '%s' (0..%u)", v, PERF_WARMUP_MAX);
 		return 0;
 	case O_TRANSPORT:
 		if (parse_trk(v, &o->transport) < 0)
@@ -414,7 +421,7 @@ void perf_usage(FILE *f)
 	    "[--cpu]\n"
 	    "  smcr-perf compare [-t TEST] [-s SIZE[,SIZE...]] [-d SECONDS] [-r ROUNDS] [-n "
 	    "CONNS]\n"
-	    "                   [-w SIZE] [--json|--dat] [--cpu]\n"
+	    "                   [--warmup N] [-w SIZE] [--json|--dat] [--cpu]\n"
 	    "\n"
 	    "Tests (-t):\n"
 	    "  stream    one-way throughput with writes of SIZE (default 64K)\n"
@@ -427,6 +434,8 @@ void perf_usage(FILE *f)
 	    "compare starts its own servers on loopback and runs the test over plain TCP and over\n"
 	    "SMC-R in turns (A B A B ..., ROUNDS each, default 3, at least 3), then prints both\n"
 	    "medians and ratio = smcr median / tcp median (for pingpong lower is better).\n"
+	    "Before the first size it runs --warmup rounds of each transport (default 1), printed\n"
+	    "but left out of the medians: a fresh process's first round pays one-time costs.\n"
 	    "The mode printed (smcr or tcp-fallback) is read from the engine for every "
 	    "connection.\n"
 	    "\n"
@@ -437,6 +446,7 @@ void perf_usage(FILE *f)
 	    "  -d SECONDS     seconds per run (client default 5, compare default 2); 0.5 and 500ms "
 	    "work\n"
 	    "  -r ROUNDS      compare: runs per transport (default 3, at least 3)\n"
+	    "  --warmup N     compare: uncounted runs per transport first (default 1, 0..10)\n"
 	    "  -w SIZE        SO_SNDBUF and SO_RCVBUF of the data sockets (smcr: send buffer and\n"
 	    "                 RMBE); server: set on the listener\n"
 	    "  --transport T  client/server: smcr (default when built in) or tcp. An smcr server\n"

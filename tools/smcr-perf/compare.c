@@ -5,6 +5,10 @@
  * TCP one and an smcr one, each on a port the kernel picks. Then, for each size, runs the
  * test over TCP and over SMC-R in turns (A B A B ..., o->rounds each) so slow drifts of a
  * shared machine hit both alike, and prints both medians and ratio = smcr / tcp.
+ * Before the first size's measured rounds it runs o->warmup rounds of each transport, in the
+ * same turns, kept apart from the medians and printed as such: a fresh process's first
+ * round pays one-time costs (the first touch of new buffers; for conns, 1000 connections'
+ * RMBs and send rings, parts/conns.md Round 6) that a long-running service pays once.
  * The children die with this process (PR_SET_PDEATHSIG) and are killed and reaped at the
  * end. */
 #define _GNU_SOURCE
@@ -179,8 +183,13 @@ int perf_compare_run(const struct perf_opts *o)
 		c.rounds = o->rounds;
 		c.conns = o->conns;
 		c.cpu = o->cpu;
-		c.tcp.transport = PERF_TR_TCP;
-		c.smcr.transport = o->cmp_smcr;
+		c.tcp.transport = c.warm_tcp.transport = PERF_TR_TCP;
+		c.smcr.transport = c.warm_smcr.transport = o->cmp_smcr;
+		for (unsigned k = 0; i == 0 && k < o->warmup; k++) {
+			if (run_one(o, &stcp, tcp.port, c.size, &c.warm_tcp) < 0 ||
+			    run_one(o, &ssmcr, smcr.port, c.size, &c.warm_smcr) < 0)
+				goto out;
+		}
 		for (unsigned k = 0; k < o->rounds; k++) {
 			if (run_one(o, &stcp, tcp.port, c.size, &c.tcp) < 0 ||
 			    run_one(o, &ssmcr, smcr.port, c.size, &c.smcr) < 0)

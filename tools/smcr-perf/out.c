@@ -167,6 +167,15 @@ void perf_out_cmp_json(FILE *f, const struct perf_cmp *c)
 	json_side(f, c, &c->smcr, true);
 	fputs(",\"ratio\":", f);
 	perf_json_num(f, c->ratio);
+	if (c->warm_tcp.n || c->warm_smcr.n) {
+		fputs(",\"warmup\":{\"tcp\":", f);
+		json_runs(f, c->warm_tcp.value, c->warm_tcp.n);
+		fputs(",\"smcr\":", f);
+		json_runs(f, c->warm_smcr.value, c->warm_smcr.n);
+		fputs(",\"smcr_mode\":", f);
+		json_str(f, perf_mode_name(c->warm_smcr.mode));
+		fputc('}', f);
+	}
 	fputs(",\"higher_is_better\":", f);
 	fputs(perf_higher_is_better(c->test) ? "true" : "false", f);
 	if (c->cpu) {
@@ -230,6 +239,23 @@ static void text_side(FILE *f, const struct perf_cmp *c, const char *label,
 	fputc('\n', f);
 }
 
+/* "  warm-up (not counted): TCP 33 31, SMC-R 30 28 Gbit/s" */
+static void text_warmup(FILE *f, const struct perf_cmp *c)
+{
+	const struct perf_side *sides[2] = {&c->warm_tcp, &c->warm_smcr};
+	const char *labels[2] = {"TCP", c->smcr.transport == PERF_TR_SMCR ? "SMC-R" : "TCP(2)"};
+	fputs("  warm-up, not counted:", f);
+	for (int k = 0; k < 2; k++) {
+		fprintf(f, "%s %s", k ? "," : "", labels[k]);
+		for (unsigned i = 0; i < sides[k]->n; i++) {
+			char num[32];
+			fmt_num(num, sizeof(num), sides[k]->value[i]);
+			fprintf(f, " %s", num);
+		}
+	}
+	fprintf(f, " %s\n", perf_unit(c->test));
+}
+
 void perf_out_cmp_text(FILE *f, const struct perf_cmp *c)
 {
 	char sz[32];
@@ -243,6 +269,8 @@ void perf_out_cmp_text(FILE *f, const struct perf_cmp *c)
 	fprintf(f, "  %-7s %-13s %-16s %s\n", "", "mode", what(c->test), "runs");
 	text_side(f, c, "TCP", &c->tcp);
 	text_side(f, c, c->smcr.transport == PERF_TR_SMCR ? "SMC-R" : "TCP(2)", &c->smcr);
+	if (c->warm_tcp.n || c->warm_smcr.n)
+		text_warmup(f, c);
 	if (c->smcr.first_contacts)
 		fprintf(f, "  SMC-R: %lu of %lu measured connections created a link group\n",
 		        c->smcr.first_contacts, c->smcr.conns);

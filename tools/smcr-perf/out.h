@@ -34,6 +34,9 @@ struct perf_cmp {
 	unsigned rounds, conns;
 	bool cpu;
 	struct perf_side tcp, smcr;
+	/* warm-up runs (--warmup), in the first size's compare only: printed, never in the
+	 * medians; n == 0 when there were none */
+	struct perf_side warm_tcp, warm_smcr;
 	double ratio;     /* smcr median / tcp median, always (latency: lower is better) */
 	double cpu_ratio; /* smcr cpu median / tcp cpu median */
 };

@@ -23,6 +23,11 @@
 #define PERF_CONNS_MAX 10000u
 #define PERF_ROUNDS_MIN 3u /* issue 6: "at least 3 rounds each" */
 #define PERF_ROUNDS_MAX 100u
+/* compare: uncounted rounds per transport before the first measured one. A fresh process's
+ * first rounds pay one-time costs (first touches of new buffers, page tables, caches) that
+ * a long-running service pays once; iperf3's --omit leaves out the same. */
+#define PERF_WARMUP_DEFAULT 1u
+#define PERF_WARMUP_MAX 10u
 #define PERF_DURATION_MAX 3600.0 /* seconds */
 
 enum perf_cmd {
@@ -66,6 +71,7 @@ struct perf_opts {
 	double duration;         /* seconds per run */
 	unsigned conns;          /* conns test: concurrent connections */
 	unsigned rounds;         /* compare: runs per transport */
+	unsigned warmup;         /* compare: uncounted runs per transport before them */
 	size_t window;           /* -w: SO_SNDBUF and SO_RCVBUF of data sockets, 0 = default */
 	enum perf_trk transport; /* client/server */
 	enum perf_trk cmp_smcr;  /* compare: transport of the "smcr" side (tests: tcp) */
