@@ -20,7 +20,7 @@ void conn_put(struct core_conn *c)
 	struct core_engine *e = c->eng;
 	if (c->rmem)
 		dev_mem_put(c->rmem);
-	free(c->sb);	/* the send ring (tx.c) */
+	ring_put(c->sb, c->sb_size);	/* the send ring (tx.c), if it holds one */
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->cb_lock);
 	free(c);
@@ -280,6 +280,7 @@ void core_conn_info(struct core_conn *c, struct core_conn_info *in)
 	in->cdc_sent = c->cdc_sent;
 	in->cdc_received = c->cdc_received;
 	in->sndbuf_queued = tx_sndbuf_queued(c);
+	in->sndbuf_held = c->sb != NULL;
 	in->corked = c->sb_hold;
 	in->close_pending = c->cl_pend != 0;
 	in->peer_closed = (c->cl & (CL_RCVD_C | CL_RCVD_A)) != 0;

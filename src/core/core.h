@@ -548,6 +548,8 @@ struct core_conn_info {
 	uint64_t cdc_sent, cdc_received;
 	/* send ring (added by the sndbuf branch; sndbuf_size above is the ring's size) */
 	uint32_t sndbuf_queued;		/* bytes in the ring, not yet written (SIOCOUTQ adds unacked) */
+	bool sndbuf_held;		/* the connection holds a ring's memory now (an empty one is
+					 * given back to the process's list: core_ring_pool_bytes) */
 	bool corked;			/* bytes are held by CORE_MSG_MORE */
 	bool close_pending;		/* D or C waits for the ring to empty */
 	/* Added by the connect4 branch: the program closed, the close exchange is not complete
@@ -570,6 +572,8 @@ struct core_conn_info {
 	 * false once the connection left its link (a finished close). */
 	bool soft_dev;
 };
+/* Bytes of empty send rings kept for reuse by this process's connections (ringpool.c). */
+uint64_t core_ring_pool_bytes(void);
 void core_conn_info(struct core_conn *c, struct core_conn_info *info);
 
 #endif

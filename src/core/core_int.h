@@ -311,7 +311,8 @@ struct core_conn {
 	 * [sb_tail, sb_head) sit at sb[pos % sb_size]. Allocated (malloc, never registered:
 	 * a flush WRITEs inline from it or copies it into a slot's staging area, so its bytes
 	 * are free again as soon as the WRITE is posted) at the first byte that needs it,
-	 * freed with the connection (conn_put). */
+	 * taken from the process's list of empty rings (ringpool.c) and given back there when
+	 * a flush empties it, or with the connection (conn_put); NULL while it holds none. */
 	uint8_t *sb;
 	uint32_t sb_size;		/* [I] power of two (tx.c tx_sndbuf_size) */
 	uint64_t sb_head;		/* absolute: bytes appended */
@@ -402,6 +403,14 @@ void core_ev_fire(struct core_engine *e);
 void core_reap(struct core_engine *e);
 
 /* ---- conn.c ---- */
+/* ringpool.c: send rings, last in first out (a ring given back when it empties is the
+ * next one taken). ring_get: a ring of size bytes (a power of two), or NULL (no memory).
+ * ring_put: gives one back (NULL: nothing). ring_pool_on: false when $SMCR_RING_POOL_KB=0
+ * turned the list off (a ring then stays with its connection). Any thread, any lock. */
+void *ring_get(uint32_t size);
+void ring_put(void *p, uint32_t size);
+bool ring_pool_on(void);
+
 void conn_hold(struct core_conn *c);
 void conn_put(struct core_conn *c);
 unsigned conn_events_locked(struct core_conn *c);	/* conn->lock held */

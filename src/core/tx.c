@@ -323,7 +323,7 @@ static uint32_t sb_append(struct core_conn *c, struct iov_pos *pos, uint32_t n)
 	if (!n)
 		return 0;
 	if (!c->sb) {
-		c->sb = malloc(c->sb_size);
+		c->sb = ring_get(c->sb_size);
 		if (!c->sb)
 			return 0;
 	}
@@ -491,6 +491,12 @@ unsigned tx_flush_locked(struct core_conn *c, bool push)
 		c->sb_tail += (uint64_t)k;
 		if (urg && c->sb_tail >= c->sb_urg)
 			c->sb_urg = 0;
+	}
+	if (c->sb_tail == c->sb_head && c->sb && ring_pool_on()) {
+		/* empty: its bytes were posted (inline or staged), so the ring is free for the
+		 * next connection that needs one (ringpool.c) */
+		ring_put(c->sb, c->sb_size);
+		c->sb = NULL;
 	}
 	if (c->sb_tail == c->sb_head && c->cl_pend && !c->reset_err) {
 		/* procedures.md 5.1: D / C after all pending data. */

@@ -110,11 +110,11 @@ static uint64_t read_stream(struct fix *f, struct core_conn *rx, uint64_t got, u
 }
 
 /* Fills the peer's RMBE and the ring with stream bytes; returns how many were accepted. */
-static uint64_t fill(struct fix *f)
+static uint64_t fill_at(struct fix *f, uint64_t off)
 {
 	uint64_t total = 0;
 	for (;;) {
-		long n = send_stream(f->pp.cli, total, 40000, 0);
+		long n = send_stream(f->pp.cli, off + total, 40000, 0);
 		if (n == -SMCR_E_AGAIN)
 			break;
 		assert_true(n > 0);
@@ -123,6 +123,8 @@ static uint64_t fill(struct fix *f)
 	}
 	return total;
 }
+
+static uint64_t fill(struct fix *f) { return fill_at(f, 0); }
 
 /* ---- size rule (no connection needed beyond creation) ---- */
 
@@ -154,6 +156,8 @@ static void test_fill_and_drain(void **state)
 	assert_int_equal(total, 65536 + 65536);	/* peer RMBE + ring */
 	assert_int_equal(ci.sndbuf_queued, 65536);
 	assert_int_equal(ci.unacked, 65536);
+	assert_true(ci.sndbuf_held);
+	uint64_t pooled = core_ring_pool_bytes();
 	assert_false(core_conn_events(f->pp.cli) & CORE_EV_OUT);
 	assert_int_equal(send_stream(f->pp.cli, total, 1, 0), -SMCR_E_AGAIN);
 	/* the reader takes all: the ring is written as room appears, in order */
@@ -161,11 +165,24 @@ static void test_fill_and_drain(void **state)
 	assert_int_equal(got, total);
 	ci = info(f->pp.cli);
 	assert_int_equal(ci.sndbuf_queued, 0);
+	/* empty: the ring went back to the process's list (ringpool.c) */
+	assert_false(ci.sndbuf_held);
+	assert_int_equal(core_ring_pool_bytes(), pooled + 65536);
 	assert_true(core_conn_events(f->pp.cli) & CORE_EV_OUT);
 	/* with the ring empty a send that fits goes straight to the peer (no staging) */
 	assert_int_equal(send_stream(f->pp.cli, total, 1000, 0), 1000);
 	assert_int_equal(info(f->pp.cli).sndbuf_queued, 0);
+	assert_false(info(f->pp.cli).sndbuf_held);
 	assert_int_equal(read_stream(f, f->pp.srv, got, total + 1000), total + 1000);
+	got = total += 1000;
+	/* the next fill takes a ring from the list again, and every byte still arrives */
+	uint64_t more = fill_at(f, total);
+	/* (the last 1000 bytes read made no window update: below the 10 % rule) */
+	assert_true(more > 65536 && more <= 65536 + 65536);
+	assert_true(info(f->pp.cli).sndbuf_held);
+	assert_int_equal(core_ring_pool_bytes(), pooled);
+	assert_int_equal(read_stream(f, f->pp.srv, got, total + more), total + more);
+	assert_false(info(f->pp.cli).sndbuf_held);
 }
 
 /* CORE_EV_OUT (POLLOUT) follows the ring as TCP's follows its send buffer: on while the
