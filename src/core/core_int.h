@@ -402,8 +402,8 @@ void core_ev_fire(struct core_engine *e);
  * completion, so the next one wakes a sleeper. No core lock held. */
 void core_reap(struct core_engine *e);
 
-/* ---- conn.c ---- */
-/* ringpool.c: send rings, last in first out (a ring given back when it empties is the
+/* ---- ringpool.c ---- */
+/* Send rings, last in first out (a ring given back when it empties is the
  * next one taken). ring_get: a ring of size bytes (a power of two), or NULL (no memory).
  * ring_put: gives one back (NULL: nothing). ring_pool_on: false when $SMCR_RING_POOL_KB=0
  * turned the list off (a ring then stays with its connection). Any thread, any lock. */
@@ -411,6 +411,7 @@ void *ring_get(uint32_t size);
 void ring_put(void *p, uint32_t size);
 bool ring_pool_on(void);
 
+/* ---- conn.c ---- */
 void conn_hold(struct core_conn *c);
 void conn_put(struct core_conn *c);
 unsigned conn_events_locked(struct core_conn *c);	/* conn->lock held */
