@@ -71,11 +71,15 @@ struct core_conn;
 #define CORE_RMBE_DEFAULT 65536u			/* Linux net.smc.rmem default */
 /* RMBE auto-sizing (core_engine_params.rmbe_auto_max, added by the tune branch): for a
  * connection without SO_RCVBUF the engine then picks, like TCP's receive autotuning ends up
- * doing, rmbe_auto_max while it has few connections and less as they grow, so that the
- * auto-sized RMBEs of all live connections stay within rmbe_auto_budget (default
- * CORE_RMBE_AUTO_BUDGET), never below CORE_RMBE_DEFAULT. Why: a 64 KiB ring holds one
- * 64 KiB write, so writer and reader take turns instead of copying at the same time
- * (docs/parts/tune.md "RMBE size"). Suggested: CORE_RMBE_AUTO_MAX. */
+ * doing, rmbe_auto_max while it has few connections and less as they grow: the largest
+ * power of two up to rmbe_auto_max that is at most rmbe_auto_budget (default
+ * CORE_RMBE_AUTO_BUDGET) divided by the live connections when this one is made, never
+ * below CORE_RMBE_DEFAULT. The share is taken at creation and an RMBE keeps its size, so
+ * the total is not held to the budget: 1000 connections made one after another hold
+ * ~158 MiB for a 64 MiB budget (docs/parts/conns.md Round 3 section 5). Why bigger RMBEs
+ * at all: a 64 KiB ring holds one 64 KiB write, so writer and reader take turns instead
+ * of copying at the same time (docs/parts/tune.md "RMBE size"). Suggested:
+ * CORE_RMBE_AUTO_MAX. */
 #define CORE_RMBE_AUTO_MAX (512u * 1024u)
 #define CORE_RMBE_AUTO_BUDGET (64ull << 20)
 #define CORE_SNDBUF_DEFAULT 65536u			/* Linux net.smc.wmem default */
