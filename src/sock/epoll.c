@@ -663,9 +663,6 @@ void sock_epoll_note_call(struct sock *s)
 	(void)atomic_exchange(&s->ep_owner, NULL);
 }
 
-/* Start of a call on epfd (t->lock held): entries of another epfd, dropped ones and those
- * the program did not read from become tokens; read ones still readable are reported
- * again. */
 /* A socket seen a second time in this pass over t's list (t->lock held). */
 static bool ep_dup(struct ep_thread *t, struct sock *s)
 {
@@ -675,6 +672,10 @@ static bool ep_dup(struct ep_thread *t, struct sock *s)
 	return false;
 }
 
+/* Start of a call on epfd (t->lock held): entries of another epfd, dropped ones and those
+ * the program did not use go back to the kernel (ep_unmark); used ones still readable or
+ * writable are reported again; a writability entry written until full stays owned, off
+ * the list. */
 static void ep_begin_locked(struct ep_thread *t, int epfd)
 {
 	unsigned k = 0, rot = 0;

@@ -215,8 +215,9 @@ struct sock {
 	size_t nregs, capregs;	 /* (L) */
 	/* Token-free arrivals and quiet POLLOUT (epoll.c). ep_solo: the only registration
 	 * when it qualifies (level-triggered, EPOLLIN or EPOLLOUT but not both):
-	 * (epfd + 1) << 32 | events, 0 otherwise, with its data in ep_solo_data; written under lock by smcr_epoll_ctl
-	 * (0 first, then data, then the value), read by the engine's callback without it.
+	 * (epfd + 1) << 32 | events, 0 otherwise, with its data in ep_solo_data; written
+	 * under lock by smcr_epoll_ctl (0 first, then data, then the value), read by the
+	 * engine's callback without it.
 	 * ep_owner: the smcr_epoll_wait thread (struct ep_thread) whose list holds an
 	 * arrival of s that has no POLLIN token, or (bit 0 set) keeps s's POLLOUT off for the
 	 * kernel; whoever clears it (exchange) writes the token if s is still readable, or

@@ -834,6 +834,14 @@ static int qo_server(void *arg)
 	return 0;
 }
 
+/* Checks r received bytes against the stream at *got, and counts them. */
+static void qo_check(const uint8_t *b, ssize_t r, uint64_t *got)
+{
+	for (ssize_t i = 0; i < r; i++)
+		IT_CHECK(b[i] == qo_byte(*got + (uint64_t)i));
+	*got += (uint64_t)r;
+}
+
 static int qo_client(void *arg)
 {
 	(void)arg;
@@ -853,9 +861,7 @@ static int qo_client(void *arg)
 			size_t want = upto - got < sizeof(b) ? (size_t)(upto - got) : sizeof(b);
 			ssize_t r = smcr_recv(fd, b, want, 0);
 			IT_CHECK(r > 0);
-			for (ssize_t i = 0; i < r; i++)
-				IT_CHECK(b[i] == qo_byte(got + (uint64_t)i));
-			got += (uint64_t)r;
+			qo_check(b, r, &got);
 		}
 		sh->cstage = n;
 		last = n;
@@ -866,9 +872,7 @@ static int qo_client(void *arg)
 		IT_CHECK(r >= 0);
 		if (r == 0)
 			break;
-		for (ssize_t i = 0; i < r; i++)
-			IT_CHECK(b[i] == qo_byte(got + (uint64_t)i));
-		got += (uint64_t)r;
+		qo_check(b, r, &got);
 	}
 	smcr_close(fd);
 	return 0;

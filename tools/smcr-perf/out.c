@@ -239,11 +239,17 @@ static void text_side(FILE *f, const struct perf_cmp *c, const char *label,
 	fputc('\n', f);
 }
 
-/* "  warm-up (not counted): TCP 33 31, SMC-R 30 28 Gbit/s" */
+/* The "smcr" side's name in text: TCP(2) when a test build compares TCP with TCP. */
+static const char *smcr_label(const struct perf_cmp *c)
+{
+	return c->smcr.transport == PERF_TR_SMCR ? "SMC-R" : "TCP(2)";
+}
+
+/* "  warm-up, not counted: TCP 33 31, SMC-R 30 28 Gbit/s" */
 static void text_warmup(FILE *f, const struct perf_cmp *c)
 {
 	const struct perf_side *sides[2] = {&c->warm_tcp, &c->warm_smcr};
-	const char *labels[2] = {"TCP", c->smcr.transport == PERF_TR_SMCR ? "SMC-R" : "TCP(2)"};
+	const char *labels[2] = {"TCP", smcr_label(c)};
 	fputs("  warm-up, not counted:", f);
 	for (int k = 0; k < 2; k++) {
 		fprintf(f, "%s %s", k ? "," : "", labels[k]);
@@ -268,7 +274,7 @@ void perf_out_cmp_text(FILE *f, const struct perf_cmp *c)
 	        c->duration);
 	fprintf(f, "  %-7s %-13s %-16s %s\n", "", "mode", what(c->test), "runs");
 	text_side(f, c, "TCP", &c->tcp);
-	text_side(f, c, c->smcr.transport == PERF_TR_SMCR ? "SMC-R" : "TCP(2)", &c->smcr);
+	text_side(f, c, smcr_label(c), &c->smcr);
 	if (c->warm_tcp.n || c->warm_smcr.n)
 		text_warmup(f, c);
 	if (c->smcr.first_contacts)
