@@ -86,6 +86,7 @@ static void copy_nt(void *dst, const void *src, size_t n)
  * cursor that covers it), `read` the reader's (release: it is done with the block). */
 struct run {
 	uint8_t *ring;	       /* the footprint: both threads, the writer writes, the reader reads */
+	uint8_t *out;	       /* the reader's own buffer (recv's destination): the reader's */
 	size_t size, chunk;    /* constant during a run */
 	_Atomic size_t written; /* writer stores (release), reader loads (acquire) */
 	_Atomic size_t read;	/* reader stores (release), writer loads (acquire) */
@@ -95,9 +96,7 @@ struct run {
 static void *reader_main(void *arg)
 {
 	struct run *r = arg;
-	uint8_t *buf = malloc(r->chunk);
-	if (!buf)
-		return NULL;
+	uint8_t *buf = r->out;
 	size_t pos = 0;
 	unsigned long long sum = 0;
 	for (;;) {
@@ -115,7 +114,6 @@ static void *reader_main(void *arg)
 			atomic_store_explicit(&r->read, pos, memory_order_release);
 		}
 	}
-	free(buf);
 	/* the sum only keeps the copies from being optimized away */
 	return (void *)(uintptr_t)(sum & 1u);
 }
@@ -127,11 +125,13 @@ static double measure(size_t size, size_t chunk, double secs, bool nt, bool with
 	r.ring = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
 		      -1, 0);
 	uint8_t *src = malloc(chunk);
-	if (r.ring == MAP_FAILED || !src) {
+	r.out = malloc(chunk); /* here, not in the reader: the writer waits for the reader */
+	if (r.ring == MAP_FAILED || !src || !r.out) {
 		fprintf(stderr, "copybench: no memory for %zu bytes: %s\n", size, strerror(errno));
 		if (r.ring != MAP_FAILED)
 			munmap(r.ring, size);
 		free(src);
+		free(r.out);
 		return -1;
 	}
 	for (size_t i = 0; i < chunk; i++)
@@ -139,8 +139,10 @@ static double measure(size_t size, size_t chunk, double secs, bool nt, bool with
 	memset(r.ring, 0, size); /* every page present and written once, as a used RMB */
 	pthread_t th;
 	if (with_reader && pthread_create(&th, NULL, reader_main, &r) != 0) {
+		fprintf(stderr, "copybench: no reader thread\n");
 		munmap(r.ring, size);
 		free(src);
+		free(r.out);
 		return -1;
 	}
 	size_t pos = 0;
@@ -171,6 +173,7 @@ static double measure(size_t size, size_t chunk, double secs, bool nt, bool with
 	}
 	munmap(r.ring, size);
 	free(src);
+	free(r.out);
 	return (double)pos / (t1 - t0) / 1e9;
 }
 
