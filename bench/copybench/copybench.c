@@ -32,8 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
-
+#include "util/clock.h"
 #include "util/copy.h"
 
 #if defined(__x86_64__)
@@ -42,13 +41,6 @@
 #else
 #define HAVE_NT 0
 #endif
-
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* Non-temporal copy: 16-byte streaming stores from a 16-byte aligned destination; the head
  * and tail go through memcpy. */
@@ -146,8 +138,8 @@ static double measure(size_t size, size_t chunk, double secs, bool nt, bool with
 		return -1;
 	}
 	size_t pos = 0;
-	double t0 = now_s(), t1 = t0;
-	while (t1 - t0 < secs) {
+	uint64_t t0 = smcr_now_ns(), t1 = t0, dur = (uint64_t)(secs * 1e9);
+	while (t1 - t0 < dur) {
 		for (int k = 0; k < 16; k++) {
 			if (with_reader)
 				while (pos - atomic_load_explicit(&r.read, memory_order_acquire) >=
@@ -161,20 +153,20 @@ static double measure(size_t size, size_t chunk, double secs, bool nt, bool with
 			pos += chunk;
 			atomic_store_explicit(&r.written, pos, memory_order_release);
 		}
-		t1 = now_s();
+		t1 = smcr_now_ns();
 	}
 	if (with_reader) {
 		/* the pair's figure counts what was both written and read */
 		while (atomic_load_explicit(&r.read, memory_order_acquire) != pos)
 			;
-		t1 = now_s();
+		t1 = smcr_now_ns();
 		atomic_store_explicit(&r.stop, true, memory_order_release);
 		pthread_join(th, NULL);
 	}
 	munmap(r.ring, size);
 	free(src);
 	free(r.out);
-	return (double)pos / (t1 - t0) / 1e9;
+	return (double)pos / (double)(t1 - t0); /* bytes per ns = GB/s */
 }
 
 static void usage(void)
