@@ -204,18 +204,8 @@ void core_engine_spin_end(struct core_engine *e);
  * (added by the ready branch: the two pollers fought over the engine's locks, 24 000
  * futex calls in 2 s of stream). */
 bool core_engine_spinning(struct core_engine *e);
-/* A spinner that holds its spin across a pause of its own (smcr_epoll_wait keeps one from
- * call to call of an event loop): restarts the grace at now_ns and disarms the CQs again
- * (prepare_sleep may have armed them once the grace passed), and the spin counts as live
- * until until_ns instead of now_ns + the 1 ms grace (the later of the two; 0: the grace
- * only). No-op without a spinner. Added by the conns branch, until_ns by conns4: an event
- * loop whose turns take longer than the grace (conns' client: 4-30 ms per 256 sends) is
- * not taken over by the progress thread between two of its calls (docs/parts/conns.md
- * "Round 4"). The caller makes sure the progress thread wakes by until_ns if it sleeps
- * (sock: progress_due_by). */
-void core_engine_spin_renew_until(struct core_engine *e, uint64_t now_ns, uint64_t until_ns);
 /* A spin older than this no longer keeps the CQs unarmed (a spinner that lost its CPU);
- * also the shortest hold the socket layer asks for (sock/epoll.c). */
+ * also the lease a blocking data call takes at its start (sock/data.c). */
 #define CORE_SPIN_GRACE_NS 1000000ull
 /* For the thread that sleeps on core_engine_fds (the progress thread): true if a spin is
  * held and live at now_ns (its holder polls and fires the callbacks, so the sleeper has

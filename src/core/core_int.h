@@ -362,10 +362,6 @@ struct core_engine {
 	 * spin is older than CORE_SPIN_GRACE_NS (a spinner that lost its CPU). */
 	unsigned spinners;		/* [E] */
 	uint64_t spin_since;		/* [E] now_ns of the spin_begin that made spinners 1 */
-	/* [E] a held spin's end when its holder asked for more than the grace
-	 * (core_engine_spin_renew_until: smcr_epoll_wait, as long as the loop's turns);
-	 * 0: spin_since + CORE_SPIN_GRACE_NS. Cleared when spinners falls to 0. */
-	uint64_t spin_until;
 	uint64_t last_now;		/* [E] latest now_ns seen by progress */
 	/* The lease (core_engine_lease, docs/design/readiness.md): the CQs stay unarmed
 	 * until this bound (now_ns; 0: none), whoever asked for it; a thread about to sleep

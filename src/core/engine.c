@@ -264,8 +264,7 @@ static int progress_locked(struct core_engine *e, uint64_t now)
  * holder left, stops counting then). eng->lock held. */
 static uint64_t spin_end_locked(const struct core_engine *e)
 {
-	uint64_t g = e->spin_since + CORE_SPIN_GRACE_NS;
-	return e->spin_until > g ? e->spin_until : g;
+	return e->spin_since + CORE_SPIN_GRACE_NS;
 }
 
 int core_engine_progress(struct core_engine *e, uint64_t now_ns, uint64_t *next_deadline_ns)
@@ -422,7 +421,6 @@ void core_engine_spin_begin(struct core_engine *e, uint64_t now_ns)
 	pthread_mutex_lock(&e->lock);
 	if (e->spinners++ == 0 && !e->freed) {
 		e->spin_since = now_ns;
-		e->spin_until = 0;
 		/* The spinner polls: completions need not write the comp fds (no eventfd write
 		 * by the peer, no wake-up of the progress thread) until spin_end arms again. */
 		for (int i = 0; i < e->ndevs; i++) {
@@ -438,7 +436,6 @@ void core_engine_spin_end(struct core_engine *e)
 	bool armed = false;
 	pthread_mutex_lock(&e->lock);
 	if (e->spinners && --e->spinners == 0 && !e->freed) {
-		e->spin_until = 0;
 		for (int i = 0; i < e->ndevs; i++)
 			if (dev_req_notify_cq(e->devs[i].cq, arm_solicited_locked(e, &e->devs[i])))
 				SMCR_LOG_RL(SMCR_LOG_WARN, CORE_UNIT, "CQ arm failed");
@@ -448,20 +445,6 @@ void core_engine_spin_end(struct core_engine *e)
 	if (armed)
 		(void)recheck(e);
 	core_ev_fire(e);
-}
-
-void core_engine_spin_renew_until(struct core_engine *e, uint64_t now_ns, uint64_t until_ns)
-{
-	pthread_mutex_lock(&e->lock);
-	if (e->spinners && !e->freed) {
-		e->spin_since = now_ns;
-		e->spin_until = until_ns;
-		for (int i = 0; i < e->ndevs; i++) {
-			int rc = dev_disarm_cq(e->devs[i].cq);
-			(void)rc;	/* NOTSUP: the arm stays, as in spin_begin */
-		}
-	}
-	pthread_mutex_unlock(&e->lock);
 }
 
 bool core_engine_spin_live(struct core_engine *e, uint64_t now_ns, uint64_t *until_ns)

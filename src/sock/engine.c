@@ -400,14 +400,6 @@ struct core_engine *sock_engine_if_up(void)
 	return atomic_load_explicit(&eng_fast, memory_order_acquire);
 }
 
-void sock_engine_spin(void)
-{
-	/* Whoever polls the CQs must leave them armed (core_engine_prepare_sleep): a
-	 * progress call consumes the completion event, and an unarmed CQ would never wake
-	 * the progress thread again. So the same loop as the progress thread's. */
-	(void)engine_round(smcr_now_ns());
-}
-
 void sock_core_event(void *ctx, struct core_conn *c, unsigned events, unsigned raised)
 {
 	(void)c;

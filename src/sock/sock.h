@@ -252,9 +252,6 @@ struct core_engine *sock_engine(void);
 /* The engine if it exists already (never creates it): NULL before the first SMC-R
  * connection of the process or when there is none. */
 struct core_engine *sock_engine_if_up(void);
-/* One round of the engine's progress from a program thread (blocking calls spin on it for
- * at most SOCK_SPIN_NS before they sleep; decision 3). Leaves the CQs armed. */
-void sock_engine_spin(void);
 /* At most this many CQ fds (one per device) for a direct sleeper (engine.c). */
 #define SOCK_ENGINE_FDS_MAX 8
 /* Direct wake (engine.c "Direct wake", mode branch): one program thread at a time sleeps
@@ -277,9 +274,6 @@ extern _Atomic uint64_t sock_direct_sleeps_total, sock_direct_cq_wakes_total;
 extern _Atomic uint64_t sock_direct_ctl_total;
 #define SOCK_DIRECT_SHORT_NS 1000000ull /* a thread's sleeps averaging below: direct */
 #define SOCK_DIRECT_MISS_NS 10000000ull /* a direct wake-up that was for others counts so */
-#define SOCK_SPIN_NS 20000ull	    /* the spin before sleeping, at least */
-#define SOCK_SPIN_MAX_NS 100000ull  /* adaptive spin: the longer spin (data.c spin_budget) */
-#define SOCK_SPIN_SHORT_NS 10000ull /* recent waits below this average: the longer spin */
 #define SOCK_RX_SPIN_ONE 1u
 #define SOCK_RX_DEFERRED 0x80000000u
 /* The engine's callback: true if a thread spins in a receive on s, which will then see

@@ -35,12 +35,18 @@ static void stop(struct waitpol *w, const struct waitpol_cfg *cfg)
 void waitpol_note(struct waitpol *w, const struct waitpol_cfg *cfg, const struct waitpol_obs *o)
 {
 	if (w->off_waits) {
-		/* a sleeping wait tells nothing about a spin: count the run down, then try
-		 * the shortest spin again */
-		if (--w->off_waits == 0)
-			w->budget_ns = cfg->spin_min_ns;
+		/* a sleeping wait tells nothing about a spin: count the run down, then probe
+		 * with the longest spin: a peer that answers within it (both ends asleep make
+		 * every round trip longer than any spin; one end spinning again breaks that)
+		 * brings the spin back */
+		if (--w->off_waits == 0) {
+			w->budget_ns = cfg->spin_max_ns;
+			w->probing = true;
+		}
 		return;
 	}
+	bool probe = w->probing;
+	w->probing = false;
 	if (o->lost_cpu) {
 		stop(w, cfg);
 		return;
@@ -48,13 +54,14 @@ void waitpol_note(struct waitpol *w, const struct waitpol_cfg *cfg, const struct
 	if (o->caught || o->waited_ns <= cfg->spin_max_ns) {
 		uint64_t twice = o->waited_ns > UINT64_MAX / 2 ? UINT64_MAX : 2 * o->waited_ns;
 		w->budget_ns = clamp(twice, cfg->spin_min_ns, cfg->spin_max_ns);
-		if (o->caught && w->off_len > OFF_FIRST)
+		if (o->caught && !probe && w->off_len > OFF_FIRST)
 			w->off_len--;
 		return;
 	}
-	/* far longer than any spin: spinning does not pay here */
+	/* far longer than any spin: spinning does not pay here (a probe that missed: not
+	 * now either) */
 	w->budget_ns /= 2;
-	if (w->budget_ns < cfg->spin_min_ns)
+	if (probe || w->budget_ns < cfg->spin_min_ns)
 		stop(w, cfg);
 }
 

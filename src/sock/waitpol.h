@@ -18,7 +18,9 @@
  *   - a wait much longer than any spin (an idle connection, a peer that thinks) halves
  *     the budget, and below spin_min_ns stops spinning for a run of waits ("off"), whose
  *     length doubles at each such stop up to off_max_waits and halves at each caught
- *     wait: an idle connection spins at most spin_min_ns once per off_max_waits waits;
+ *     wait; each run ends with one probe of spin_max_ns (a peer that answers within it
+ *     brings the spin back): an idle connection spins spin_max_ns once per
+ *     off_max_waits waits at most;
  *   - a spin during which the thread lost its CPU (two successive looks at the clock
  *     more than lost_gap_ns apart: the host has no spare core, the spin was taking the
  *     CPU the peer or another program needed) stops spinning the same way at once.
@@ -52,6 +54,7 @@ struct waitpol {
 	uint64_t budget_ns;	/* the next spin (before busy_poll_ns's floor) */
 	unsigned off_waits;	/* waits left without a spin */
 	unsigned off_len;	/* the next run of "off" waits */
+	bool probing;		/* the next wait is the probe that ends an "off" run */
 	uint64_t gap_avg_ns;	/* moving average (1/8) of the gaps between calls, 0: none */
 	uint64_t last_end_ns;	/* when the previous call ended, 0: none */
 };

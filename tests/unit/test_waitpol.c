@@ -95,6 +95,28 @@ static void test_short_miss_grows_the_spin_up_to_the_cap(void **state)
 	assert_int_equal(waitpol_spin_ns(&w, &c), WAITPOL_SPIN_MAX_NS);
 }
 
+/* Both ends asleep: every round trip (two wake-ups, 60 µs) is longer than any spin; the
+ * policy stops spinning, and its probe (the longest spin) catches the answer as soon as
+ * the peer spins again: the spin is back. */
+static void test_sleeping_mode_is_left(void **state)
+{
+	(void)state;
+	struct waitpol_cfg c = cfg_default();
+	struct waitpol w;
+	waitpol_init(&w, &c);
+	uint64_t spun;
+	for (int i = 0; i < 300; i++)
+		sim_wait(&w, &c, 60 * US, 0, false, &spun);
+	/* the peer spins now: answers in 4 µs; within one off run the spin is back */
+	unsigned k = 0;
+	while (sim_wait(&w, &c, 4 * US, 30 * US, false, &spun) != 4 * US) {
+		k++;
+		assert_true(k <= WAITPOL_OFF_MAX_WAITS + 1);
+	}
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(sim_wait(&w, &c, 4 * US, 30 * US, false, &spun), 4 * US);
+}
+
 static void test_idle_connection_burns_next_to_nothing(void **state)
 {
 	(void)state;
@@ -111,10 +133,10 @@ static void test_idle_connection_burns_next_to_nothing(void **state)
 		waited_total += sim_wait(&w, &c, 100 * MS, 10 * US, false, &spun);
 		spun_total += spun;
 	}
-	/* once settled, one spin of spin_min per run of off_max waits */
+	/* once settled, one probe of spin_max per run of off_max waits */
 	assert_true(spins <= 10000 / WAITPOL_OFF_MAX_WAITS + 12);
-	assert_true(spun_total <= (10000 / WAITPOL_OFF_MAX_WAITS + 12) * WAITPOL_SPIN_MIN_NS);
-	assert_true(spun_total * 1000000 < waited_total); /* below a millionth */
+	assert_true(spun_total <= (10000 / WAITPOL_OFF_MAX_WAITS + 12) * WAITPOL_SPIN_MAX_NS);
+	assert_true(spun_total * 100000 < waited_total); /* below a hundred-thousandth */
 }
 
 static void test_lost_cpu_stops_at_once_and_backs_off_longer(void **state)
@@ -127,13 +149,16 @@ static void test_lost_cpu_stops_at_once_and_backs_off_longer(void **state)
 	for (int i = 0; i < 20; i++)
 		sim_wait(&w, &c, 5 * US, 10 * US, false, &spun);
 	assert_int_equal(waitpol_spin_ns(&w, &c), 10 * US);
-	/* the spin lost its CPU: no spin for 2 waits, then the shortest one */
+	/* the spin lost its CPU: no spin for 2 waits, then a probe of the longest */
 	sim_wait(&w, &c, 5 * US, 10 * US, true, &spun);
 	assert_int_equal(waitpol_spin_ns(&w, &c), 0);
 	sim_wait(&w, &c, 5 * US, 10 * US, false, &spun);
 	assert_int_equal(waitpol_spin_ns(&w, &c), 0);
 	sim_wait(&w, &c, 5 * US, 10 * US, false, &spun);
-	assert_int_equal(waitpol_spin_ns(&w, &c), WAITPOL_SPIN_MIN_NS);
+	assert_int_equal(waitpol_spin_ns(&w, &c), WAITPOL_SPIN_MAX_NS);
+	/* the probe catches the 5 µs answers: the spin is back, sized to them */
+	sim_wait(&w, &c, 5 * US, 10 * US, false, &spun);
+	assert_int_equal(waitpol_spin_ns(&w, &c), 10 * US);
 	/* each loss in a row doubles the run: 4, 8, ... up to off_max_waits */
 	unsigned expect = 4;
 	for (int round = 0; round < 8; round++) {
@@ -250,6 +275,7 @@ int main(void)
 		cmocka_unit_test(test_first_wait_spins_the_minimum),
 		cmocka_unit_test(test_quiet_pingpong_keeps_a_spin_sized_to_its_waits),
 		cmocka_unit_test(test_short_miss_grows_the_spin_up_to_the_cap),
+		cmocka_unit_test(test_sleeping_mode_is_left),
 		cmocka_unit_test(test_idle_connection_burns_next_to_nothing),
 		cmocka_unit_test(test_lost_cpu_stops_at_once_and_backs_off_longer),
 		cmocka_unit_test(test_busy_poll_is_a_floor),
