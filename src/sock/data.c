@@ -211,8 +211,9 @@ static uint64_t wpol_spin(struct sock *s, int dir)
 {
 	pthread_mutex_lock(&s->lock);
 	uint64_t b = waitpol_spin_ns(&s->wpol[dir], sock_waitpol_cfg());
+	uint64_t floor = (uint64_t)s->busy_poll_us * 1000; /* SO_BUSY_POLL */
 	pthread_mutex_unlock(&s->lock);
-	return b;
+	return b > floor ? b : floor;
 }
 
 /* Waits until ready(s, want, have). Returns 0 (the caller tries again),

@@ -119,6 +119,7 @@ struct sock {
 	 * socket (waitpol.h; data.c wait_for reads and feeds it under the lock). Zeroed
 	 * with the socket: a valid state whose first wait does not spin. */
 	struct waitpol wpol[2];
+	uint32_t busy_poll_us; /* (L) SO_BUSY_POLL as the kernel kept it: a floor under the spins */
 	struct core_conn *conn;		  /* set once when the handshake starts; released at
 					   * recycle (valid for any holder of a reference) */
 	/* (L) The connection's link is on a software device (shm, emu), whose peer is always
