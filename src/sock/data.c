@@ -478,7 +478,7 @@ static ssize_t smc_send(struct sock *s, const struct iovec *uiov, int cnt, int f
 	} else if (flags & MSG_OOB) {
 		cflags |= CORE_MSG_OOB;
 	}
-	struct core_engine *held = call_begin(s, 1, nowait);
+	struct core_engine *eng = call_begin(s, 1, nowait);
 	while (done < want || (want == 0 && done == 0 && oob_idx < 0)) {
 		uint64_t timer = UINT64_MAX;
 		long n = core_conn_send_at(s->conn, iov + idx, cnt - idx, cflags,
@@ -516,7 +516,7 @@ static ssize_t smc_send(struct sock *s, const struct iovec *uiov, int cnt, int f
 				break;
 		}
 	}
-	call_end(held, s, 1);
+	call_end(eng, s, 1);
 	sock_sync_after_call(s);
 	if (done > 0)
 		return (ssize_t)done; /* an error after some bytes shows at the next call */
@@ -556,7 +556,7 @@ static ssize_t smc_recv(struct sock *s, const struct iovec *uiov, int cnt, int f
 		return n >= 0 ? (ssize_t)n : sock_fail((int)n);
 	}
 	bool waitall = (flags & MSG_WAITALL) && !nowait;
-	struct core_engine *held = call_begin(s, 0, nowait);
+	struct core_engine *eng = call_begin(s, 0, nowait);
 	for (;;) {
 		long n = core_conn_recv(s->conn, iov + idx, cnt - idx, cflags);
 		if (n > 0 && (flags & MSG_PEEK)) {
@@ -588,7 +588,7 @@ static ssize_t smc_recv(struct sock *s, const struct iovec *uiov, int cnt, int f
 		if (rc < 0)
 			break;
 	}
-	call_end(held, s, 0);
+	call_end(eng, s, 0);
 	sock_rx_flush(s);
 	sock_sync_after_call(s);
 	if (done > 0)

@@ -18,7 +18,9 @@
 #define BUSY_POLL_MAX_US 100000u
 
 static _Atomic bool all_ours;
-static struct waitpol_cfg cfg;
+/* Written once (cfg_init), read-only after: one for smcr_* programs, one for a process
+ * whose every wait is ours. */
+static struct waitpol_cfg cfg, cfg_ours;
 static pthread_once_t cfg_once = PTHREAD_ONCE_INIT;
 
 static void cfg_init(void)
@@ -31,13 +33,14 @@ static void cfg_init(void)
 		.off_max_waits = WAITPOL_OFF_MAX_WAITS,
 		.lease_max_ns = WAITPOL_LEASE_MAX_NS,
 	};
+	cfg_ours = cfg;
+	cfg_ours.waits_ours = true;
 }
 
 const struct waitpol_cfg *sock_waitpol_cfg(void)
 {
 	pthread_once(&cfg_once, cfg_init);
-	cfg.waits_ours = atomic_load_explicit(&all_ours, memory_order_relaxed);
-	return &cfg;
+	return atomic_load_explicit(&all_ours, memory_order_relaxed) ? &cfg_ours : &cfg;
 }
 
 void sock_wait_all_ours(bool yes)
