@@ -848,11 +848,10 @@ static void test_writer_loop_pollout_seen_by_all(void **state)
 	assert_int_equal(it_run_smc_pair(&lfd, &port, qo_server, NULL, qo_client, NULL, 60000), 0);
 }
 
-/* ---- 5. the loop's held spin when the program leaves the loop ----
- * smcr_epoll_wait returns with the CQs unarmed (the held spin). A program that then waits
- * elsewhere, in the kernel's poll() on an smcr fd, must still see the next arrival: the
- * progress thread takes over at the grace's end even if it was asleep with no timeout
- * when the spin began. EPOLLET, so no token-free list (and its timer) is involved. */
+/* ---- 5. the program leaves the loop ----
+ * A program that leaves its smcr_epoll_wait loop and then waits elsewhere, in the kernel's
+ * poll() on an smcr fd, must still see the next arrival (no spin or lease of the loop may
+ * keep the CQs unarmed after it returned). */
 
 static int left_server(void *arg)
 {
