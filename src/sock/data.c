@@ -161,32 +161,17 @@ static void sock_rx_flush(struct sock *s)
 		sig_readable(&s->sig);
 }
 
-/* ---- Direct wake (mode branch; engine.c "Direct wake" has the rule) ----
+/* ---- Direct wake (engine.c "Direct wake" has the rule) ----
  *
- * Which thread sleeps directly on the CQ fds: one at a time (sock_direct_begin), only in
- * a bracketed blocking call (it polls anyway as soon as it wakes: begin the bracket, then
- * core_engine_prepare_sleep takes the completion, arms nothing while the bracket holds),
- * and only a thread whose recent sleeps were short: the direct sleeper is woken by every
- * completion of the process, so an idle thread blocked for long (smcr-perf's control
- * connection) must not take the slot from the thread of a busy stream. tl_sleep_avg is
- * that thread's moving average of its sleeps (ns, 1/4 weight, 0 = none yet: the first
- * sleep of a thread is never direct); a direct wake-up that brought nothing for this
- * thread counts as SOCK_DIRECT_MISS_NS, so a thread woken for others' traffic soon
- * sleeps the usual way again. */
+ * Which thread sleeps directly on the CQ fds: one at a time (sock_direct_begin), and only
+ * a thread the wait policy lets (waitpol_direct_ok: its recent sleeps were short; mode 2,
+ * tests: every thread). tl_sleep_avg is this thread's average the policy keeps. */
 static _Thread_local uint64_t tl_sleep_avg;
 
 static bool direct_wanted(void)
 {
 	int m = sock_direct_mode();
-	return m == 2 || (m == 1 && tl_sleep_avg && tl_sleep_avg < SOCK_DIRECT_SHORT_NS);
-}
-
-static void sleep_note(uint64_t ns)
-{
-	if (ns > 16 * SOCK_DIRECT_MISS_NS)
-		ns = 16 * SOCK_DIRECT_MISS_NS;
-	uint64_t avg = tl_sleep_avg ? tl_sleep_avg - tl_sleep_avg / 4 + ns / 4 : ns;
-	tl_sleep_avg = avg ? avg : 1;
+	return m == 2 || (m == 1 && waitpol_direct_ok(tl_sleep_avg));
 }
 
 /* ---- Waiting (docs/design/readiness.md section 4; the timing is waitpol.h's) ----
@@ -282,9 +267,9 @@ static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t h
 	}
 	uint64_t end = smcr_now_ns();
 	if (direct && !mine && rc == 0 && !ready(s, want, have))
-		sleep_note(SOCK_DIRECT_MISS_NS); /* woken for others' traffic */
+		waitpol_sleep_note(&tl_sleep_avg, WAITPOL_DIRECT_MISS_NS); /* others' traffic */
 	else
-		sleep_note(end - ts);
+		waitpol_sleep_note(&tl_sleep_avg, end - ts);
 	wpol_note(s, dir, end - t0, false, lost);
 	return rc;
 }

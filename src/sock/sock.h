@@ -273,8 +273,6 @@ extern _Atomic uint64_t sock_direct_sleeps_total, sock_direct_cq_wakes_total;
 /* epoll_ctl calls made by sock_direct_begin, since start (tests: one per begin for a new
  * socket, or the same one as last time). */
 extern _Atomic uint64_t sock_direct_ctl_total;
-#define SOCK_DIRECT_SHORT_NS 1000000ull /* a thread's sleeps averaging below: direct */
-#define SOCK_DIRECT_MISS_NS 10000000ull /* a direct wake-up that was for others counts so */
 #define SOCK_RX_SPIN_ONE 1u
 #define SOCK_RX_DEFERRED 0x80000000u
 /* The engine's callback: true if a thread spins in a receive on s, which will then see

@@ -99,3 +99,16 @@ uint64_t waitpol_lease_until(const struct waitpol *w, const struct waitpol_cfg *
 		return 0;
 	return until;
 }
+
+void waitpol_sleep_note(uint64_t *avg, uint64_t slept_ns)
+{
+	if (slept_ns > 16 * WAITPOL_DIRECT_MISS_NS)
+		slept_ns = 16 * WAITPOL_DIRECT_MISS_NS;
+	uint64_t a = *avg ? *avg - *avg / 4 + slept_ns / 4 : slept_ns;
+	*avg = a ? a : 1;
+}
+
+bool waitpol_direct_ok(uint64_t avg)
+{
+	return avg && avg < WAITPOL_DIRECT_SHORT_NS;
+}

@@ -86,4 +86,16 @@ void waitpol_call_end(struct waitpol *w, uint64_t now_ns);
 uint64_t waitpol_lease_until(const struct waitpol *w, const struct waitpol_cfg *cfg,
 			     uint64_t now_ns, uint64_t due_by_ns);
 
+/* The direct sleeper's gate (sock/engine.c "Direct wake"): one thread at a time sleeps on
+ * the CQ fds, and only a thread whose recent sleeps were short, so an idle thread blocked
+ * for long (a control connection) does not take the slot from the thread of a busy
+ * stream. *avg is that thread's moving average of its sleeps (ns, 1/4 weight, 0: none
+ * yet, so a thread's first sleep is never direct); a direct wake-up that brought nothing
+ * for the thread is noted as WAITPOL_DIRECT_MISS_NS, so a thread woken for others'
+ * traffic soon sleeps the usual way again. */
+#define WAITPOL_DIRECT_SHORT_NS 1000000ull /* recent sleeps averaging below: direct */
+#define WAITPOL_DIRECT_MISS_NS 10000000ull /* what a wake-up for others' traffic counts */
+void waitpol_sleep_note(uint64_t *avg, uint64_t slept_ns);
+bool waitpol_direct_ok(uint64_t avg);
+
 #endif

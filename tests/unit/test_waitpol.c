@@ -269,6 +269,38 @@ static void test_lease_bounded_and_gone_for_slow_calls(void **state)
 	assert_true(w.gap_avg_ns < 8 * WAITPOL_LEASE_MAX_NS);
 }
 
+/* The direct sleeper's gate: never a thread's first sleep; short sleeps open it; a long
+ * idle sleep or a few wake-ups for others' traffic close it. */
+static void test_direct_gate(void **state)
+{
+	(void)state;
+	uint64_t avg = 0;
+	assert_false(waitpol_direct_ok(avg));
+	waitpol_sleep_note(&avg, 30 * US);
+	assert_true(waitpol_direct_ok(avg));
+	for (int i = 0; i < 100; i++)
+		waitpol_sleep_note(&avg, 30 * US);
+	assert_true(waitpol_direct_ok(avg));
+	/* woken for others' traffic, twice: closed */
+	waitpol_sleep_note(&avg, WAITPOL_DIRECT_MISS_NS);
+	waitpol_sleep_note(&avg, WAITPOL_DIRECT_MISS_NS);
+	assert_false(waitpol_direct_ok(avg));
+	/* short sleeps again: open within a few */
+	int k = 0;
+	while (!waitpol_direct_ok(avg)) {
+		waitpol_sleep_note(&avg, 30 * US);
+		assert_true(++k < 20);
+	}
+	/* one sleep of an hour is capped: it does not keep the gate shut for ever */
+	waitpol_sleep_note(&avg, 3600ull * 1000 * MS);
+	assert_false(waitpol_direct_ok(avg));
+	k = 0;
+	while (!waitpol_direct_ok(avg)) {
+		waitpol_sleep_note(&avg, 30 * US);
+		assert_true(++k < 40);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -281,6 +313,7 @@ int main(void)
 		cmocka_unit_test(test_busy_poll_is_a_floor),
 		cmocka_unit_test(test_lease_only_when_every_wait_is_ours),
 		cmocka_unit_test(test_lease_bounded_and_gone_for_slow_calls),
+		cmocka_unit_test(test_direct_gate),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
