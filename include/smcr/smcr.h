@@ -144,15 +144,11 @@ int smcr_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event);
 /* epoll_wait(2) with the same arguments, results and errno (EINTR, EBADF, EINVAL, ...).
  * When epfd holds smcr fds (registered with smcr_epoll_ctl) the calling thread first runs
  * the engine's progress itself, so arrivals for many connections become ready in one go
- * without a wake-up of the progress thread, and between two calls of an event loop the
- * engine's completions wake nobody (for at most 1 ms, then the progress thread takes over
- * again). Only the program's own registrations are ever returned. The interposer maps
- * epoll_wait here. A non-blocking smcr fd whose only registration is level-triggered
- * EPOLLIN (or EPOLLOUT) alone may be reported by the calling thread itself, without the
- * kernel: then a poll() on that fd outside this loop (any thread's, this one's too) sees
- * the readiness up to one loop turn or 2 ms late (a loop whose turns take milliseconds:
- * twice its longest recent turn, at most 50 ms; while this loop keeps reading or writing
- * it, not at all: it keeps the fd); epoll.c "Token-free arrivals" and "Quiet POLLOUT". */
+ * without a wake-up of the progress thread, and polls for a short adaptive time before it
+ * sleeps (docs/design/readiness.md). Only the program's own registrations are ever
+ * returned. Every event it returns is also the kernel's readiness of that fd at the same
+ * moment: a poll() outside the loop sees it too, never later. The interposer maps
+ * epoll_wait here. */
 int smcr_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout);
 
 /* 1 if fd is an smcr socket (in any mode), 0 if not. */

@@ -362,23 +362,11 @@ struct core_engine {
 	 * spin is older than CORE_SPIN_GRACE_NS (a spinner that lost its CPU). */
 	unsigned spinners;		/* [E] */
 	uint64_t spin_since;		/* [E] now_ns of the spin_begin that made spinners 1 */
-	/* [E] a held spin's end when its holder asked for more than the grace
-	 * (core_engine_spin_renew_until: smcr_epoll_wait, as long as the loop's turns);
-	 * 0: spin_since + CORE_SPIN_GRACE_NS. Cleared when spinners falls to 0. */
-	uint64_t spin_until;
 	uint64_t last_now;		/* [E] latest now_ns seen by progress */
-	/* Hand-overs (core_engine_handoff, wake branch): program threads woken from a
-	 * bracketed sleep that have not begun their bracket again. While handoffs > 0 and
-	 * last_now < handoff_until, prepare_sleep does not arm (the woken thread polls as
-	 * soon as it runs). Atomics: written by any thread (the waker runs in an event
-	 * callback, where eng->lock may not be taken), read under eng->lock. handoffs may be
-	 * -1 for a moment (the woken thread's done before the waker's count). */
-	_Atomic int handoffs;
-	_Atomic uint64_t handoff_until;	/* now_ns bound of the latest hand-over */
-	/* Hold (core_engine_spin_end_hold, mode branch): a blocking call that returned left
-	 * the CQs unarmed until this bound (ns, 0: none); its thread is likely to call again
-	 * and poll. Written by any thread (atomic, no lock), read under eng->lock. */
-	_Atomic uint64_t hold_until;
+	/* The lease (core_engine_lease, docs/design/readiness.md): the CQs stay unarmed
+	 * until this bound (now_ns; 0: none), whoever asked for it; a thread about to sleep
+	 * ends it. Written and read under eng->lock. */
+	uint64_t lease_until;		/* [E] */
 	bool freed;			/* [E] core_engine_free ran */
 	_Atomic uint32_t refcnt;	/* the owner's + one per conn object */
 	struct core_conn *ev_head;	/* [V] */

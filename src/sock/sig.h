@@ -21,16 +21,8 @@
  *             queued from prog use at most a quarter of its sndbuf, so one 4 KiB send is
  *             enough (probed once; else sends until EAGAIN). They are read back at end
  *             when space returns (sig_unblock_out), which wakes POLLOUT waiters.
- *             Exception (epoll.c "Quiet POLLOUT"): a non-blocking socket whose only
- *             registration is a level-triggered EPOLLOUT (without EPOLLIN) in the epoll
- *             instance of a thread inside smcr_epoll_wait is filled while writable, and
- *             that thread reports EPOLLOUT itself while its program keeps writing to it;
- *             it is read back (POLLOUT for everybody else) as soon as the program skips
- *             the socket for one loop turn, another thread calls on it, the
- *             registration changes, the thread leaves the loop, or 2 ms after the
- *             thread's last call (twice its loop's recent longest turn if longer).
- *             So the kernel does not re-poll every writable fd of a writer's loop at
- *             each call.
+ *             No exception: writability a loop reports is the kernel's at the same
+ *             time (docs/design/readiness.md section 3).
  *   POLLRDHUP shutdown(end, SHUT_WR) when the peer sent "sending done" or closed
  *             (sig_rdhup): prog reads EOF forever, so POLLIN|POLLRDHUP, as a TCP FIN.
  *   POLLHUP   both directions shut, as TCP: the program's shutdown(SHUT_WR) becomes
@@ -99,9 +91,7 @@ struct sig {
 	unsigned pre;	      /* of tokens: queued before that OOB byte (a plain read of
 			       * more would pass the mark and drop it) */
 	_Atomic bool nonblock; /* prog's O_NONBLOCK as last set by sig_set_nonblock (the
-				* program's setting); read without the lock by the engine's
-				* callback (epoll.c "Token-free arrivals": only non-blocking fds,
-				* so no blocking receive of ours sleeps in poll on prog) */
+				* program's setting) */
 };
 
 /* Creates the pair: prog at any free number (close-on-exec), end at a hidden one. */
@@ -123,17 +113,10 @@ void sig_forget_prog(struct sig *s);
  * sk_err when it reports it). */
 void sig_clear_error(struct sig *s);
 void sig_set_nonblock(struct sig *s, bool on);
-/* One more arrival (data, EOF, error): POLLIN, and a new edge. Exception (conns2 branch,
- * epoll.c "Token-free arrivals"): an arrival taken by a thread inside smcr_epoll_wait for
- * a non-blocking socket whose only registration is a level-triggered EPOLLIN one in that
- * epoll instance writes no token: the thread returns the event itself (with the
- * registration's data) and reports it again while the socket is readable and its program
- * reads it; the token is written (POLLIN for everybody else) as soon as the program skips
- * the socket for one loop turn, the registrations change (smcr_epoll_ctl), another thread
- * reads it, the thread blocks or sleeps, or 2 ms after the thread's last call (or twice
- * its loop's recent longest turn, if longer, 50 ms at most; the
- * progress thread). So a poll() or another epoll on the fd sees POLLIN at most one loop
- * turn or that grace late, never not at all. */
+/* One more arrival (data, EOF, error): POLLIN, and a new edge. The only arrival that
+ * writes none is one a thread waiting in a receive on the same socket takes and reads
+ * within that call (data.c "Deferred tokens"); every arrival a call returns to the program
+ * unread has its token (docs/design/readiness.md section 3). */
 void sig_readable(struct sig *s);
 /* POLLIN on if no token is queued (no new edge otherwise). On return POLLIN is on: a
  * token another thread is still sending is waited for (the lock), not assumed. */
