@@ -46,13 +46,13 @@
 #define CLC_LINKS_MAX 2
 
 /* Decline codes the v2 rules produce (wire-formats.md 5.2 has the whole table). */
-#define CLC2_DECL_NOSMCRDEV 0x03030002u	/* no SMC-R device (path) for the peer */
+#define CLC2_DECL_PEERNOSMC 0x03010000u	/* the Proposal offers no path at all */
+#define CLC2_DECL_NOSMCDEV 0x03030000u	/* no usable SMC device for what was offered */
 #define CLC2_DECL_NOV2EXT 0x03030004u	/* v2 offered without a v2 extension */
 #define CLC2_DECL_NOUEID 0x03030008u	/* no user EID in common */
 #define CLC2_DECL_RELEASEERR 0x03030009u
 #define CLC2_DECL_MAXCONNERR 0x0303000au
 #define CLC2_DECL_MAXLINKERR 0x0303000bu
-#define CLC2_DECL_MODEUNSUPP 0x03040000u	/* no SMC-R offered at all */
 
 #define CLC_OS_ZOS 1
 #define CLC_OS_LINUX 2
@@ -162,9 +162,11 @@ void clc_eid_to_str(const struct clc_eid *e, char out[CLC_EID_LEN + 1]);
  * index into x->eids, or -1 when none matches (then SMC-R v2 is not possible). */
 int clc_eid_match(const struct clc_v2ext_info *x, const struct clc_eid *table, size_t n);
 
-/* Which version the server uses for a Proposal (Linux smc_listen_find_device order: SMC-R
- * v2 first, then v1). can_v2: the server has a RoCE v2 path and an EID matched; can_v1: it
- * has a RoCE v1 path. Returns CLC_VERSION_2, CLC_VERSION_1, or 0 (decline: *decl set). */
+/* Which version the server uses for a Proposal (Linux's order: SMC-R v2 first, then v1).
+ * can_v2: the server has a RoCE v2 path and an EID matched; can_v1: it has a RoCE v1 path.
+ * Returns CLC_VERSION_2, CLC_VERSION_1, or 0 with *decl: PEERNOSMC when no path at all is
+ * offered (v1 and v2 types both NONE), NOV2EXT for SMC-R v2 only without its extension,
+ * else NOSMCDEV (Linux's reason when no device fits, SMC-D only included). */
 uint8_t clc_choose_version(const struct clc_proposal *p, bool can_v2, bool can_v1,
 			   uint32_t *decl);
 

@@ -64,13 +64,16 @@ uint8_t clc_choose_version(const struct clc_proposal *p, bool can_v2, bool can_v
 		return CLC_VERSION_2;
 	if (v1_offered && can_v1)
 		return CLC_VERSION_1;
-	/* Nothing possible: the reason names the first obstacle in the order Linux checks. */
-	if (!v2_offered && !v1_offered)
-		*decl = CLC2_DECL_MODEUNSUPP;
-	else if (v2_offered && !p->has_v2ext)
+	/* Nothing possible: Linux's reasons (its server keeps the first failure it meets and
+	 * falls back to "no SMC device"). */
+	bool any = p->typev1 != CLC_PATH_NONE ||
+		   (p->f.version >= CLC_VERSION_2 && p->typev2 != CLC_PATH_NONE);
+	if (!any)
+		*decl = CLC2_DECL_PEERNOSMC;
+	else if (v2_offered && !p->has_v2ext && !v1_offered)
 		*decl = CLC2_DECL_NOV2EXT;
 	else
-		*decl = CLC2_DECL_NOSMCRDEV;
+		*decl = CLC2_DECL_NOSMCDEV;
 	return 0;
 }
 

@@ -246,17 +246,24 @@ static void test_choose_version(void **state)
 	p.offers_smcr_v1 = true;
 	assert_int_equal(clc_choose_version(&p, true, true, &d), 1);
 	assert_int_equal(clc_choose_version(&p, true, false, &d), 0);
-	assert_int_equal(d, CLC2_DECL_NOSMCRDEV);
+	assert_int_equal(d, CLC2_DECL_NOSMCDEV);
 	p.f.version = 2; p.typev2 = CLC_PATH_R; p.has_v2ext = true;	/* both offered */
 	assert_int_equal(clc_choose_version(&p, true, true, &d), 2);
 	assert_int_equal(clc_choose_version(&p, false, true, &d), 1);
 	assert_int_equal(clc_choose_version(&p, false, false, &d), 0);
-	assert_int_equal(d, CLC2_DECL_NOSMCRDEV);
+	assert_int_equal(d, CLC2_DECL_NOSMCDEV);
 	p.typev2 = CLC_PATH_D;			/* v2 for SMC-D only */
 	assert_int_equal(clc_choose_version(&p, true, true, &d), 1);
-	p.typev1 = CLC_PATH_NONE;
+	p.typev1 = CLC_PATH_NONE;		/* SMC-D v2 only */
 	assert_int_equal(clc_choose_version(&p, true, true, &d), 0);
-	assert_int_equal(d, CLC2_DECL_MODEUNSUPP);
+	assert_int_equal(d, CLC2_DECL_NOSMCDEV);
+	p.typev2 = CLC_PATH_NONE;		/* nothing at all */
+	assert_int_equal(clc_choose_version(&p, true, true, &d), 0);
+	assert_int_equal(d, CLC2_DECL_PEERNOSMC);
+	p.f.version = 1; p.typev2 = CLC_PATH_R;	/* v1: typev2 bits are reserved */
+	assert_int_equal(clc_choose_version(&p, true, true, &d), 0);
+	assert_int_equal(d, CLC2_DECL_PEERNOSMC);
+	p.f.version = 2;
 	p.typev2 = CLC_PATH_R; p.has_v2ext = false;
 	assert_int_equal(clc_choose_version(&p, true, true, &d), 0);
 	assert_int_equal(d, CLC2_DECL_NOV2EXT);

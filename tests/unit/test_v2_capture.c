@@ -273,7 +273,7 @@ static void test_negotiation(void **state)
 	assert_int_equal(clc_choose_version(&m.proposal, true, true, &decl), 2);
 	assert_int_equal(decl, 0);
 	assert_int_equal(clc_choose_version(&m.proposal, false, true, &decl), 0);
-	assert_int_equal(decl, CLC2_DECL_NOSMCRDEV);
+	assert_int_equal(decl, CLC2_DECL_NOSMCDEV);
 	/* v2.1 limits: Linux's defaults (255 connections, 2 links) */
 	assert_int_equal(clc_v2x_server_pick(&x, 255, 2, 1, &pick), 0);
 	assert_int_equal(pick.release, acc.fce.release);
