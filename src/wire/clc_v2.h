@@ -162,6 +162,14 @@ void clc_eid_to_str(const struct clc_eid *e, char out[CLC_EID_LEN + 1]);
  * index into x->eids, or -1 when none matches (then SMC-R v2 is not possible). */
 int clc_eid_match(const struct clc_v2ext_info *x, const struct clc_eid *table, size_t n);
 
+/* Client: makes p (filled by clc_proposal_init and the caller's peer ID, GID, MAC, subnet
+ * and prefixes) offer SMC-R v1, v2 or both, as Linux lays it out: version 2 with typev2 SMC-R
+ * and the extension x when v2 is offered (then the SMC-D area, N = 40 if v1 is offered too,
+ * else N = 0 with no IP area and peer ID, GID and MAC zero, as Linux sends them); version 1
+ * exactly as before when only v1 is. -SMCR_E_CLC2_ENC_FIELD for neither or a bad x. */
+SMCR_MUST_CHECK int clc_proposal_offer(struct clc_proposal *p, bool v1, bool v2,
+				       const struct clc_v2ext_info *x);
+
 /* Which version the server uses for a Proposal (Linux's order: SMC-R v2 first, then v1).
  * can_v2: the server has a RoCE v2 path and an EID matched; can_v1: it has a RoCE v1 path.
  * Returns CLC_VERSION_2, CLC_VERSION_1, or 0 with *decl: PEERNOSMC when no path at all is

@@ -53,6 +53,30 @@ int clc_eid_match(const struct clc_v2ext_info *x, const struct clc_eid *table, s
 
 static bool has_r(uint8_t t) { return t == CLC_PATH_R || t == CLC_PATH_BOTH; }
 
+int clc_proposal_offer(struct clc_proposal *p, bool v1, bool v2, const struct clc_v2ext_info *x)
+{
+	if (!v1 && !v2)
+		return -SMCR_E_CLC2_ENC_FIELD;
+	p->typev1 = v1 ? CLC_PATH_R : CLC_PATH_NONE;
+	if (!v2) {
+		p->f.version = CLC_VERSION_1;
+		p->typev2 = 0;
+		p->iparea_offset = CLC_PROPOSAL_OPT_LEN;
+		return 0;
+	}
+	if (!x || clc_v2ext_put(x, CLC_PATH_R, &p->v2ext))
+		return -SMCR_E_CLC2_ENC_FIELD;
+	p->f.version = CLC_VERSION_2;
+	p->typev2 = CLC_PATH_R;
+	p->iparea_offset = v1 ? CLC_PROPOSAL_OPT_LEN : 0;
+	if (!v1) {
+		memset(&p->peer_id, 0, sizeof(p->peer_id));
+		memset(&p->gid, 0, sizeof(p->gid));
+		memset(&p->mac, 0, sizeof(p->mac));
+	}
+	return 0;
+}
+
 uint8_t clc_choose_version(const struct clc_proposal *p, bool can_v2, bool can_v1,
 			   uint32_t *decl)
 {

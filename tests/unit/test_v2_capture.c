@@ -141,18 +141,36 @@ static void test_proposal(void **state)
 	assert_int_equal(clc_encode(&m, out, sizeof(out), &n), 0);
 	assert_int_equal(n, f->len);
 	assert_memory_equal(out, f->data, n);
-	/* built from fields as an smcr client would: the same bytes */
+	/* built from fields as an smcr client would (v2 only): the same bytes */
 	memset(&built, 0, sizeof(built));
 	built.type = CLC_PROPOSAL;
 	clc_proposal_init(&built.proposal);
-	built.proposal.f.version = CLC_VERSION_2;
-	built.proposal.typev1 = CLC_PATH_NONE;
-	built.proposal.typev2 = CLC_PATH_R;
-	built.proposal.iparea_offset = 0;
-	assert_int_equal(clc_v2ext_put(&x, CLC_PATH_R, &built.proposal.v2ext), 0);
+	built.proposal.peer_id.instance = 0x9cb2;	/* zeroed: v1 is not offered */
+	built.proposal.gid = g1;
+	assert_int_equal(clc_proposal_offer(&built.proposal, false, true, &x), 0);
 	assert_int_equal(clc_encode(&built, out, sizeof(out), &n), 0);
 	assert_int_equal(n, f->len);
 	assert_memory_equal(out, f->data, n);
+	/* offering both: byte 7 0x20, the IP area before the extension; v1 only: as before */
+	clc_proposal_init(&built.proposal);
+	built.proposal.ipv4_subnet = 0x0a000000;
+	built.proposal.ipv4_prefix_len = 24;
+	assert_int_equal(clc_proposal_offer(&built.proposal, true, true, &x), 0);
+	assert_int_equal(clc_encode(&built, out, sizeof(out), &n), 0);
+	assert_int_equal(n, 80 + 8 + 72 + 4);
+	assert_int_equal(out[7], 0x20);
+	struct clc_msg both;
+	uint32_t decl;
+	assert_int_equal(clc_decode(out, n, &both), 0);
+	assert_true(both.proposal.offers_smcr_v1 && both.proposal.has_v2ext);
+	assert_int_equal(clc_choose_version(&both.proposal, true, true, &decl), 2);
+	assert_int_equal(clc_choose_version(&both.proposal, false, true, &decl), 1);
+	assert_int_equal(clc_proposal_offer(&built.proposal, true, false, NULL), 0);
+	assert_int_equal(clc_encode(&built, out, sizeof(out), &n), 0);
+	assert_int_equal(n, CLC_PROPOSAL_LINUX_LEN);
+	assert_int_equal(out[7], 0x10);
+	assert_int_equal(clc_proposal_offer(&built.proposal, false, false, NULL), -SMCR_E_CLC2_ENC_FIELD);
+	assert_int_equal(clc_proposal_offer(&built.proposal, false, true, NULL), -SMCR_E_CLC2_ENC_FIELD);
 }
 
 static void check_acc_common(const struct clc_accept_v2 *a, uint8_t me)
