@@ -445,7 +445,7 @@ void perf_usage(FILE *f)
 	    "  -s SIZES       sizes: 64, 1K, 64K, 1M; a comma list sweeps them\n"
 	    "  -d SECONDS     seconds per run (client default 5, compare default 2); 0.5 and 500ms "
 	    "work\n"
-	    "  -r ROUNDS      compare: runs per transport (default 3, at least 3)\n"
+	    "  -r ROUNDS      compare: runs per transport (default 3; 1: a single round)\n"
 	    "  --warmup N     compare: uncounted runs per transport first (default 1, 0..10)\n"
 	    "  -w SIZE        SO_SNDBUF and SO_RCVBUF of the data sockets (smcr: send buffer and\n"
 	    "                 RMBE); server: set on the listener\n"
