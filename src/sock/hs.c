@@ -21,6 +21,7 @@
 #define _GNU_SOURCE
 #include "sock/sock.h"
 #include "sock/stats.h"
+#include "sock/trace.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -552,6 +553,7 @@ static enum hs_input hs_read(struct sock *s)
 	if (n != (ssize_t)msglen)
 		return HS_IN_EOF;
 	s->in_len += msglen;
+	trace_clc(s, false, s->in + s->in_len - msglen, msglen);
 	return HS_IN_MSG;
 }
 
@@ -572,6 +574,7 @@ static void hs_noengine_locked(struct sock *s, enum hs_input in)
 			hs_fail_locked(s, -SMCR_E_SOCK_SYSCALL);
 			return;
 		}
+		trace_clc(s, true, buf, len);
 		hs_fallback_locked(s, SMCR_REASON_NODEV, 0);
 		return;
 	}
@@ -596,8 +599,10 @@ static void hs_noengine_locked(struct sock *s, enum hs_input in)
 		if (clc_encode(&m, buf, sizeof(buf), &len) < 0 ||
 		    hs_write_all(s->tcp, buf, len) < 0)
 			hs_fail_locked(s, -SMCR_E_SOCK_SYSCALL);
-		else
+		else {
+			trace_clc(s, true, buf, len);
 			hs_fallback_locked(s, SMCR_REASON_NODEV, 0);
+		}
 	} else {
 		hs_fail_locked(s, rc < 0 ? rc : -SMCR_E_CORE_CLC_UNEXPECTED);
 	}
@@ -685,6 +690,7 @@ static void hs_run_locked(struct sock *s, uint32_t tcp_events)
 		memmove(s->in, s->in + r.consumed, s->in_len - r.consumed);
 		s->in_len -= r.consumed;
 		if (r.out_len) {
+			trace_clc(s, true, r.out, r.out_len);
 			rc = hs_write_all(s->tcp, r.out, r.out_len);
 			if (rc < 0 && r.status != CORE_CLC_FAILED) {
 				hs_fail_locked(s, rc);
