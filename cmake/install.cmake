@@ -27,7 +27,7 @@ if(TARGET smcr)
           COMPONENT dev)
 endif()
 
-foreach(t smcr-perf smcr-decode smcr-run)
+foreach(t smcr-perf smcr-decode smcr-run smcr-stat)
   if(TARGET ${t})
     install(TARGETS ${t} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   endif()

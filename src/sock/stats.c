@@ -308,10 +308,45 @@ static void put_pair(struct out *o, const char *k, const char *a, uint64_t va, c
 	put(o, "}", 1);
 }
 
+/* s minus base, counter by counter; a reason or error slot keeps its code. */
+static void snap_sub(struct stats_snap *s, const struct stats_snap *b)
+{
+	for (int i = 0; i < STATS_NCTR; i++)
+		s->v[i] -= b->v[i];
+	for (int m = 0; m < STATS_NMODE; m++)
+		s->conns[m] -= b->conns[m];
+	for (int d = 0; d < 2; d++) {
+		for (int i = 0; i < STATS_REASONS; i++)
+			if (s->reason_code[d][i] == b->reason_code[d][i])
+				s->reason_n[d][i] -= b->reason_n[d][i];
+		s->reason_other[d] -= b->reason_other[d];
+	}
+	for (int i = 0; i < STATS_HSERRS; i++)
+		if (s->hserr_code[i] == b->hserr_code[i])
+			s->hserr_n[i] -= b->hserr_n[i];
+	s->hserr_other -= b->hserr_other;
+	s->cdc_sent -= b->cdc_sent;
+	s->cdc_received -= b->cdc_received;
+	s->cdc_dropped -= b->cdc_dropped;
+	s->llc_sent -= b->llc_sent;
+	s->llc_received -= b->llc_received;
+	s->llc_dropped -= b->llc_dropped;
+	s->rmbe_full -= b->rmbe_full;
+	s->window_stall -= b->window_stall;
+}
+
 size_t stats_format(char *buf, size_t len, const char *event)
+{
+	return stats_format_since(buf, len, event, NULL);
+}
+
+size_t stats_format_since(char *buf, size_t len, const char *event,
+			  const struct stats_snap *base)
 {
 	struct stats_snap s;
 	stats_snapshot(&s);
+	if (base)
+		snap_sub(&s, base);
 	struct out o = { buf, 0, len, false };
 	put(&o, "{", 1);
 	putkv(&o, "pid", (uint64_t)getpid(), true);

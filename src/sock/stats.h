@@ -107,6 +107,9 @@ void stats_snapshot(struct stats_snap *out);
 /* Formats the SMCR_STATS line (with '\n') for event ("exit", "signal", ...) into buf;
  * returns its length, 0 if it does not fit. Async-signal-safe. */
 size_t stats_format(char *buf, size_t len, const char *event);
+/* The same, counting from base (a snapshot taken earlier; NULL: from the start). */
+size_t stats_format_since(char *buf, size_t len, const char *event,
+			  const struct stats_snap *base);
 /* Appends the line to the SMCR_STATS file (no-op without SMCR_STATS). Returns 0, or -1
  * with errno. Async-signal-safe. */
 int stats_write(const char *event);

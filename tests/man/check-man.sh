@@ -21,10 +21,8 @@ for page in "$@"; do
 	done
 	title=${name%.*}
 	first=$(awk '/^NAME/ { getline; print; exit }' <<<"$out")
-	case "$first" in
-	*"$title - "*) ;;
-	*) echo "FAIL $name: NAME does not name $title ($first)"; rc=1 ;;
-	esac
+	grep -Eq "^ *$title +- " <<<"$first" ||
+		{ echo "FAIL $name: NAME does not name $title ($first)"; rc=1; }
 	if [ "$name" = smcr.7 ]; then
 		vars=$(grep -rhoE '"SMCR_[A-Z0-9_]+"' "$src/src" --include=*.c | tr -d '"' | sort -u)
 		for v in $vars; do
