@@ -23,9 +23,9 @@ port=$((20000 + RANDOM % 40000))
 "$perf" server -p "$port" > "$tmp/srv.out" 2>&1 &
 srv=$!; pids+=($srv)
 sleep 0.3
-"$perf" client 127.0.0.1 -p "$port" -t stream -s 16K -d 4 > "$tmp/cli.out" 2>&1 &
+"$perf" client 127.0.0.1 -p "$port" -t stream -s 16K -d 20 > "$tmp/cli.out" 2>&1 &
 cli=$!; pids+=($cli)
-"$perf" client 127.0.0.1 -p "$port" -t stream -s 1K -d 4 --transport tcp > "$tmp/tcp.out" 2>&1 &
+"$perf" client 127.0.0.1 -p "$port" -t stream -s 1K -d 20 --transport tcp > "$tmp/tcp.out" 2>&1 &
 tcpc=$!; pids+=($tcpc)
 sleep 1.5
 
