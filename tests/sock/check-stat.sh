@@ -20,14 +20,23 @@ export SMCR_CONFIG=/nonexistent SMCR_DEVICES=shm SMCR_LOG=error
 unset SMCR_STATS SMCR_TRACE
 port=$((20000 + RANDOM % 40000))
 
+until_listed() { # until_listed ARGS REGEX: poll smcr-stat ARGS until a line matches (10 s)
+	for _ in $(seq 200); do
+		"$stat" $1 | grep -Eq "$2" && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
 "$perf" server -p "$port" > "$tmp/srv.out" 2>&1 &
 srv=$!; pids+=($srv)
-sleep 0.3
+until_listed -l "^$srv +smcr-perf +[0-9]+ +listen " || fail "server not listening"
 "$perf" client 127.0.0.1 -p "$port" -t stream -s 16K -d 20 > "$tmp/cli.out" 2>&1 &
 cli=$!; pids+=($cli)
 "$perf" client 127.0.0.1 -p "$port" -t stream -s 1K -d 20 --transport tcp > "$tmp/tcp.out" 2>&1 &
 tcpc=$!; pids+=($tcpc)
-sleep 1.5
+until_listed "" "^$cli +smcr-perf +[0-9]+ +smcr +client " || fail "client not listed"
+until_listed "" "^$srv +smcr-perf +[0-9]+ +tcp +server " || fail "TCP client not listed"
 
 # text: the SMC-R client's data connection and the server's two kinds
 "$stat" > "$tmp/text1"
