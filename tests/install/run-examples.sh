@@ -20,7 +20,7 @@ SMCR_RULES='use smc server * *' "$tmp/smcr-echo-server" -p 0 -n 1 > "$tmp/srv.ou
 srv_pid=$!
 port=
 for _ in $(seq 500); do
-	port=$(sed -n 's/^listening on port \([0-9]*\).*/\1/p' "$tmp/srv.out")
+	port=$(sed -n 's/^listening on port \([0-9]*\).*/\1/p' "$tmp/srv.out" 2>/dev/null || true)
 	[ -n "$port" ] && break
 	sleep 0.01
 done
