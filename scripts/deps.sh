@@ -13,6 +13,9 @@ if [ "${1:-}" = test ]; then
   # nftables: the bpf tests drop SYN-ACKs in their own network namespaces.
   # libssl-dev: SHA-256 (libcrypto) in the socket layer's integration tests only.
   pkgs+=(clang libclang-rt-14-dev tshark iproute2 procps nftables libssl-dev)
+  # man-db, groff-base: the man pages' test; dpkg-dev, fakeroot, lintian: the .deb's;
+  # python3: smcr-stat's test reads its JSON.
+  pkgs+=(man-db groff-base dpkg-dev fakeroot lintian python3)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -24,6 +24,7 @@
 #include "sock/errmap.h"
 #include "sock/sig.h"
 #include "sock/sys.h"
+#include "sock/trace.h"
 #include "util/clock.h"
 #include "util/env.h"
 #include "util/log.h"
@@ -362,6 +363,7 @@ struct core_engine *sock_engine(void)
 		.lg_free_clnt_ns = lg_free_ns,
 		.close_wait_ns = env_ms("SMCR_CLOSE_WAIT_MS", 0),
 		.close_solicited = smcr_env_num_or("SMCR_CLOSE_SOLICITED", 0, 1, 0) == 1,
+		.trace = trace_core_fn(), /* SMCR_TRACE (trace.h); NULL when off */
 		.rmbe_auto_max = CORE_RMBE_AUTO_MAX,
 		/* 0: the engine's maximum */
 		.conns_per_lg = (unsigned)smcr_env_num_or("SMCR_CONNS_PER_LG", 1,

@@ -20,6 +20,8 @@
  * server answers a Proposal with that Decline. Both then fall back. */
 #define _GNU_SOURCE
 #include "sock/sock.h"
+#include "sock/stats.h"
+#include "sock/trace.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -393,6 +395,7 @@ static void hs_fail_locked(struct sock *s, int code)
 		s->tcp = -1;
 	}
 	atomic_store(&s->state, SS_FAILED);
+	stats_hs_failed(code);
 	if (s->has_sig)
 		sig_error(&s->sig); /* POLLERR|POLLHUP|POLLOUT|..., as a failed TCP connect */
 	hs_finish_locked(s);
@@ -435,6 +438,7 @@ static void hs_smc_locked(struct sock *s)
 		hs_watch_defer_locked(s); /* below: most connections end before it starts */
 	}
 	atomic_store(&s->state, SS_SMC);
+	stats_conn(STATS_MODE_SMCR, 0, 0);
 	/* After the state store: an engine event from now on applies itself; one from before
 	 * is in the level mask read here. */
 	unsigned ev = core_conn_events(s->conn);
@@ -472,6 +476,7 @@ static void hs_fallback_locked(struct sock *s, uint32_t local, uint32_t peer)
 		return;
 	}
 	atomic_store(&s->state, SS_TCP);
+	stats_conn(STATS_MODE_TCP, s->local_reason, s->peer_reason);
 	hs_finish_locked(s);
 }
 
@@ -548,6 +553,7 @@ static enum hs_input hs_read(struct sock *s)
 	if (n != (ssize_t)msglen)
 		return HS_IN_EOF;
 	s->in_len += msglen;
+	trace_clc(s, false, s->in + s->in_len - msglen, msglen);
 	return HS_IN_MSG;
 }
 
@@ -568,6 +574,7 @@ static void hs_noengine_locked(struct sock *s, enum hs_input in)
 			hs_fail_locked(s, -SMCR_E_SOCK_SYSCALL);
 			return;
 		}
+		trace_clc(s, true, buf, len);
 		hs_fallback_locked(s, SMCR_REASON_NODEV, 0);
 		return;
 	}
@@ -592,8 +599,10 @@ static void hs_noengine_locked(struct sock *s, enum hs_input in)
 		if (clc_encode(&m, buf, sizeof(buf), &len) < 0 ||
 		    hs_write_all(s->tcp, buf, len) < 0)
 			hs_fail_locked(s, -SMCR_E_SOCK_SYSCALL);
-		else
+		else {
+			trace_clc(s, true, buf, len);
 			hs_fallback_locked(s, SMCR_REASON_NODEV, 0);
+		}
 	} else {
 		hs_fail_locked(s, rc < 0 ? rc : -SMCR_E_CORE_CLC_UNEXPECTED);
 	}
@@ -681,6 +690,7 @@ static void hs_run_locked(struct sock *s, uint32_t tcp_events)
 		memmove(s->in, s->in + r.consumed, s->in_len - r.consumed);
 		s->in_len -= r.consumed;
 		if (r.out_len) {
+			trace_clc(s, true, r.out, r.out_len);
 			rc = hs_write_all(s->tcp, r.out, r.out_len);
 			if (rc < 0 && r.status != CORE_CLC_FAILED) {
 				hs_fail_locked(s, rc);
@@ -1043,6 +1053,7 @@ void hs_abort_locked(struct sock *s)
 	}
 	s->error = ECONNABORTED;
 	atomic_store(&s->state, SS_FAILED);
+	stats_hs_failed(sock_err_sys(ECONNABORTED));
 	if (s->has_sig)
 		sig_error(&s->sig);
 	pthread_cond_broadcast(&s->cond);

@@ -3,6 +3,7 @@
  * and locks in sock.h, readiness mechanism in sig.h). */
 #define _GNU_SOURCE
 #include "sock/sock.h"
+#include "sock/statsrv.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -94,6 +95,7 @@ void sock_put(struct sock *s)
 
 int sock_create(int fd, int domain, bool nonblock, bool cloexec, struct sock **out)
 {
+	statsrv_ensure(); /* smcr-stat can read this process from now on (statsrv.h) */
 	struct sock *s = sock_alloc();
 	if (!s)
 		return -SMCR_E_NOMEM;
