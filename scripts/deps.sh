@@ -5,14 +5,17 @@
 set -euo pipefail
 # clang, libbpf-dev, bpftool, linux-libc-dev: the BPF programs (clang -target bpf), their
 # skeleton and the smcr-bpf installer (src/bpf, tools/smcr-bpf).
+# libibverbs-dev: the verbs provider's headers (src/dev/verbs; libibverbs is dlopen()ed).
 pkgs=(build-essential cmake pkg-config libcmocka-dev libpcap-dev
-      clang libbpf-dev bpftool linux-libc-dev)
+      clang libbpf-dev bpftool linux-libc-dev libibverbs-dev)
 if [ "${1:-}" = test ]; then
   # clang + compiler-rt: libFuzzer and sanitizers; tshark: the independent decoder;
   # iproute2: network namespaces for the emulated provider's tests.
   # nftables: the bpf tests drop SYN-ACKs in their own network namespaces.
   # libssl-dev: SHA-256 (libcrypto) in the socket layer's integration tests only.
   pkgs+=(clang libclang-rt-14-dev tshark iproute2 procps nftables libssl-dev)
+  # qemu-system-x86, debootstrap: the verbs provider's Soft-RoCE guests (tests/vm).
+  pkgs+=(qemu-system-x86 debootstrap)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
