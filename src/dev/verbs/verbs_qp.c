@@ -81,8 +81,14 @@ int vb_create_qp(struct dev_pd *pd, const struct dev_qp_init_attr *attr, struct 
 		return rc;
 	}
 	pthread_mutex_init(&q->lock, NULL);
-	struct dev_qp_cap granted = { ia.cap.max_send_wr, ia.cap.max_recv_wr, ia.cap.max_send_sge,
-				      ia.cap.max_recv_sge, ia.cap.max_inline_data };
+	/* WR depths as granted (the device may round up, and holds that many); SGEs and
+	 * inline bytes as asked at most, so post_send refuses what the caller did not ask
+	 * for, as every provider does (the device may grant its maximum) */
+	struct dev_qp_cap granted = {
+		ia.cap.max_send_wr, ia.cap.max_recv_wr,
+		ia.cap.max_send_sge < attr->cap.max_send_sge ? ia.cap.max_send_sge : attr->cap.max_send_sge,
+		ia.cap.max_recv_sge < attr->cap.max_recv_sge ? ia.cap.max_recv_sge : attr->cap.max_recv_sge,
+		ia.cap.max_inline_data };
 	dev_qp_init(&q->qp, pd, attr, q->ibqp->qp_num, &granted);
 	vb_dev_qp_add(d, q);
 	*out = &q->qp;
@@ -273,6 +279,18 @@ int vb_post_send(struct dev_qp *qp, const struct dev_send_wr *wr, const struct d
 	return 0;
 }
 
+/* A receive WR posted on a QP in ERR must flush (dev.h rule 4). rxe's user-space
+ * receive queue is not looked at by the kernel until a packet comes or the QP enters ERR,
+ * so a WR posted in ERR would wait forever: asking for ERR again makes the kernel flush
+ * it. Only on this rare path (devices that flush by themselves just see a no-op). */
+static void flush_kick(struct vb_qp *q)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	pthread_mutex_lock(&q->lock);
+	(void)vb_lib()->modify_qp(q->ibqp, &a, IBV_QP_STATE);
+	pthread_mutex_unlock(&q->lock);
+}
+
 int vb_post_recv(struct dev_qp *qp, const struct dev_recv_wr *wr, const struct dev_recv_wr **bad)
 {
 	struct vb_qp *q = vbq(qp);
@@ -309,6 +327,8 @@ int vb_post_recv(struct dev_qp *qp, const struct dev_recv_wr *wr, const struct d
 					*bad = ibad ? src[ibad - w] : src[0];
 				return e == ENOMEM ? -SMCR_E_DEV_QUEUE_FULL : -SMCR_E_DEV_BAD_WR;
 			}
+			if (atomic_load(&qp->state) == DEV_QPS_ERR)
+				flush_kick(q);
 		}
 		if (invalid) {
 			if (bad)
