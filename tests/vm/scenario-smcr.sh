@@ -21,15 +21,17 @@ expect_mode() { # file mode
 }
 echo "== rdma devices:"; rdma link show; ibv_devices 2>&1 | head -5
 if [ "$role" = a ]; then
+	# the perf server first, so it listens long before b gets to it
+	"$B/tools/smcr-perf/smcr-perf" server -p 5301 >/tmp/perf-server.out 2>&1 &
+	perf=$!
 	check "conformance verbs (rxe0)" "$B/tests/conformance/conformance" verbs
 	check "vm_sha server 4 MiB" sh -c "'$B/tests/vm/vm_sha' server 5000 >/tmp/sha1.out; cat /tmp/sha1.out"
 	check "server mode smcr" expect_mode /tmp/sha1.out smcr
-	"$B/tools/smcr-perf/smcr-perf" server -p 5301 >/tmp/perf-server.out 2>&1 &
-	perf=$!
 	check "vm_sha server (end of b's runs)" sh -c "'$B/tests/vm/vm_sha' server 5001 >/tmp/sha2.out; cat /tmp/sha2.out"
 	check "server mode smcr (2)" expect_mode /tmp/sha2.out smcr
 	kill $perf 2>/dev/null
 	wait $perf 2>/dev/null
+	cat /tmp/perf-server.out
 else
 	check "vm_sha client 4 MiB" sh -c "'$B/tests/vm/vm_sha' client 10.0.0.1 5000 4194304 >/tmp/sha1.out; rc=\$?; cat /tmp/sha1.out; exit \$rc"
 	check "client mode smcr" expect_mode /tmp/sha1.out smcr
@@ -44,6 +46,9 @@ else
 			done
 		done
 	done
+	# every smcr run really ran smcr (the mode column of --dat is read from the engine)
+	check "perf: 6 smcr runs in mode smcr" test "$(grep -cE '^(stream|pingpong) [0-9]+ smcr smcr ' /tmp/perf.dat)" = 6
+	check "perf: 6 tcp runs in mode tcp" test "$(grep -cE '^(stream|pingpong) [0-9]+ tcp tcp ' /tmp/perf.dat)" = 6
 	check "vm_sha client 1 MiB (last)" sh -c "'$B/tests/vm/vm_sha' client 10.0.0.1 5001 1048576 >/tmp/sha2.out; rc=\$?; cat /tmp/sha2.out; exit \$rc"
 	check "client mode smcr (2)" expect_mode /tmp/sha2.out smcr
 	cp /tmp/perf.dat "$SMCR_OUT/perf.dat" 2>/dev/null

@@ -261,6 +261,10 @@ static int vb_get_async_event(struct dev_device *dev, struct dev_async_event *ev
 		case IBV_EVENT_QP_ACCESS_ERR:
 		case IBV_EVENT_COMM_EST: {
 			struct vb_qp *q = e.element.qp->qp_context;
+			if (!q) { /* the inline probe's QP (open_new): not a user's */
+				keep = false;
+				break;
+			}
 			ev->type = (enum dev_event_type)e.event_type;
 			ev->qp_num = q->qp.qp_num;
 			ev->qp_context = q->qp.qp_context;
