@@ -412,7 +412,7 @@ struct core_engine *sock_engine(void)
 		.conns_per_lg = (unsigned)smcr_env_num_or("SMCR_CONNS_PER_LG", 1,
 							  CORE_CONNS_PER_LG_MAX, 0),
 	};
-	int rc = ndev ? core_engine_new(&p, &e) : -SMCR_E_INVAL;
+	int rc = ndev ? core_engine_new(&p, &e) : -SMCR_E_DEV_NO_DEVICE; /* none listed or found */
 	free(specs);
 	if (rc < 0) {
 		LOG_WARN("engine", "no SMC-R engine (%s): connections use TCP", sock_err_name(rc));

@@ -25,6 +25,7 @@ if [ "$role" = a ]; then
 	"$B/tools/smcr-perf/smcr-perf" server -p 5301 >/tmp/perf-server.out 2>&1 &
 	perf=$!
 	check "conformance verbs (rxe0)" "$B/tests/conformance/conformance" verbs
+	check "CQs grow with their QPs (rxe0)" "$B/tests/conformance/test_verbs_cq_grow"
 	check "vm_sha server 4 MiB" sh -c "'$B/tests/vm/vm_sha' server 5000 >/tmp/sha1.out; cat /tmp/sha1.out"
 	check "server mode smcr" expect_mode /tmp/sha1.out smcr
 	check "vm_sha server (end of b's runs)" sh -c "'$B/tests/vm/vm_sha' server 5001 >/tmp/sha2.out; cat /tmp/sha2.out"
