@@ -11,7 +11,8 @@
 # Exit codes: 0 both guests' scenarios passed; 1 a scenario failed (a test's assertion);
 # 2 infrastructure failure: a guest's kernel died ("Kernel panic", "double fault", ...), a
 # guest stopped without its end marker, or a timeout (console logs printed; the pair is
-# tried once more before giving up); 77 cannot run here (no qemu, no guest).
+# tried once more before giving up, unless SMCR_VM_RETRY=0); 77 cannot run here (no qemu,
+# no guest).
 # Results: $SMCR_VM_OUT (default BUILD_DIR/vm/SCENARIO): a.log, b.log, a.console, b.console.
 set -uo pipefail
 scenario=${1:?usage: run-pair.sh SCENARIO [BUILD_DIR]}
@@ -95,14 +96,21 @@ DEATH='Kernel panic|double fault|BUG: unable|general protection fault|Oops:|watc
 attempt() {
 	mkdir -p "$OUT"
 	rm -f "$OUT"/*.console "$OUT"/*.log "$OUT"/*.qemu
-	local port=$((20000 + RANDOM % 40000))
-	boot a 10.0.0.1 1 -netdev "socket,id=n0,listen=127.0.0.1:$port" \
-		-device virtio-net-pci,netdev=n0,mac=52:54:00:5c:00:01
-	# b connects once a listens
-	for _ in $(seq 50); do
-		ss -ltn 2>/dev/null | grep -q "127.0.0.1:$port " && break
-		kill -0 "${pids[0]}" 2>/dev/null || break
-		sleep 0.1
+	local port listening=0
+	# a listens on a random port (another one if that is taken), b connects to it
+	for _ in 1 2 3 4 5; do
+		port=$((20000 + RANDOM % 40000))
+		boot a 10.0.0.1 1 -netdev "socket,id=n0,listen=127.0.0.1:$port" \
+			-device virtio-net-pci,netdev=n0,mac=52:54:00:5c:00:01
+		for _ in $(seq 50); do
+			ss -ltn 2>/dev/null | grep -q "127.0.0.1:$port " && { listening=1; break; }
+			kill -0 "${pids[0]}" 2>/dev/null || break
+			sleep 0.1
+		done
+		[ $listening = 1 ] && break
+		grep -q "Address already in use" "$OUT/a.qemu" 2>/dev/null || break
+		log "port $port taken, another one"
+		kill_pair
 	done
 	boot b 10.0.0.2 "${SMCR_VM_RXE_B:-1}" -netdev "socket,id=n0,connect=127.0.0.1:$port" \
 		-device virtio-net-pci,netdev=n0,mac=52:54:00:5c:00:02
@@ -131,6 +139,8 @@ attempt() {
 	if [ -n "$why" ]; then
 		log "INFRA FAILURE: $why after $((SECONDS - t0))s"
 		for r in a b; do
+			echo "---- guest $r console: the lines that tell a death ----" >&2
+			grep -E "$DEATH" "$OUT/$r.console" >&2 2>/dev/null
 			echo "---- guest $r console (last 40 lines) ----" >&2
 			tail -40 "$OUT/$r.console" >&2 2>/dev/null
 			echo "---- guest $r qemu ----" >&2
@@ -157,7 +167,7 @@ attempt() {
 
 attempt
 rc=$?
-if [ $rc -eq 2 ]; then
+if [ $rc -eq 2 ] && [ "${SMCR_VM_RETRY:-1}" != 0 ]; then
 	log "retrying the pair once"
 	attempt
 	rc=$?
