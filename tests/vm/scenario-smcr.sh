@@ -4,7 +4,8 @@
 #      one device; the "peer killed" test is two processes on it), then the servers:
 #      vm_sha (4 MiB, SHA-256), smcr-perf, and a last vm_sha that b uses as its "done".
 #   b (10.0.0.2): vm_sha client (must be mode smcr, digest equal), smcr-perf stream and
-#      pingpong over smcr and over tcp in turns (3 rounds each), the last vm_sha client.
+#      pingpong over smcr and over tcp in turns (3 rounds each), the last vm_sha client
+#      (SMCR_DEVICES=verbs:rxe0/1: one port named).
 set -u
 role=$1
 B=$SMCR_BLD
@@ -50,7 +51,8 @@ else
 	# every smcr run really ran smcr (the mode column of --dat is read from the engine)
 	check "perf: 6 smcr runs in mode smcr" test "$(grep -cE '^(stream|pingpong) [0-9]+ smcr smcr ' /tmp/perf.dat)" = 6
 	check "perf: 6 tcp runs in mode tcp" test "$(grep -cE '^(stream|pingpong) [0-9]+ tcp tcp ' /tmp/perf.dat)" = 6
-	check "vm_sha client 1 MiB (last)" sh -c "'$B/tests/vm/vm_sha' client 10.0.0.1 5001 1048576 >/tmp/sha2.out; rc=\$?; cat /tmp/sha2.out; exit \$rc"
+	# this one names the port itself (verbs:<dev>/<port>) instead of "every active port"
+	check "vm_sha client 1 MiB (last, verbs:rxe0/1)" env SMCR_DEVICES=verbs:rxe0/1 sh -c "'$B/tests/vm/vm_sha' client 10.0.0.1 5001 1048576 >/tmp/sha2.out; rc=\$?; cat /tmp/sha2.out; exit \$rc"
 	check "client mode smcr (2)" expect_mode /tmp/sha2.out smcr
 	cp /tmp/perf.dat "$SMCR_OUT/perf.dat" 2>/dev/null
 fi
