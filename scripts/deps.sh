@@ -5,8 +5,9 @@
 set -euo pipefail
 # clang, libbpf-dev, bpftool, linux-libc-dev: the BPF programs (clang -target bpf), their
 # skeleton and the smcr-bpf installer (src/bpf, tools/smcr-bpf).
+# libibverbs-dev: the verbs provider's headers (src/dev/verbs; libibverbs is dlopen()ed).
 pkgs=(build-essential cmake pkg-config libcmocka-dev libpcap-dev
-      clang libbpf-dev bpftool linux-libc-dev)
+      clang libbpf-dev bpftool linux-libc-dev libibverbs-dev)
 if [ "${1:-}" = test ]; then
   # clang + compiler-rt: libFuzzer and sanitizers; tshark: the independent decoder;
   # iproute2: network namespaces for the emulated provider's tests.
@@ -16,6 +17,8 @@ if [ "${1:-}" = test ]; then
   # man-db, groff-base: the man pages' test; dpkg-dev, fakeroot, lintian: the .deb's;
   # python3: smcr-stat's test reads its JSON.
   pkgs+=(man-db groff-base dpkg-dev fakeroot lintian python3)
+  # qemu-system-x86, debootstrap: the verbs provider's Soft-RoCE guests (tests/vm).
+  pkgs+=(qemu-system-x86 debootstrap)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

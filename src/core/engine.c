@@ -49,7 +49,9 @@ void core_timer_at(struct core_engine *e, uint64_t deadline)
 /* ---- devices ----------------------------------------------------------------------------- */
 
 /* Picks port 1 and its best GID: RoCE v1 first (what SMC-R v1 uses, linux-interop.md 6),
- * else a software provider's GID, else index 0. */
+ * else a software provider's GID or a RoCE v2 GID of an IPv4 address (::ffff:a.b.c.d,
+ * routable, what Linux's SMC-R v2 uses; Soft-RoCE has only v2 GIDs, docs/parts/verbs.md),
+ * else index 0 (e.g. an fe80:: link-local v2 GID). */
 static int dev_setup(struct core_engine *e, struct core_dev *cd, const char *spec)
 {
 	int rc = dev_open(spec, &cd->dev);
@@ -67,7 +69,12 @@ static int dev_setup(struct core_engine *e, struct core_dev *cd, const char *spe
 		struct dev_gid_entry ge;
 		if (dev_query_gid(cd->dev, cd->port_num, (int)i, &ge))
 			continue;
-		int rank = ge.type == DEV_GID_TYPE_ROCE_V1 ? 3 : ge.type == DEV_GID_TYPE_SOFT ? 2 : 1;
+		static const uint8_t v4mapped[12] = { [10] = 0xff, [11] = 0xff };
+		bool v2_ipv4 = ge.type == DEV_GID_TYPE_ROCE_V2 &&
+			       memcmp(ge.gid.raw, v4mapped, sizeof v4mapped) == 0;
+		int rank = ge.type == DEV_GID_TYPE_ROCE_V1		? 3
+			   : ge.type == DEV_GID_TYPE_SOFT || v2_ipv4 ? 2
+								     : 1;
 		if (rank > best_rank) {
 			best = (int)i;
 			best_rank = rank;

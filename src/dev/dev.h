@@ -56,6 +56,12 @@
  *      DEV_WC_REM_INV_REQ_ERR at the sender; both QPs go to ERR.
  *   8. A send WR's completion (signaled, success) means the peer QP has received it (SEND,
  *      WRITE_WITH_IMM) or it is in the peer's memory (WRITE).
+ * Hardware RC (dev/verbs) keeps 1-4 and 8 and RC's own form of 5-7, which the core relies on
+ * no more than that: only the requester of an RNR or too-long SEND goes to ERR (the error
+ * kind of the NAK is the device's), a vanished peer is found by the side that sends (retry
+ * exceeded, or never, on rxe loopback) and raises no async event (the core's TESTLINK and
+ * error completions take the link down), src_qp is not set for RC, and a send queue may take
+ * more than max_send_wr (docs/parts/verbs.md 4).
  */
 #ifndef SMCR_DEV_DEV_H
 #define SMCR_DEV_DEV_H

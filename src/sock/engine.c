@@ -34,6 +34,9 @@
 #ifdef HAVE_SMCR_DEV_EMU
 #include "dev/emu/emu.h"
 #endif
+#ifdef HAVE_SMCR_DEV_VERBS
+#include "dev/verbs/verbs.h"
+#endif
 
 #define SOCK_MAX_DEVICES 8
 
@@ -231,7 +234,27 @@ static void register_providers(void)
 	if (dev_emu_register() < 0)
 		LOG_WARN("engine", "cannot register the emu provider");
 #endif
+#ifdef HAVE_SMCR_DEV_VERBS
+	if (dev_verbs_register() < 0)
+		LOG_WARN("engine", "cannot register the verbs provider");
+#endif
 }
+
+#ifdef HAVE_SMCR_DEV_VERBS
+/* "verbs" alone means every ACTIVE RoCE port of the host (docs/parts/verbs.md); with none,
+ * the reason is logged and the spec is dropped (no device: TCP). */
+static char verbs_specs[SOCK_MAX_DEVICES][VERBS_SPEC_MAX];
+static int expand_verbs(const char **devs, int ndev)
+{
+	const char *why = dev_verbs_absent();
+	int n = why ? 0 : dev_verbs_active_ports(verbs_specs, SOCK_MAX_DEVICES - ndev);
+	if (!n)
+		LOG_WARN("engine", "SMCR_DEVICES=verbs: %s", why ? why : "no RDMA port is ACTIVE");
+	for (int i = 0; i < n; i++)
+		devs[ndev++] = verbs_specs[i];
+	return ndev;
+}
+#endif
 
 /* The engine's progress: all pending work, then arm the CQs; if work arrived while
  * arming, go round again (bounded: with steady traffic, return "due now" and let the
@@ -348,8 +371,15 @@ struct core_engine *sock_engine(void)
 	int ndev = 0;
 	char *save = NULL;
 	for (char *t = specs ? strtok_r(specs, " ;\t\n", &save) : NULL;
-	     t && ndev < SOCK_MAX_DEVICES; t = strtok_r(NULL, " ;\t\n", &save))
+	     t && ndev < SOCK_MAX_DEVICES; t = strtok_r(NULL, " ;\t\n", &save)) {
+#ifdef HAVE_SMCR_DEV_VERBS
+		if (strcmp(t, VERBS_PROVIDER_NAME) == 0) {
+			ndev = expand_verbs(devs, ndev);
+			continue;
+		}
+#endif
 		devs[ndev++] = t;
+	}
 
 	uint64_t lg_free_ns = env_ms("SMCR_LG_FREE_MS", 0);
 	struct core_engine_params p = {
@@ -369,7 +399,7 @@ struct core_engine *sock_engine(void)
 		.conns_per_lg = (unsigned)smcr_env_num_or("SMCR_CONNS_PER_LG", 1,
 							  CORE_CONNS_PER_LG_MAX, 0),
 	};
-	int rc = ndev ? core_engine_new(&p, &e) : -SMCR_E_INVAL;
+	int rc = ndev ? core_engine_new(&p, &e) : -SMCR_E_DEV_NO_DEVICE; /* none listed or found */
 	free(specs);
 	if (rc < 0) {
 		LOG_WARN("engine", "no SMC-R engine (%s): connections use TCP", sock_err_name(rc));
