@@ -15,6 +15,8 @@
 
 static int pl_close(int fd)
 {
+	if (__builtin_expect(pl_foreign_any(), 0) && pl_foreign(fd))
+		return pl_foreign_close(fd);
 	PL_ENTER(close);
 	int r = smcr_close(fd);
 	PL_LEAVE(r == 0);

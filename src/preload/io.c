@@ -20,6 +20,7 @@
 extern void __chk_fail(void) __attribute__((noreturn));
 
 #define PL_DATA(name, call)               \
+	PL_FOREIGN(fd);                   \
 	PL_ENTER(name);                   \
 	ssize_t r = call;                 \
 	PL_LEAVE(r >= 0);                 \
@@ -88,6 +89,7 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int fl) { PL_DATA(sendmsg, smcr_
  * timeout of recvmmsg is checked only between entries, as the kernel's. */
 int recvmmsg(int fd, struct mmsghdr *v, unsigned n, int fl, struct timespec *t)
 {
+	PL_FOREIGN(fd);
 	if (!smcr_is_socket(fd))
 		return PL_REAL(recvmmsg)(fd, v, n, fl, t);
 	PL_ENTER(recvmmsg);
@@ -111,6 +113,7 @@ int recvmmsg(int fd, struct mmsghdr *v, unsigned n, int fl, struct timespec *t)
 
 int sendmmsg(int fd, struct mmsghdr *v, unsigned n, int fl)
 {
+	PL_FOREIGN(fd);
 	if (!smcr_is_socket(fd))
 		return PL_REAL(sendmmsg)(fd, v, n, fl);
 	PL_ENTER(sendmmsg);
@@ -131,6 +134,7 @@ int sendmmsg(int fd, struct mmsghdr *v, unsigned n, int fl)
  * kernel gives for a socket. */
 static ssize_t pl_prwv2(int fd, const struct iovec *v, int c, int64_t o, int fl, bool wr)
 {
+	PL_FOREIGN(fd);
 	PL_ENTER(preadv2);
 	ssize_t r;
 	if (o != -1) {
@@ -229,6 +233,7 @@ static ssize_t pl_file_to_sock(int out, int in, int64_t *off, size_t n)
 
 static ssize_t pl_sendfile(int out, int in, int64_t *off, size_t n)
 {
+	PL_FOREIGN(out);
 	PL_ENTER(sendfile);
 	ssize_t r = pl_file_to_sock(out, in, off, n);
 	PL_LEAVE(r >= 0);
@@ -280,6 +285,8 @@ static ssize_t pl_sock_to_pipe(int in, int out, size_t n, unsigned fl)
 
 ssize_t splice(int in, off64_t *oi, int out, off64_t *oo, size_t n, unsigned fl)
 {
+	PL_FOREIGN(in);
+	PL_FOREIGN(out);
 	bool si = smcr_is_socket(in), so = smcr_is_socket(out);
 	if (!si && !so)
 		return PL_REAL(splice)(in, oi, out, oo, n, fl);

@@ -6,6 +6,8 @@
 
 #include <errno.h>
 
+#include "preload/foreign.h"
+
 /* Entering: the table is ready and this thread's depth counts one more. A second level on
  * one thread can only be a signal handler's call, since no internal call reaches a wrapper
  * (real.h); the check mode of the tests treats it as a failure. */
@@ -32,6 +34,13 @@
 #include "preload/wrap.def"
 #undef W
 #undef V
+
+/* A forked child's data call on its parent's SMC-R connection fails (foreign.c). */
+#define PL_FOREIGN(fd)                                              \
+	do {                                                        \
+		if (__builtin_expect(pl_foreign_any(), 0) && pl_foreign(fd)) \
+			return pl_foreign_fail(fd);                 \
+	} while (0)
 
 /* True if fd is an smcr socket (one table lookup, no system call). */
 int smcr_is_socket(int fd);
