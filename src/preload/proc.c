@@ -130,6 +130,9 @@ static char **pl_sticky_env(char *const e[])
 /* The environment an exec passes on: e, or e with the sticky settings back. */
 static char *const *pl_exec_env(char *const e[])
 {
+	/* Connections accepted and never used would show the new image the client's CLC
+	 * bytes: each gets a Decline first and goes on as plain TCP (src/sock/lsn.c). */
+	sock_lazy_decline_all();
 	if (!pl_sticky())
 		return e;
 	char **n = pl_sticky_env(e);
