@@ -280,6 +280,10 @@ void sock_sync_after_call(struct sock *s);
 /* The process's engine, created on first use (NULL when no device could be opened: the
  * reason is logged once and connections fall back with SMCR_REASON_NODEV). */
 struct core_engine *sock_engine(void);
+/* What exit() does (engine.c's exit handler): closes the SMC-R connections left open and
+ * gives their close protocol up to $SMCR_EXIT_WAIT_MS; nothing in a process without an
+ * engine of its own. The interposer's _exit/_Exit call it too. */
+void sock_exit_flush(void);
 /* The engine if it exists already (never creates it): NULL before the first SMC-R
  * connection of the process or when there is none. */
 struct core_engine *sock_engine_if_up(void);
