@@ -5,7 +5,9 @@
  *   - SO_RCVTIMEO: a blocking recv with nothing to read ends with EAGAIN;
  *   - a signal without SA_RESTART interrupts a blocking recv (EINTR); with SA_RESTART and no
  *     timeout the recv goes on and returns the data sent later;
- *   - shutdown(SHUT_RD) in one thread wakes another blocked in recv (returns 0). */
+ *   - shutdown(SHUT_RD) in one thread wakes another blocked in recv (returns 0);
+ *   - fdopen on an SMC-R connection: fgets/fputs/fflush move the bytes, fclose ends the
+ *     connection (the peer reads EOF). */
 #include "pl_util.h"
 
 #include <fcntl.h>
@@ -145,6 +147,25 @@ static void test_shutdown_wakes(int lfd, uint16_t port)
 	close(s);
 }
 
+static void test_fdopen(int lfd, uint16_t port)
+{
+	int c, s;
+	pair(lfd, port, &c, &s);
+	FILE *f = fdopen(s, "r+");
+	CHECK(f != NULL);
+	pl_write_all(c, "hello\n", 6);
+	char line[64];
+	CHECK(fgets(line, sizeof(line), f) != NULL && !strcmp(line, "hello\n"));
+	CHECK(fputs("world\n", f) >= 0 && fflush(f) == 0);
+	char b[6];
+	pl_read_all(c, b, 6);
+	CHECK(!memcmp(b, "world\n", 6));
+	CHECK(fclose(f) == 0);
+	char x;
+	CHECK(read(c, &x, 1) == 0);
+	close(c);
+}
+
 int main(void)
 {
 	pl_need_preload();
@@ -154,6 +175,7 @@ int main(void)
 	test_rcvtimeo(lfd, port);
 	test_signals(lfd, port);
 	test_shutdown_wakes(lfd, port);
+	test_fdopen(lfd, port);
 	close(lfd);
 	printf("pl_conn: ok\n");
 	return 0;
