@@ -2,7 +2,7 @@
  * plain libc programs, never linked to smcr: they run under smcr-run, and read the mode of
  * a connection with getsockopt(SOL_SMCR, SMCR_INFO) through the interposer (only the
  * constants and the struct come from include/smcr/smcr.h). Each check that fails prints
- * where and exits 1; a program that cannot run here exits 77 (CTest: skipped). */
+ * where and aborts; a program that cannot run here exits 77 (CTest: skipped). */
 #ifndef SMCR_TESTS_PRELOAD_UTIL_H
 #define SMCR_TESTS_PRELOAD_UTIL_H
 
@@ -27,7 +27,7 @@
 		if (!(c)) {                                                             \
 			fprintf(stderr, "%s:%d: check failed: %s (errno %d %s)\n", __FILE__, \
 				__LINE__, #c, errno, strerror(errno));                  \
-			exit(1);                                                        \
+			abort(); /* at once: no exit handler waits for connections */   \
 		}                                                                       \
 	} while (0)
 
