@@ -59,7 +59,7 @@ static void fill_info(struct sock *s, struct smcr_info *in)
 	case SS_LISTEN: in->mode = SMCR_MODE_LISTEN; break;
 	case SS_HANDSHAKE: in->mode = SMCR_MODE_HANDSHAKE; break;
 	case SS_SMC: in->mode = SMCR_MODE_SMCR; break;
-	case SS_TCP: in->mode = SMCR_MODE_TCP; break;
+	case SS_TCP: in->mode = s->lazy ? SMCR_MODE_HANDSHAKE : SMCR_MODE_TCP; break;
 	case SS_FAILED: in->mode = SMCR_MODE_FAILED; break;
 	}
 	in->role = s->role == CORE_CLIENT ? SMCR_ROLE_CLIENT
@@ -370,7 +370,9 @@ int smcr_fcntl(int fd, int cmd, ...)
 	case F_DUPFD:
 	case F_DUPFD_CLOEXEC:
 		if (pair) {
-			rc = sock_fail(-SMCR_E_SOCK_NOTSUP);
+			/* an SMC-R connection gets a second number (sock.c) */
+			rc = sock_dup_locked(s, -1, (int)iarg, cmd == F_DUPFD_CLOEXEC);
+			rc = rc == SOCK_DUP_PLAIN ? FCNTL_SYS(fd) : rc < 0 ? sock_fail(rc) : rc;
 			break;
 		}
 		rc = FCNTL_SYS(fd);

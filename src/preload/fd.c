@@ -1,0 +1,148 @@
+/* fd.c: the wrappers of the calls on fd numbers: close (and close_range, closefrom),
+ * dup/dup2/dup3, fcntl (fcntl64, __fcntl) and ioctl. */
+#define _GNU_SOURCE
+#include "preload/pl.h"
+
+#include <smcr/smcr.h>
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "sock/fdtab.h"
+#include "sock/sock.h"
+
+static int pl_close(int fd)
+{
+	if (__builtin_expect(pl_foreign_any(), 0) && pl_foreign(fd))
+		return pl_foreign_close(fd);
+	PL_ENTER(close);
+	int r = smcr_close(fd);
+	PL_LEAVE(r == 0);
+	return r;
+}
+int close(int fd) { return pl_close(fd); }
+int __close(int fd) { return pl_close(fd); }
+
+/* Every smcr socket in [lo, hi] is closed through smcr_close first (its protocol close),
+ * then the kernel closes the rest. CLOSE_RANGE_CLOEXEC closes nothing: plain. */
+static void pl_close_smcr_range(unsigned lo, unsigned hi)
+{
+	for (int fd = fdtab_next((int)(lo > INT_MAX ? INT_MAX : lo)); fd >= 0 && (unsigned)fd <= hi;
+	     fd = fdtab_next(fd + 1))
+		(void)smcr_close(fd);
+}
+
+int close_range(unsigned lo, unsigned hi, int fl)
+{
+	PL_ENTER(close_range);
+	if (!(fl & CLOSE_RANGE_CLOEXEC) && lo <= hi)
+		pl_close_smcr_range(lo, hi);
+	int r = PL_REAL(close_range)(lo, hi, fl);
+	PL_LEAVE(r == 0);
+	return r;
+}
+
+void closefrom(int lo)
+{
+	PL_ENTER(closefrom);
+	if (lo >= 0)
+		pl_close_smcr_range((unsigned)lo, UINT_MAX);
+	PL_REAL(closefrom)(lo);
+	PL_LEAVE(true);
+}
+
+/* dup, dup2, dup3: a copy of an SMC-R connection is a second number of the same
+ * connection (src/sock/sock.c "Numbers of one connection"); of anything else the kernel's
+ * copy. dup2/dup3 onto an smcr socket close it first through smcr_close, as the kernel's
+ * dup2 closes newfd. A connection accepted and never used is declined first (TCP, so the
+ * kernel's copy carries no CLC byte). */
+
+static int pl_dup_common(int fd, int nfd, int min, bool cloexec, bool is3)
+{
+	if (nfd >= 0 && fd == nfd) {
+		if (is3) {
+			errno = EINVAL;
+			return -1;
+		}
+		return PL_REAL(fcntl)(fd, F_GETFD) < 0 ? -1 : fd;
+	}
+	if (smcr_is_socket(fd))
+		sock_lazy_decline(fd);
+	if (nfd >= 0 && smcr_is_socket(nfd))
+		(void)smcr_close(nfd);
+	int r = sock_dup(fd, nfd, min, cloexec);
+	if (r == SOCK_DUP_PLAIN) {
+		if (nfd >= 0)
+			return is3 ? PL_REAL(dup3)(fd, nfd, cloexec ? O_CLOEXEC : 0)
+				   : PL_REAL(dup2)(fd, nfd);
+		return PL_REAL(fcntl)(fd, cloexec ? F_DUPFD_CLOEXEC : F_DUPFD, min);
+	}
+	if (r < 0) {
+		errno = smcr_err_errno(r);
+		return -1;
+	}
+	return r;
+}
+
+static int pl_dup3(int fd, int nfd, int fl, bool is3)
+{
+	PL_ENTER(dup3);
+	int r;
+	if (is3 && (fl & ~O_CLOEXEC)) {
+		errno = EINVAL;
+		r = -1;
+	} else {
+		r = pl_dup_common(fd, nfd, 0, (fl & O_CLOEXEC) != 0, is3);
+	}
+	PL_LEAVE(r >= 0);
+	return r;
+}
+int dup2(int fd, int nfd) { return pl_dup3(fd, nfd, 0, false); }
+int __dup2(int fd, int nfd) { return pl_dup3(fd, nfd, 0, false); }
+int dup3(int fd, int nfd, int fl) { return pl_dup3(fd, nfd, fl, true); }
+
+int dup(int fd)
+{
+	PL_ENTER(dup);
+	int r = pl_dup_common(fd, -1, 0, false, false);
+	PL_LEAVE(r >= 0);
+	return r;
+}
+
+static int pl_fcntl(int fd, int cmd, void *arg)
+{
+	PL_ENTER(fcntl);
+	int r;
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+		r = pl_dup_common(fd, -1, (int)(intptr_t)arg, cmd == F_DUPFD_CLOEXEC, false);
+	else
+		r = smcr_fcntl(fd, cmd, arg);
+	PL_LEAVE(r != -1);
+	return r;
+}
+
+#define PL_VA_ARG(last, arg)            \
+	va_list ap;                     \
+	va_start(ap, last);             \
+	void *arg = va_arg(ap, void *); \
+	va_end(ap)
+
+int fcntl(int fd, int cmd, ...) { PL_VA_ARG(cmd, a); return pl_fcntl(fd, cmd, a); }
+int fcntl64(int fd, int cmd, ...) { PL_VA_ARG(cmd, a); return pl_fcntl(fd, cmd, a); }
+int __fcntl(int fd, int cmd, ...) { PL_VA_ARG(cmd, a); return pl_fcntl(fd, cmd, a); }
+
+int ioctl(int fd, unsigned long req, ...)
+{
+	PL_VA_ARG(req, a);
+	if (req == FIONREAD || req == SIOCOUTQ || req == SIOCOUTQNSD || req == SIOCATMARK)
+		PL_FIRST_USE(fd); /* they read the connection's state (SIOCINQ == FIONREAD) */
+	PL_ENTER(ioctl);
+	int r = smcr_ioctl(fd, req, a);
+	PL_LEAVE(r != -1);
+	return r;
+}
