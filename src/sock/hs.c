@@ -523,8 +523,10 @@ static enum hs_input hs_read(struct sock *s)
 		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? HS_IN_NONE
 										 : HS_IN_EOF;
 	s->got_bytes = true;
-	if (s->role == CORE_SERVER && s->in_len == 0) {
-		/* "SMCR" or "SMCD" (a Linux client may send an SMC-D Proposal or a Decline) */
+	if (s->role == CORE_SERVER && s->in_len == 0 && !s->clc_out) {
+		/* The client's first bytes: "SMCR" or "SMCD" (a Linux client may send an SMC-D
+		 * Proposal or a Decline), else a plain TCP client. Only here: once our Accept is
+		 * out we are committed (RFC 7609 3.5), and whatever follows is CLC or a reset. */
 		size_t k = (size_t)n < 4 ? (size_t)n : 4;
 		for (size_t i = 0; i < k; i++) {
 			if (hdr[i] != clc_eye[i] && !(i == 3 && hdr[i] == 0xC4))
