@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -201,7 +202,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct shm_dev *sd = shm_dev_of(dev);
 	static int before = -1;
 	if (before < 0)
+	{
 		before = count_fds(); /* the device's own fds, before any peer */
+		if (getenv("FUZZ_SHM_CTL_FDS"))
+			list_fds();
+	}
+	if (getenv("FUZZ_SHM_CTL_FDS") && count_fds() != before)
+		fprintf(stderr, "fds changed between inputs\n");
 	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		abort();
@@ -268,6 +275,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (int i = 0; i < nfds; i++)
 			close(fds[i]);
 	}
+	/* The device has taken the connection (its peer exists) before we hang up: otherwise
+	 * the check below could pass before it even began. */
+	for (int i = 0;; i++) {
+		pthread_mutex_lock(&sd->lock);
+		bool seen = sd->peers != NULL;
+		pthread_mutex_unlock(&sd->lock);
+		struct pollfd pf = { .fd = s, .events = POLLRDHUP };
+		if (poll(&pf, 1, 0) == 1 && (pf.revents & (POLLHUP | POLLRDHUP)))
+			seen = true; /* taken and already dropped */
+		if (seen || i > 20000)
+			break;
+		struct timespec ts = { 0, 10000 };
+		nanosleep(&ts, NULL);
+	}
 	close(s);
 	/* The device notices the hang-up and drops everything of that peer. */
 	for (int i = 0; !peer_gone(sd); i++) {
@@ -297,6 +318,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (after != before) {
 		fprintf(stderr, "fds: %d before, %d after\n", before, after);
+		for (size_t k = 0; k < nrec; k++)
+			fprintf(stderr, "  record %zu: type %u flags %#x\n", k, data[REC * k] % 9,
+				data[REC * k + 1]);
 		list_fds();
 		abort();
 	}
