@@ -201,6 +201,9 @@ static int async_events(struct core_engine *e, struct core_dev *cd, uint64_t now
 		case DEV_EVENT_QP_FATAL:
 		case DEV_EVENT_QP_REQ_ERR:
 		case DEV_EVENT_QP_ACCESS_ERR:
+			/* Completions that came before the error are the peer's last messages (a
+			 * CDC announcing data it wrote): apply them before the link goes down. */
+			(void)poll_dev(e, cd, now);
 			for (struct core_link *l = e->links; l; l = l->next) {
 				if (l->cdev == cd && l->qp && l->qp->qp_num == ev.qp_num) {
 					if (l->state != CORE_LINK_DOWN)
