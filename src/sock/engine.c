@@ -27,12 +27,8 @@
 #include "util/clock.h"
 #include "util/env.h"
 #include "util/log.h"
-#ifdef HAVE_SMCR_DEV_SHM
-#include "dev/shm/shm.h"
-#endif
-#ifdef HAVE_SMCR_DEV_EMU
 #include "dev/emu/emu.h"
-#endif
+#include "dev/shm/shm.h"
 
 #define SOCK_MAX_DEVICES 8
 
@@ -222,14 +218,10 @@ uint64_t sock_server_first_wait_ns(void)
 
 static void register_providers(void)
 {
-#ifdef HAVE_SMCR_DEV_SHM
 	if (dev_shm_register() < 0)
 		LOG_WARN("engine", "cannot register the shm provider");
-#endif
-#ifdef HAVE_SMCR_DEV_EMU
 	if (dev_emu_register() < 0)
 		LOG_WARN("engine", "cannot register the emu provider");
-#endif
 }
 
 /* While the progress thread's round takes what a hold that just ended kept back: that
