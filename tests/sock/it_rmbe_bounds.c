@@ -50,6 +50,7 @@ struct shared {
 	volatile long long atk_got[NATK + 1]; /* bytes the server read from each attacker */
 	volatile int atk_bad_byte[NATK + 1];
 	volatile int srv_v_ok;
+	volatile int hello_seen[NATK + 1]; /* the server read attacker k's "hello" */
 };
 static struct shared *sh;
 
@@ -131,6 +132,8 @@ static int attacker(void *arg)
 	struct smcr_info in;
 	IT_CHECK(it_info(fd, &in) && in.mode == SMCR_MODE_SMCR && in.first_contact);
 	IT_CHECK(it_write_all(fd, "hello", 5));
+	/* the server has it (a send may leave from the send ring later than this call) */
+	it_wait_at_least(&sh->hello_seen[k], 1);
 	struct core_conn *c = conn_of(fd);
 	pthread_mutex_lock(&c->lock);
 	uint32_t rkey = c->peer_rkey, size = c->peer_size;
@@ -183,7 +186,9 @@ static int server(void *arg)
 		int fd = smcr_accept(lfd, NULL, NULL);
 		IT_CHECK(fd >= 0);
 		uint8_t b[256];
-		long long got = 0;
+		IT_CHECK(it_read_all(fd, b, 5) && memcmp(b, "hello", 5) == 0);
+		sh->hello_seen[k] = 1;
+		long long got = 5;
 		for (;;) {
 			ssize_t n = smcr_recv(fd, b, sizeof(b), 0);
 			if (n <= 0)
