@@ -330,7 +330,7 @@ void core_conn_tcp_event(struct core_conn *c, bool rst, uint64_t now_ns)
 		return;
 	}
 	if (!rst) {
-		c->tcp_fin = true; /* FIN: linux-interop.md 8, not the end of the SMC stream */
+		c->tcp_fin = true; /* a FIN alone is not the end of the SMC stream (docs/PROTOCOL.md §5) */
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}

@@ -1,5 +1,5 @@
 /* it_clc_commit.c: a server that has sent its Accept is committed to SMC-R (RFC 7609 3.5;
- * docs/PROTOCOL.md "Fallback"): fallback to TCP is possible only before that point, while
+ * docs/PROTOCOL.md §2.3–2.4 "commitment"): fallback to TCP is possible only before that point, while
  * the TCP stream still holds nothing but the client's first bytes. What the client sends in
  * place of its Confirm is CLC or nothing: anything else (random bytes, zeros, text) drops
  * the connection with a TCP reset, and the program never sees it nor those bytes.

@@ -1,4 +1,4 @@
-/* test_curs.c: wire/curs (procedures.md 4.3-4.5, wire-formats.md 7.2): the window-update
+/* test_curs.c: wire/curs (RFC 7609 4.x; docs/PROTOCOL.md §7-§8): the window-update
  * rule, the two-chunk split covers exactly the range, 16-bit sequence compare. Core's own
  * cursor arithmetic is tested in tests/unit/test_core_curs.c. */
 #include <setjmp.h>
