@@ -52,4 +52,11 @@ check_dir() { # dir layer
 
 for l in util wire dev core sock preload bpf; do check_dir "src/$l" "$l"; done
 check_dir tools tools
+
+# No relative climbing: an include names its layer ("layer/file.h"), never "../".
+while IFS= read -r hit; do
+  echo "layering: $hit: includes with \"../\" (name the layer instead)" >&2
+  bad=1
+done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"][^>"]*\.\./' src tools tests bench \
+         --include='*.c' --include='*.h' 2>/dev/null || true)
 exit $bad

@@ -205,6 +205,9 @@ static int async_events(struct core_engine *e, struct core_dev *cd, uint64_t now
 		case DEV_EVENT_QP_FATAL:
 		case DEV_EVENT_QP_REQ_ERR:
 		case DEV_EVENT_QP_ACCESS_ERR:
+			/* Completions that came before the error are the peer's last messages (a
+			 * CDC announcing data it wrote): apply them before the link goes down. */
+			(void)poll_dev(e, cd, now);
 			for (struct core_link *l = e->links; l; l = l->next) {
 				if (l->cdev == cd && l->qp && l->qp->qp_num == ev.qp_num) {
 					if (l->state != CORE_LINK_DOWN)
@@ -575,11 +578,11 @@ void core_engine_counters(const struct core_engine *e, struct core_engine_counte
 #undef CTR_LOAD
 }
 
-void core_engine_free(struct core_engine *e)
+/* Ends every link group in order (DELETE LINK all, orderly, reason "program initiated
+ * termination": what Linux sends when it frees a link group) and gives those messages up
+ * to 100 ms to leave. Caller holds poll_lock and lock. */
+static void end_lgs_locked(struct core_engine *e, uint64_t now)
 {
-	pthread_mutex_lock(&e->poll_lock);
-	pthread_mutex_lock(&e->lock);
-	uint64_t now = e->last_now;
 	for (struct core_lgr *lg = e->lgs; lg; lg = lg->next)
 		lgr_terminate(lg, LLC_DEL_PROG_INIT_TERM, true, true, -SMCR_E_CORE_RESET, now);
 	/* Handshakes without an LG fail too. */
@@ -604,6 +607,27 @@ void core_engine_free(struct core_engine *e)
 		struct timespec ts = { 0, 100000 };
 		nanosleep(&ts, NULL);
 	}
+}
+
+void core_engine_end_lgs(struct core_engine *e, uint64_t now)
+{
+	pthread_mutex_lock(&e->poll_lock);
+	pthread_mutex_lock(&e->lock);
+	if (now < e->last_now)
+		now = e->last_now;
+	end_lgs_locked(e, now);
+	lgr_free_dead(e, now, false);
+	pthread_mutex_unlock(&e->lock);
+	pthread_mutex_unlock(&e->poll_lock);
+	core_ev_fire(e);
+}
+
+void core_engine_free(struct core_engine *e)
+{
+	pthread_mutex_lock(&e->poll_lock);
+	pthread_mutex_lock(&e->lock);
+	uint64_t now = e->last_now;
+	end_lgs_locked(e, now);
 	lgr_free_dead(e, now, true);
 	e->freed = true;
 	for (int i = 0; i < e->ndevs; i++)

@@ -28,13 +28,9 @@
 #include "util/clock.h"
 #include "util/env.h"
 #include "util/log.h"
-#ifdef HAVE_SMCR_DEV_SHM
-#include "dev/shm/shm.h"
-#endif
-#ifdef HAVE_SMCR_DEV_EMU
 #include "dev/emu/emu.h"
-#endif
-#ifdef HAVE_SMCR_DEV_VERBS
+#include "dev/shm/shm.h"
+#ifdef SMCR_WITH_VERBS
 #include "dev/verbs/verbs.h"
 #endif
 
@@ -226,21 +222,17 @@ uint64_t sock_server_first_wait_ns(void)
 
 static void register_providers(void)
 {
-#ifdef HAVE_SMCR_DEV_SHM
 	if (dev_shm_register() < 0)
 		LOG_WARN("engine", "cannot register the shm provider");
-#endif
-#ifdef HAVE_SMCR_DEV_EMU
 	if (dev_emu_register() < 0)
 		LOG_WARN("engine", "cannot register the emu provider");
-#endif
-#ifdef HAVE_SMCR_DEV_VERBS
+#ifdef SMCR_WITH_VERBS
 	if (dev_verbs_register() < 0)
 		LOG_WARN("engine", "cannot register the verbs provider");
 #endif
 }
 
-#ifdef HAVE_SMCR_DEV_VERBS
+#ifdef SMCR_WITH_VERBS
 /* "verbs" alone means every ACTIVE RoCE port of the host (docs/parts/verbs.md); with none,
  * the reason is logged and the spec is dropped (no device: TCP). */
 static char verbs_specs[SOCK_MAX_DEVICES][VERBS_SPEC_MAX];
@@ -338,6 +330,9 @@ void sock_exit_flush(void)
 	}
 	LOG_INFO("engine", "exit: waited %llu ms for %u connection(s) to close",
 		 (unsigned long long)((smcr_now_ns() - t0) / SMCR_NS_PER_MS), st.conns);
+	/* Then end the link groups in order, as the kernel does when it frees one: the peers
+	 * see DELETE LINK (an orderly end), not a link that failed. */
+	core_engine_end_lgs(e, smcr_now_ns());
 }
 
 static void engine_atfork_child(void)
@@ -377,7 +372,7 @@ struct core_engine *sock_engine(void)
 	char *save = NULL;
 	for (char *t = specs ? strtok_r(specs, " ;\t\n", &save) : NULL;
 	     t && ndev < SOCK_MAX_DEVICES; t = strtok_r(NULL, " ;\t\n", &save)) {
-#ifdef HAVE_SMCR_DEV_VERBS
+#ifdef SMCR_WITH_VERBS
 		if (strcmp(t, VERBS_PROVIDER_NAME) == 0) {
 			ndev = expand_verbs(devs, ndev);
 			continue;
@@ -449,7 +444,7 @@ void sock_core_event(void *ctx, struct core_conn *c, unsigned events, unsigned r
 	if (atomic_load(&s->state) != SS_SMC)
 		return;
 	if (raised & CORE_EV_RDHUP)
-		hs_peer_closed(s); /* the TCP watch can go (connect branch, docs/parts/connect.md) */
+		hs_peer_closed(s, events); /* the TCP watch can go (connect branch, docs/parts/connect.md) */
 	/* An arrival for a thread spinning in recv on this socket: that thread takes the
 	 * data itself, so the POLLIN token (a send now, a recv to drain it when the read
 	 * empties the RMBE: 2 system calls per message) is skipped; the spinner writes it if

@@ -24,12 +24,9 @@
 
 void it_child_env(int role)
 {
-#ifdef HAVE_SMCR_DEV_SHM
 	if (!getenv("IT_DEVICE") || strcmp(getenv("IT_DEVICE"), "emu") != 0) {
 		setenv("SMCR_DEVICES", "shm", 1);
-	} else
-#endif
-	{
+	} else {
 	/* emu: each process its own loopback address, all on one port per test run */
 	char spec[96];
 	const char *port = getenv("IT_EMU_PORT");
