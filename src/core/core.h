@@ -136,6 +136,10 @@ SMCR_MUST_CHECK int core_engine_new(const struct core_engine_params *p,
  * return -SMCR_E_CORE_RESET) until core_conn_release(); the engine memory is freed with the
  * last of them. Must not be called from an event callback. */
 void core_engine_free(struct core_engine *e);
+/* Ends every link group in order, as a process that exits should (DELETE LINK all, orderly;
+ * the peer's orderly end, not a link failure): the engine stays usable (a later connection
+ * makes a new LG). Bounded (100 ms for the messages to leave). Not from a callback. */
+void core_engine_end_lgs(struct core_engine *e, uint64_t now_ns);
 
 /* The engine's peer ID (wire-formats.md 2.3). */
 struct wire_peer_id core_engine_peer_id(const struct core_engine *e);
@@ -197,24 +201,6 @@ unsigned core_engine_close_waits(struct core_engine *e);
  * thread may call them; they nest by count). */
 void core_engine_spin_begin(struct core_engine *e, uint64_t now_ns);
 void core_engine_spin_end(struct core_engine *e);
-/* Hold (mode branch, docs/parts/stream.md "Round 3"): ends a spin like spin_end, but the
- * last one out does not arm the CQs: they stay unarmed until until_ns (the spinner is
- * likely to spin again soon and poll; between two blocking calls of a stream the peer's
- * next message otherwise fired the progress thread 10 000-20 000 times a second). While
- * the hold lasts, prepare_sleep (and core_reap) do not arm, and core_engine_progress
- * reports until_ns as a deadline. The caller must make sure the thread sleeping on
- * core_engine_fds wakes by until_ns (sock: a progress timer). core_engine_hold_cancel
- * ends every hold at once (a thread about to sleep: it needs the CQs armed). */
-void core_engine_spin_end_hold(struct core_engine *e, uint64_t until_ns);
-void core_engine_hold_cancel(struct core_engine *e);
-/* The current hold's bound, 0 when none (never made, cancelled, or taken). A bound in the
- * past has ended but was not taken yet: nothing holds the arms off any more. */
-uint64_t core_engine_hold_until(struct core_engine *e);
-/* Ends the hold whose bound is until_ns (read with core_engine_hold_until), as
- * hold_cancel does; false (and nothing changed) if it was renewed or cancelled since.
- * For the thread that sleeps on core_engine_fds, when the bound has passed: so that
- * later rounds know no hold is in effect (sock/data.c "Hold watchdog"). */
-bool core_engine_hold_take(struct core_engine *e, uint64_t until_ns);
 /* Whether a thread spins now (between spin_begin and spin_end, within its grace), i.e.
  * the CQs stay unarmed and that thread polls them. A progress thread whose
  * prepare_sleep answered 1 (work came in) can then sleep until its next deadline instead
@@ -222,18 +208,8 @@ bool core_engine_hold_take(struct core_engine *e, uint64_t until_ns);
  * (added by the ready branch: the two pollers fought over the engine's locks, 24 000
  * futex calls in 2 s of stream). */
 bool core_engine_spinning(struct core_engine *e);
-/* A spinner that holds its spin across a pause of its own (smcr_epoll_wait keeps one from
- * call to call of an event loop): restarts the grace at now_ns and disarms the CQs again
- * (prepare_sleep may have armed them once the grace passed), and the spin counts as live
- * until until_ns instead of now_ns + the 1 ms grace (the later of the two; 0: the grace
- * only). No-op without a spinner. Added by the conns branch, until_ns by conns4: an event
- * loop whose turns take longer than the grace (conns' client: 4-30 ms per 256 sends) is
- * not taken over by the progress thread between two of its calls (docs/parts/conns.md
- * "Round 4"). The caller makes sure the progress thread wakes by until_ns if it sleeps
- * (sock: progress_due_by). */
-void core_engine_spin_renew_until(struct core_engine *e, uint64_t now_ns, uint64_t until_ns);
 /* A spin older than this no longer keeps the CQs unarmed (a spinner that lost its CPU);
- * also the shortest hold the socket layer asks for (sock/epoll.c). */
+ * also the lease a blocking data call takes at its start (sock/data.c). */
 #define CORE_SPIN_GRACE_NS 1000000ull
 /* For the thread that sleeps on core_engine_fds (the progress thread): true if a spin is
  * held and live at now_ns (its holder polls and fires the callbacks, so the sleeper has
@@ -243,20 +219,19 @@ void core_engine_spin_renew_until(struct core_engine *e, uint64_t now_ns, uint64
  * (also when an engine timer is due: the holder runs timers only at its calls): do the
  * usual core_engine_progress + core_engine_prepare_sleep. Added by conns4. */
 bool core_engine_spin_live(struct core_engine *e, uint64_t now_ns, uint64_t *until_ns);
-/* Hand-over of a bracket (wake branch, docs/parts/stream.md "Round 2"). A thread that
- * sleeps inside a blocking call's bracket (it ended the bracket before the sleep, and
- * begins it again, polling, as soon as it wakes) lets the CQs be armed while it sleeps;
- * the arrival that wakes it fires the progress thread, which would arm them again right
- * after writing the wake-up, so the peer's next message fires it again before the woken
- * thread even runs. The waker calls core_engine_handoff when it wakes such a thread:
- * until that thread calls core_engine_handoff_done (after its spin_begin) or until
- * until_ns, whichever is first, prepare_sleep (and core_reap) do not arm the CQs, and
- * core_engine_progress reports until_ns as a deadline. So an arrival for another
- * connection in that window is late by at most until_ns - now (the progress thread arms
- * then, and polls). Lock-free (atomics only): callable from an event callback. Each
- * handoff is followed by exactly one handoff_done, from any thread, in any order. */
-void core_engine_handoff(struct core_engine *e, uint64_t until_ns);
-void core_engine_handoff_done(struct core_engine *e);
+/* The lease (docs/design/readiness.md; the one primitive of the socket layer's wait
+ * policy, sock/waitpol.h). until_ns > now_ns: the CQs stay unarmed until until_ns (a
+ * lease already running is moved to until_ns, earlier or later: last caller wins), so
+ * completions write no comp fd and wake no sleeper; the caller, or whoever it relies on,
+ * polls the engine (core_engine_progress) meanwhile. prepare_sleep does not arm within
+ * the lease, core_engine_progress reports its end as a deadline, and the thread
+ * sleeping on core_engine_fds stands back until then (core_engine_spin_live). The caller
+ * makes sure that thread looks again by until_ns if it sleeps (sock: only a lease within
+ * the progress thread's next deadline). until_ns <= now_ns: the lease ends, the CQs are
+ * armed (unless a spinner keeps them off) and polled once more: a thread about to sleep
+ * on the comp fds calls this first. Returns 1 if that poll handled completions (look
+ * again before sleeping), else 0. now_ns: the caller's clock (the engine reads none). */
+int core_engine_lease(struct core_engine *e, uint64_t now_ns, uint64_t until_ns);
 
 struct core_engine_stats {
 	struct wire_peer_id peer_id;
@@ -571,6 +546,9 @@ struct core_conn_info {
 	/* Added by the connect branch: the peer's C or A arrived (it will neither send nor
 	 * read any more; procedures.md 5.1), so its TCP FIN/RST tells nothing new. */
 	bool peer_closed;
+	/* The peer died with its link and sent no close: the end of the stream (EOF or a
+	 * reset) waits for its TCP connection's FIN or RST (core_conn_tcp_event). */
+	bool lost_wait;
 	/* Added by the closeq branch: the connection's link is on a software device (shm,
 	 * emu), whose peer is always smcr (sock/api.c: the RST of a closed peer's TCP side).
 	 * false once the connection left its link (a finished close). */

@@ -265,6 +265,13 @@ struct core_conn {
 	uint32_t fb_local, fb_peer;	/* decline codes */
 	int err;			/* [C] pending error (SO_ERROR), 0 = none */
 	int reset_err;			/* [C] sticky: the connection is dead with this code */
+	/* A peer lost with its link (process killed, close_peer_lost_locked): what it wrote
+	 * and announced stays readable (keep_rmem: the RMBE outlives the detach); the end
+	 * after it is EOF or a reset as its TCP connection shows (lost_wait: not known yet;
+	 * tcp_fin: that connection ended with FIN). All [C]. */
+	bool lost_wait;
+	bool tcp_fin;
+	bool keep_rmem;
 
 	/* LG membership [EC]: set when attached, cleared (NULL) on detach */
 	struct core_lgr *lg;
@@ -362,23 +369,11 @@ struct core_engine {
 	 * spin is older than CORE_SPIN_GRACE_NS (a spinner that lost its CPU). */
 	unsigned spinners;		/* [E] */
 	uint64_t spin_since;		/* [E] now_ns of the spin_begin that made spinners 1 */
-	/* [E] a held spin's end when its holder asked for more than the grace
-	 * (core_engine_spin_renew_until: smcr_epoll_wait, as long as the loop's turns);
-	 * 0: spin_since + CORE_SPIN_GRACE_NS. Cleared when spinners falls to 0. */
-	uint64_t spin_until;
 	uint64_t last_now;		/* [E] latest now_ns seen by progress */
-	/* Hand-overs (core_engine_handoff, wake branch): program threads woken from a
-	 * bracketed sleep that have not begun their bracket again. While handoffs > 0 and
-	 * last_now < handoff_until, prepare_sleep does not arm (the woken thread polls as
-	 * soon as it runs). Atomics: written by any thread (the waker runs in an event
-	 * callback, where eng->lock may not be taken), read under eng->lock. handoffs may be
-	 * -1 for a moment (the woken thread's done before the waker's count). */
-	_Atomic int handoffs;
-	_Atomic uint64_t handoff_until;	/* now_ns bound of the latest hand-over */
-	/* Hold (core_engine_spin_end_hold, mode branch): a blocking call that returned left
-	 * the CQs unarmed until this bound (ns, 0: none); its thread is likely to call again
-	 * and poll. Written by any thread (atomic, no lock), read under eng->lock. */
-	_Atomic uint64_t hold_until;
+	/* The lease (core_engine_lease, docs/design/readiness.md): the CQs stay unarmed
+	 * until this bound (now_ns; 0: none), whoever asked for it; a thread about to sleep
+	 * ends it. Written and read under eng->lock. */
+	uint64_t lease_until;		/* [E] */
 	bool freed;			/* [E] core_engine_free ran */
 	_Atomic uint32_t refcnt;	/* the owner's + one per conn object */
 	struct core_conn *ev_head;	/* [V] */
@@ -518,6 +513,9 @@ void rx_cdc(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now);
 /* ---- close.c ---- */
 /* conn->lock held: sends A if possible, marks the connection reset with err. */
 void close_abort_locked(struct core_conn *c, int err, bool send_a);
+/* The link to the peer died under an open connection (err: why): TCP's end instead of an
+ * abort where TCP would give one (close.c). */
+void close_peer_lost_locked(struct core_conn *c, int err);
 /* Called after a close-relevant change with no lock held: detaches a finished conn. */
 void close_maybe_finish(struct core_conn *c, uint64_t now);
 void close_maybe_finish_elocked(struct core_conn *c, uint64_t now);	/* eng->lock held */

@@ -127,9 +127,6 @@ int core_engine_new(const struct core_engine_params *p, struct core_engine **out
 	pthread_mutex_init(&e->ev_lock, NULL);
 	atomic_init(&e->refcnt, 1);
 	atomic_init(&e->rand_state, seed64());
-	atomic_init(&e->handoffs, 0);
-	atomic_init(&e->handoff_until, 0);
-	atomic_init(&e->hold_until, 0);
 	e->next_deadline = CORE_NEVER;
 	e->next_lg_id = 1;
 	e->next_link_id = 1;
@@ -267,8 +264,7 @@ static int progress_locked(struct core_engine *e, uint64_t now)
  * holder left, stops counting then). eng->lock held. */
 static uint64_t spin_end_locked(const struct core_engine *e)
 {
-	uint64_t g = e->spin_since + CORE_SPIN_GRACE_NS;
-	return e->spin_until > g ? e->spin_until : g;
+	return e->spin_since + CORE_SPIN_GRACE_NS;
 }
 
 int core_engine_progress(struct core_engine *e, uint64_t now_ns, uint64_t *next_deadline_ns)
@@ -291,15 +287,9 @@ int core_engine_progress(struct core_engine *e, uint64_t now_ns, uint64_t *next_
 		uint64_t g = spin_end_locked(e);
 		if (e->spinners && g > now_ns && g < next)
 			next = g;
-		/* A hand-over holds the arms off until its bound: arm then. */
-		uint64_t hu = atomic_load_explicit(&e->handoff_until, memory_order_acquire);
-		if (atomic_load_explicit(&e->handoffs, memory_order_acquire) > 0 && hu > now_ns &&
-		    hu < next)
-			next = hu;
-		/* A hold, likewise: look (and arm) when it ends. */
-		uint64_t ho = atomic_load_explicit(&e->hold_until, memory_order_acquire);
-		if (ho > now_ns && ho < next)
-			next = ho;
+		/* A lease holds the arms off until its bound: look (and arm) then. */
+		if (e->lease_until > now_ns && e->lease_until < next)
+			next = e->lease_until;
 		*next_deadline_ns = next;
 		pthread_mutex_unlock(&e->lock);
 	}
@@ -326,70 +316,54 @@ static int arm_solicited_locked(struct core_engine *e, const struct core_dev *cd
 }
 
 /* Whether CQs are to be armed now: not while a thread spins (it polls), unless that spin
- * has lasted beyond its grace; not while a woken thread that will poll has not begun its
- * spin (core_engine_handoff), within the hand-over's bound. eng->lock held. */
+ * has lasted beyond its grace; not within a lease (core_engine_lease). Against last_now:
+ * the engine reads no clock; the thread that sleeps on the CQ fds runs progress (which
+ * advances last_now) before it arms. eng->lock held. */
 static bool arm_allowed_locked(const struct core_engine *e)
 {
 	if (e->spinners && e->last_now <= spin_end_locked(e))
 		return false;
-	if (atomic_load_explicit(&e->handoffs, memory_order_acquire) > 0 &&
-	    e->last_now < atomic_load_explicit(&e->handoff_until, memory_order_acquire))
-		return false;
-	/* a hold: against a fresh clock (last_now may lag, and a stale "not yet" with the
-	 * bound passed would leave the CQs unarmed with no deadline reported) */
-	uint64_t ho = atomic_load_explicit(&e->hold_until, memory_order_acquire);
-	if (ho && smcr_now_ns() < ho)
-		return false;
-	return true;
+	return e->lease_until <= e->last_now;
 }
 
-void core_engine_spin_end_hold(struct core_engine *e, uint64_t until_ns)
+/* Arms every CQ for a sleeper. eng->lock held. */
+static void arm_all_locked(struct core_engine *e)
 {
+	for (int i = 0; i < e->ndevs; i++)
+		if (dev_req_notify_cq(e->devs[i].cq, arm_solicited_locked(e, &e->devs[i])))
+			SMCR_LOG_RL(SMCR_LOG_WARN, CORE_UNIT, "CQ arm failed");
+}
+
+static int recheck(struct core_engine *e);
+
+int core_engine_lease(struct core_engine *e, uint64_t now_ns, uint64_t until_ns)
+{
+	bool armed = false;
 	pthread_mutex_lock(&e->lock);
-	bool last = e->spinners && --e->spinners == 0 && !e->freed;
-	if (last) {
-		e->spin_until = 0;
-		uint64_t cur = atomic_load_explicit(&e->hold_until, memory_order_relaxed);
-		if (cur < until_ns)
-			atomic_store_explicit(&e->hold_until, until_ns, memory_order_release);
+	if (!e->freed) {
+		if (now_ns > e->last_now)
+			e->last_now = now_ns;
+		if (until_ns > now_ns) {
+			bool leased = e->lease_until > now_ns;
+			e->lease_until = until_ns;
+			/* a lease that begins: the holder polls, completions need not write the
+			 * comp fds (no eventfd write by the peer, no wake-up of the sleeper) */
+			for (int i = 0; !leased && i < e->ndevs; i++) {
+				int rc = dev_disarm_cq(e->devs[i].cq);
+				(void)rc; /* NOTSUP: the arm stays (a wake-up nobody needs) */
+			}
+		} else {
+			e->lease_until = 0;
+			if (arm_allowed_locked(e)) {
+				arm_all_locked(e);
+				armed = true;
+			}
+		}
 	}
 	pthread_mutex_unlock(&e->lock);
+	int more = armed ? recheck(e) : 0;
 	core_ev_fire(e);
-}
-
-void core_engine_hold_cancel(struct core_engine *e)
-{
-	if (atomic_load_explicit(&e->hold_until, memory_order_relaxed))
-		atomic_store_explicit(&e->hold_until, 0, memory_order_release);
-}
-
-uint64_t core_engine_hold_until(struct core_engine *e)
-{
-	return atomic_load_explicit(&e->hold_until, memory_order_acquire);
-}
-
-bool core_engine_hold_take(struct core_engine *e, uint64_t until_ns)
-{
-	/* a renewal (a later bound) or a cancel in between wins: only this bound is taken */
-	return atomic_compare_exchange_strong_explicit(&e->hold_until, &until_ns, 0,
-						       memory_order_acq_rel, memory_order_acquire);
-}
-
-void core_engine_handoff(struct core_engine *e, uint64_t until_ns)
-{
-	/* the bound first: a reader that sees the count sees a bound at least this late
-	 * (or an older one, which only arms sooner) */
-	uint64_t cur = atomic_load_explicit(&e->handoff_until, memory_order_relaxed);
-	while (cur < until_ns &&
-	       !atomic_compare_exchange_weak_explicit(&e->handoff_until, &cur, until_ns,
-						      memory_order_acq_rel, memory_order_relaxed))
-		;
-	atomic_fetch_add_explicit(&e->handoffs, 1, memory_order_acq_rel);
-}
-
-void core_engine_handoff_done(struct core_engine *e)
-{
-	atomic_fetch_sub_explicit(&e->handoffs, 1, memory_order_acq_rel);
+	return more;
 }
 
 /* After an arm: whatever completed before it does not wake the fd, so poll once more.
@@ -447,7 +421,6 @@ void core_engine_spin_begin(struct core_engine *e, uint64_t now_ns)
 	pthread_mutex_lock(&e->lock);
 	if (e->spinners++ == 0 && !e->freed) {
 		e->spin_since = now_ns;
-		e->spin_until = 0;
 		/* The spinner polls: completions need not write the comp fds (no eventfd write
 		 * by the peer, no wake-up of the progress thread) until spin_end arms again. */
 		for (int i = 0; i < e->ndevs; i++) {
@@ -463,7 +436,6 @@ void core_engine_spin_end(struct core_engine *e)
 	bool armed = false;
 	pthread_mutex_lock(&e->lock);
 	if (e->spinners && --e->spinners == 0 && !e->freed) {
-		e->spin_until = 0;
 		for (int i = 0; i < e->ndevs; i++)
 			if (dev_req_notify_cq(e->devs[i].cq, arm_solicited_locked(e, &e->devs[i])))
 				SMCR_LOG_RL(SMCR_LOG_WARN, CORE_UNIT, "CQ arm failed");
@@ -475,27 +447,16 @@ void core_engine_spin_end(struct core_engine *e)
 	core_ev_fire(e);
 }
 
-void core_engine_spin_renew_until(struct core_engine *e, uint64_t now_ns, uint64_t until_ns)
-{
-	pthread_mutex_lock(&e->lock);
-	if (e->spinners && !e->freed) {
-		e->spin_since = now_ns;
-		e->spin_until = until_ns;
-		for (int i = 0; i < e->ndevs; i++) {
-			int rc = dev_disarm_cq(e->devs[i].cq);
-			(void)rc;	/* NOTSUP: the arm stays, as in spin_begin */
-		}
-	}
-	pthread_mutex_unlock(&e->lock);
-}
-
 bool core_engine_spin_live(struct core_engine *e, uint64_t now_ns, uint64_t *until_ns)
 {
 	pthread_mutex_lock(&e->lock);
 	uint64_t end = spin_end_locked(e);
 	/* an engine timer due already: a round of our own (the holder runs timers only at
 	 * its calls; returning a deadline in the past would make the caller spin) */
-	bool live = !e->freed && e->spinners && now_ns < end && e->next_deadline > now_ns;
+	if (!e->spinners || e->lease_until > end)
+		end = e->lease_until; /* a lease: its holder polls until then */
+	bool live = !e->freed && (e->spinners || e->lease_until) && now_ns < end &&
+		    e->next_deadline > now_ns;
 	if (live) {
 		/* The wake-up that brought us here, if it was a CQ event (armed before the
 		 * spin began): taken, or a level-triggered epoll_wait returns at once again.
@@ -593,11 +554,11 @@ void core_engine_stats(struct core_engine *e, struct core_engine_stats *st)
 	pthread_mutex_unlock(&e->lock);
 }
 
-void core_engine_free(struct core_engine *e)
+/* Ends every link group in order (DELETE LINK all, orderly, reason "program initiated
+ * termination": what Linux sends when it frees a link group) and gives those messages up
+ * to 100 ms to leave. Caller holds poll_lock and lock. */
+static void end_lgs_locked(struct core_engine *e, uint64_t now)
 {
-	pthread_mutex_lock(&e->poll_lock);
-	pthread_mutex_lock(&e->lock);
-	uint64_t now = e->last_now;
 	for (struct core_lgr *lg = e->lgs; lg; lg = lg->next)
 		lgr_terminate(lg, LLC_DEL_PROG_INIT_TERM, true, true, -SMCR_E_CORE_RESET, now);
 	/* Handshakes without an LG fail too. */
@@ -622,6 +583,27 @@ void core_engine_free(struct core_engine *e)
 		struct timespec ts = { 0, 100000 };
 		nanosleep(&ts, NULL);
 	}
+}
+
+void core_engine_end_lgs(struct core_engine *e, uint64_t now)
+{
+	pthread_mutex_lock(&e->poll_lock);
+	pthread_mutex_lock(&e->lock);
+	if (now < e->last_now)
+		now = e->last_now;
+	end_lgs_locked(e, now);
+	lgr_free_dead(e, now, false);
+	pthread_mutex_unlock(&e->lock);
+	pthread_mutex_unlock(&e->poll_lock);
+	core_ev_fire(e);
+}
+
+void core_engine_free(struct core_engine *e)
+{
+	pthread_mutex_lock(&e->poll_lock);
+	pthread_mutex_lock(&e->lock);
+	uint64_t now = e->last_now;
+	end_lgs_locked(e, now);
 	lgr_free_dead(e, now, true);
 	e->freed = true;
 	for (int i = 0; i < e->ndevs; i++)

@@ -629,7 +629,6 @@ int sock_close(struct sock *s)
 		return -SMCR_E_SOCK_BADF;
 	}
 	s->closing = true;
-	sock_epoll_forget_locked(s); /* no token-free arrival is reported for it any more */
 	/* Out of the table first: once the number is closed the kernel may hand it out
 	 * again, and the new socket must find the slot free. */
 	sock_unlink(s);

@@ -4,9 +4,10 @@
  *
  * On an SMC-R connection the bytes move through the engine (core_conn_send/recv: RDMA
  * WRITEs into the peer's RMBE, reads from ours; procedures.md 4), which never blocks; the
- * blocking semantics are built here (ENGINE.md decision 3): spin on the engine's progress
- * for at most SOCK_SPIN_NS, then sleep in poll() on the program's own fd, whose readiness
- * the engine drives (sig.h). Every other fd, and every smcr socket in TCP mode, gets the
+ * blocking semantics are built here (ENGINE.md decision 3): poll the engine's progress
+ * for the wait policy's budget (waitpol.h), then sleep on the CQ fds and the program's
+ * own fd, or on that fd alone, whose readiness the engine drives (sig.h;
+ * docs/design/readiness.md). Every other fd, and every smcr socket in TCP mode, gets the
  * libc call. */
 #define _GNU_SOURCE
 #include <smcr/smcr.h>
@@ -20,15 +21,13 @@
 
 #include "sock/closeq.h"
 #include "sock/errmap.h"
-#include "sock/lapse.h"
 #include "sock/progress.h"
+#include "sock/wait.h"
 #include "sock/sock.h"
 #include "sock/sys.h"
 #include "util/clock.h"
 #include "util/env.h"
 #include "util/log.h"
-
-#define ENV_US_MAX 10000000u /* $SMCR_HOLD_US, $SMCR_HANDOFF_US: at most 10 s */
 
 #define SOCK_IOV_MAX 1024 /* IOV_MAX */
 
@@ -162,72 +161,6 @@ static void sock_rx_flush(struct sock *s)
 		sig_readable(&s->sig);
 }
 
-/* ---- Hand-over (wake branch; docs/parts/stream.md "Round 2") ----
- *
- * A thread in a bracketed blocking call (call_spin_begin) ends its bracket before it
- * sleeps (the CQs armed: the peer's next message writes our eventfd and wakes the
- * progress thread), and begins it again as soon as it wakes, polling the CQs itself. The
- * progress thread that wakes it (the POLLIN token, the POLLOUT drain) used to arm the
- * CQs again right after: the peer's next message (a stream writer sends one every few
- * µs) then fired it again before the woken thread got a CPU (2.1 progress wake-ups per
- * reader sleep measured, each taking the other core from the peer's copy). Now such
- * a sleeper offers a hand-over (s->handoff[dir] = an address of its sleep); the waker,
- * just before the write that wakes it, takes the offer and tells the engine
- * (core_engine_handoff): the CQs stay unarmed until the woken thread has begun its
- * bracket (core_engine_handoff_done, after its spin_begin) or SOCK_HANDOFF_NS passed,
- * whichever is first; the progress thread arms then (its deadline). So an arrival for
- * another socket meanwhile is late by at most SOCK_HANDOFF_NS (plus the progress
- * thread's wake-up). The offer belongs to the thread, not to "some sleeper exists": an
- * idle thread blocked in recv (smcr-perf's control connection) is handed over only
- * when its own socket's event wakes it. One offer per socket and direction (a second
- * sleeper there just sleeps as before). Each offer taken by a waker is counted once in
- * the engine and uncounted once by its sleeper (whose compare-and-swap back fails), in
- * either order. $SMCR_HANDOFF_US (read once) changes the bound; 0 turns hand-overs off. */
-_Atomic uint64_t sock_handoff_total;
-
-static uint64_t handoff_ns(void)
-{
-	static _Atomic uint64_t v = UINT64_MAX;
-	uint64_t x = atomic_load_explicit(&v, memory_order_relaxed);
-	if (x == UINT64_MAX) {
-		x = smcr_env_num_or("SMCR_HANDOFF_US", 0, ENV_US_MAX, SOCK_HANDOFF_NS / 1000) *
-		    1000;
-		atomic_store_explicit(&v, x, memory_order_relaxed);
-	}
-	return x;
-}
-
-void sock_handoff_wake(struct sock *s, int dir)
-{
-	if (!atomic_load_explicit(&s->handoff[dir], memory_order_relaxed))
-		return; /* fast path: nobody offers */
-	if (!atomic_exchange_explicit(&s->handoff[dir], NULL, memory_order_acq_rel))
-		return;
-	struct core_engine *e = sock_engine_if_up();
-	if (!e)
-		return; /* cannot be (the offer is made in a bracket); nothing counted */
-	core_engine_handoff(e, smcr_now_ns() + handoff_ns());
-	atomic_fetch_add_explicit(&sock_handoff_total, 1, memory_order_relaxed);
-}
-
-/* The sleeper's side: offer before the last readiness check (a waker after it sees the
- * offer), settle after the bracket began again (the engine then needs no hold). */
-static bool handoff_offer(struct sock *s, int dir, void *me)
-{
-	void *none = NULL;
-	return handoff_ns() > 0 &&
-	       atomic_compare_exchange_strong_explicit(&s->handoff[dir], &none, me,
-						       memory_order_acq_rel, memory_order_relaxed);
-}
-
-static void handoff_settle(struct sock *s, int dir, void *me, struct core_engine *e)
-{
-	void *mine = me;
-	if (!atomic_compare_exchange_strong_explicit(&s->handoff[dir], &mine, NULL,
-						     memory_order_acq_rel, memory_order_relaxed))
-		core_engine_handoff_done(e); /* a waker took the offer and counted it */
-}
-
 /* ---- Direct wake (mode branch; engine.c "Direct wake" has the rule) ----
  *
  * Which thread sleeps directly on the CQ fds: one at a time (sock_direct_begin), only in
@@ -256,130 +189,117 @@ static void sleep_note(uint64_t ns)
 	tl_sleep_avg = avg ? avg : 1;
 }
 
-/* ---- Adaptive spin ----
+/* ---- Waiting (docs/design/readiness.md section 4; the timing is waitpol.h's) ----
  *
- * A fixed spin has a stable bad mode on a loaded machine: as soon as one round trip takes
- * longer than the spin (a thread was descheduled), both ends sleep, and waking a sleeper
- * is slower than the spin, so every following round trip is longer than the spin too
- * (pingpong: 1.9 µs spinning, 50-90 µs once asleep, measured at load 7-11). So when the
- * recent waits of the socket in that direction were short (their moving average below
- * SOCK_SPIN_SHORT_NS: the spin catches them), the spin is SOCK_SPIN_MAX_NS, which rides
- * out a descheduled peer; otherwise SOCK_SPIN_NS. The other way round (spinning longer
- * because waits are long) feeds itself on 2 cores: a long spinner takes the CPU its peer
- * needs (measured: 250 µs round trips with a 200 µs spin). */
-/* The socket's recent waits in direction dir; UINT64_MAX while none was measured (0 in
- * wait_avg: a new socket is not assumed busy). */
-static uint64_t wait_avg(struct sock *s, int dir)
+ * A blocking call that must wait polls the engine for the wait policy's budget, the CQs
+ * unarmed meanwhile (core_engine_lease: the peer's messages write no eventfd, wake
+ * nobody; this thread takes them), then arms them (a lease ending at once arms and
+ * polls once more) and sleeps: on the CQ fds and its program fd when it may be the
+ * direct sleeper (it takes the completions itself: the message's one wake-up is its
+ * own), else on its program fd, whose token the thread that took the completion writes.
+ * The spin's observations (how long the wait took, whether the spin caught it, whether
+ * the spinner lost its CPU meanwhile) go back to the policy. */
+static void wpol_note(struct sock *s, int dir, uint64_t waited, bool caught, bool lost)
 {
-	uint64_t avg = atomic_load_explicit(&s->wait_avg[dir], memory_order_relaxed);
-	return avg ? avg : UINT64_MAX;
+	struct waitpol_obs o = { .waited_ns = waited, .caught = caught, .lost_cpu = lost };
+	pthread_mutex_lock(&s->lock);
+	waitpol_note(&s->wpol[dir], sock_waitpol_cfg(), &o);
+	pthread_mutex_unlock(&s->lock);
 }
 
-static uint64_t spin_budget(struct sock *s, int dir)
+static uint64_t wpol_spin(struct sock *s, int dir)
 {
-	return wait_avg(s, dir) < SOCK_SPIN_SHORT_NS ? SOCK_SPIN_MAX_NS : SOCK_SPIN_NS;
-}
-
-static void wait_note(struct sock *s, int dir, uint64_t ns)
-{
-	uint64_t avg = atomic_load_explicit(&s->wait_avg[dir], memory_order_relaxed);
-	if (ns > 8 * SOCK_SPIN_MAX_NS)
-		ns = 8 * SOCK_SPIN_MAX_NS; /* one long pause must not hide the next bursts */
-	avg = avg ? avg - avg / 8 + ns / 8 : ns;
-	atomic_store_explicit(&s->wait_avg[dir], avg ? avg : 1, memory_order_relaxed);
+	pthread_mutex_lock(&s->lock);
+	uint64_t b = waitpol_spin_ns(&s->wpol[dir], sock_waitpol_cfg());
+	uint64_t floor = (uint64_t)s->busy_poll_us * 1000; /* SO_BUSY_POLL */
+	pthread_mutex_unlock(&s->lock);
+	return b > floor ? b : floor;
 }
 
 /* Waits until ready(s, want, have). Returns 0 (the caller tries again),
- * -SMCR_E_SOCK_AGAIN when the deadline passed, -SMCR_E_SOCK_INTR on a signal.
- * held: the caller brackets its whole call with core_engine_spin_begin/end (call_spin):
- * the spin needs no bracket of its own, and a sleep ends the caller's bracket before it
- * (the CQs must be armed for a sleeper) and begins it again after. */
+ * -SMCR_E_SOCK_AGAIN when the deadline passed, -SMCR_E_SOCK_INTR on a signal. */
 static int sleep_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t have,
-		     uint64_t t0, bool direct, bool *mine);
+		     bool direct, bool *mine);
 
-static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t have, bool held)
+static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t have)
 {
-	/* an smcr_epoll_wait spin this thread holds would keep the CQs unarmed past our own
-	 * spin_end (conns branch) */
-	sock_epoll_release_hold();
 	closeq_drain(CLOSEQ_WAIT_MAX); /* the peer works for us: earlier closes now */
-	/* 1. spin briefly on the engine's progress (decision 3: a few microseconds) */
 	uint64_t t0 = smcr_now_ns();
 	struct core_engine *e = sock_engine();
 	bool rx = want == CORE_EV_IN;
-	bool ok = false;
+	int dir = rx ? 0 : 1;
+	bool ok = false, lost = false;
 	if (rx)
 		atomic_fetch_add_explicit(&s->rx_spin, SOCK_RX_SPIN_ONE, memory_order_acq_rel);
-	/* While this thread spins, peer messages wake nobody (core_engine_spin_begin disarms
-	 * the CQs); spin_end re-arms and polls once more, so nothing is lost when we sleep. */
-	int dir = rx ? 0 : 1;
-	uint64_t budget = spin_budget(s, dir), now = t0;
+	/* 1. poll, for the policy's budget (0: once) */
+	uint64_t budget = wpol_spin(s, dir), now = t0;
+	if (budget)
+		(void)core_engine_lease(e, t0, t0 + budget);
 	unsigned turns = 0;
-	if (!held)
-		core_engine_spin_begin(e, t0);
-	do {
+	for (;;) {
 		if (ready(s, want, have)) {
 			ok = true;
 			break;
 		}
 		(void)core_engine_progress(e, now, NULL);
+		if (now - t0 >= budget)
+			break;
 		/* the clock every 4th turn: clock_gettime was 13-29 % of a spinning
 		 * thread's time on this VM (perf); timers tolerate a stale now */
-		if ((++turns & 3) == 0)
-			now = smcr_now_ns();
-	} while (now - t0 < budget);
+		if ((++turns & 3) == 0) {
+			uint64_t t = smcr_now_ns();
+			if (t - now > sock_waitpol_cfg()->lost_gap_ns)
+				lost = true; /* descheduled: the host has no spare core */
+			now = t;
+		}
+	}
 	if (!ok)
-		core_engine_hold_cancel(e); /* we sleep: the CQs must be armed ("Hold") */
-	if (!held || !ok)
-		core_engine_spin_end(e);
+		ok = ready(s, want, have);
 	if (rx)
 		atomic_fetch_sub_explicit(&s->rx_spin, SOCK_RX_SPIN_ONE, memory_order_acq_rel);
 	if (ok) {
-		wait_note(s, dir, smcr_now_ns() - t0);
+		wpol_note(s, dir, smcr_now_ns() - t0, budget > 0, lost);
 		return 0; /* a deferred arrival is flushed by the receive after its read */
 	}
-	/* held: sleep directly on the CQ fds ("Direct wake"), or else the waker may hand the
-	 * CQs over to us ("Hand-over"; a direct sleeper polls them itself) */
-	bool direct = held && direct_wanted() && sock_direct_begin(s->fd, s->serial, !rx);
-	char me;
-	bool offered = held && !direct && handoff_offer(s, dir, &me);
+	/* 2. sleep: the CQs armed first (and polled once more), directly on the CQ fds when
+	 * this thread may (one at a time, "Direct wake"), else on the program fd */
+	(void)core_engine_lease(e, smcr_now_ns(), 0);
+	bool direct = direct_wanted() && sock_direct_begin(s->fd, s->serial, !rx);
 	bool mine = true;
 	uint64_t ts = smcr_now_ns();
-	int rc = sleep_for(s, want, deadline, have, t0, direct, &mine);
-	if (held)
-		core_engine_spin_begin(e, smcr_now_ns());
+	int rc = sleep_for(s, want, deadline, have, direct, &mine);
 	if (direct) {
 		/* the rule: take whatever woke us (or raced with our return) before anything
 		 * else; registered as a receiver, so our own arrival's token is deferred (the
 		 * receive writes it if data is left) */
 		if (rx)
 			atomic_fetch_add_explicit(&s->rx_spin, SOCK_RX_SPIN_ONE, memory_order_acq_rel);
+		(void)core_engine_progress(e, smcr_now_ns(), NULL);
 		(void)core_engine_prepare_sleep(e);
 		if (rx)
 			atomic_fetch_sub_explicit(&s->rx_spin, SOCK_RX_SPIN_ONE, memory_order_acq_rel);
 		sock_direct_end();
 	}
-	if (offered)
-		handoff_settle(s, dir, &me, e);
+	uint64_t end = smcr_now_ns();
 	if (direct && !mine && rc == 0 && !ready(s, want, have))
 		sleep_note(SOCK_DIRECT_MISS_NS); /* woken for others' traffic */
 	else
-		sleep_note(smcr_now_ns() - ts);
+		sleep_note(end - ts);
+	wpol_note(s, dir, end - t0, false, lost);
 	return rc;
 }
 
-/* wait_for's sleep: the spin ended without the event (no spin bracket held). direct: the
+/* wait_for's sleep: the spin ended without the event, the CQs are armed. direct: the
  * caller owns the direct sleep (sock_direct_begin) and polls the engine after this
  * returns, whatever it returns; *mine: the program fd woke us (or the sleep was not
  * direct). */
 static int sleep_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t have,
-		     uint64_t t0, bool direct, bool *mine)
+		     bool direct, bool *mine)
 {
 	struct core_engine *e = sock_engine();
 	bool rx = want == CORE_EV_IN;
-	int dir = rx ? 0 : 1;
 	uint64_t now;
-	/* 2. turn the program end's bit off, so the next arrival (a token, or the drain of
+	/* turn the program end's bit off, so the next arrival (a token, or the drain of
 	 * the filler) wakes poll; check again for one that came in between */
 	if (rx)
 		sig_drain_in(&s->sig);
@@ -391,7 +311,6 @@ static int sleep_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t 
 	 * sleep (another thread may be waiting for it) */
 	if (rx)
 		sock_rx_flush(s);
-	/* 3. sleep on it */
 	now = smcr_now_ns();
 	if (deadline != UINT64_MAX && now >= deadline)
 		return -SMCR_E_SOCK_AGAIN;
@@ -405,10 +324,8 @@ static int sleep_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t 
 	int n;
 	int err = 0;
 	if (direct) {
-		/* Direct wake: the CQs armed (our bracket ended; another thread's spin or a
-		 * hand-over may keep them unarmed: then that thread polls and our program fd
-		 * gets the token), checked once more, then one epoll_wait on the CQ fds and
-		 * our program fd. 1: work came in meanwhile, go round again. */
+		/* Direct wake: checked once more (1: work came in meanwhile, go round
+		 * again), then one epoll_wait on the CQ fds and our program fd. */
 		if (core_engine_prepare_sleep(e) != 0)
 			return 0;
 		if (ready(s, want, have))
@@ -423,7 +340,6 @@ static int sleep_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t 
 	}
 	LOG_DBG("data", "fd %d: woke for %s (ev 0x%x, n %d, mine %d)", s->fd, rx ? "in" : "out",
 		core_conn_events(s->conn), n, *mine);
-	wait_note(s, dir, smcr_now_ns() - t0);
 	if (n < 0 && err == EINTR)
 		return -SMCR_E_SOCK_INTR;
 	if (n == 0 && deadline != UINT64_MAX && smcr_now_ns() >= deadline)
@@ -431,184 +347,69 @@ static int sleep_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t 
 	return 0;
 }
 
-/* A blocking data call is one spin for the engine (core_engine_spin_begin/end), from its
- * start to its end, not only while it waits: the thread polls the CQs whenever it waits,
- * and ends the bracket (arming them) before it sleeps or returns, so nothing is lost. In
- * between, while it copies, the peer's CDCs then write no eventfd and wake no progress
- * thread that would take the CPU and the engine's locks from the copying threads
- * (perf of a 64 KiB stream: futex wake/wait and finish_task_switch of the progress
- * thread, 0.4 context switches per write and side). Returns the engine to pass to
- * call_spin_end, NULL when not bracketed (non-blocking calls never poll). */
-static struct core_engine *call_spin_begin(bool nowait)
+/* A blocking data call on a host where spinning pays (the policy's budget is not 0)
+ * keeps the CQs unarmed from its start (a lease of CORE_SPIN_GRACE_NS, renewed by its
+ * waits): while it copies, the peer's CDCs then write no eventfd and wake no progress
+ * thread that would take the CPU and the engine's locks from the copying threads (perf
+ * of a 64 KiB stream: 0.4 context switches per write and side). Under load (budget 0)
+ * the CQs stay armed: the consumer's sleep is the one wake-up. Returns the engine to
+ * pass to call_end, NULL when not blocking (non-blocking calls never poll). */
+static struct core_engine *call_begin(struct sock *s, int dir, bool nowait)
 {
 	if (nowait)
 		return NULL;
 	struct core_engine *e = sock_engine();
-	if (e)
-		core_engine_spin_begin(e, smcr_now_ns());
+	if (!e)
+		return NULL;
+	uint64_t now = smcr_now_ns();
+	pthread_mutex_lock(&s->lock);
+	waitpol_call_start(&s->wpol[dir], now);
+	uint64_t b = waitpol_spin_ns(&s->wpol[dir], sock_waitpol_cfg());
+	pthread_mutex_unlock(&s->lock);
+	if (b)
+		(void)core_engine_lease(e, now, now + CORE_SPIN_GRACE_NS);
 	return e;
 }
 
-static void call_spin_end(struct core_engine *e)
-{
-	if (e)
-		core_engine_spin_end(e);
-}
+/* The call's end: the lease the policy grants after it (only while every wait of the
+ * process is ours, and only within the progress thread's next look: a timer it keeps
+ * anyway), else the CQs armed again and polled once more, so nothing is left unseen. */
+static struct prog_timer lease_tmr;
+static pthread_once_t lease_once = PTHREAD_ONCE_INIT;
 
-/* ---- Hold (mode branch; core.h core_engine_spin_end_hold) ----
- *
- * A blocking call that moved data ends its bracket with a hold instead: the CQs stay
- * unarmed for the hold's bound ($SMCR_HOLD_US, default 1000), since the thread is likely
- * to call again within microseconds (a stream: 30 000 calls a second) and poll then.
- * Without it each call's spin_end armed the CQs and the next began the bracket again a
- * microsecond or two later; the peer's message landing in between wrote our eventfd and
- * woke the progress thread, 10 000-20 000 times a second in the spinning mode (measured
- * 19:20, load 4), preempting the program threads as often. Why nothing is lost: the
- * progress timer hold_tmr is armed at the hold's end, and a hold is made only when that
- * needs no kick (progress_timer_arm_quiet: the progress thread is awake or due by then),
- * so the progress thread polls, and arms, by then at the latest; and
- * core_engine_progress reports the bound as a deadline while the hold is renewed. A
- * thread that is about to sleep in wait_for cancels every hold first
- * (core_engine_hold_cancel), so its own wake-up is never held up. $SMCR_HOLD_US (read
- * once) changes the bound; 0: no holds.
- *
- * Hold watchdog. What a hold can cost: a thread that, after a blocking call, waits in
- * the kernel (poll/select/epoll_wait on an smcr fd, not through an smcr call, which
- * would poll) sees an arrival only when the progress thread next polls: at the hold's
- * end at the latest, 1 ms against a round trip of microseconds. Two facts together show
- * that it happened: the progress thread's round at a hold's end took an arrival
- * (readiness for a connection) that the unarmed CQs had kept back (sock_hold_late
- * records that hold's bound), and the thread that made that hold (the newest: its
- * bound was the engine's) calls again only after the bound (its hold lapsed: it was not
- * calling, so it waited somewhere else): a lapse. Neither fact alone: the progress
- * thread wakes at the old bound while a stream renews its hold (an arrival then is its
- * holder's, microseconds early), and a thread that computes for a while between calls
- * lapses with nothing kept back. A lapse also comes from a holder that lost its CPU for
- * longer than the bound (two cores, four busy threads: a few a second in a stream); a
- * program that waits in the kernel after each blocking call lapses at each call. So
- * lapses are scored (lapse.h: each adds one, the score halves every 100 ms), and a score
- * of 4 ($SMCR_HOLD_LAPSES) makes the process pause its holds: 1 s, doubled at each pause
- * up to 64 s. Such a program sees a few late arrivals per pause; one whose blocking calls
- * follow each other keeps the holds (on the 2026-12-01 VM: stream 1.5x, connect 1.15x;
- * docs/parts/hold.md section 5). */
-#define HOLD_DEFAULT_US 1000
-#define HOLD_LAPSES_DEFAULT 4 /* lapses (lapse.h: decayed) that pause the holds */
-#define HOLD_PAUSE_FIRST_NS (1000 * SMCR_NS_PER_MS)
-#define HOLD_PAUSE_MAX_NS (64000 * SMCR_NS_PER_MS)
-
-static struct prog_timer hold_tmr;
-static pthread_once_t hold_once = PTHREAD_ONCE_INIT;
-static _Atomic uint64_t hold_late_bound; /* the bound of the newest hold that ended with
-					  * an arrival kept back (the progress thread) */
-static _Atomic uint64_t hold_off_until; /* no holds before this (a lapse that cost) */
-static _Thread_local uint64_t my_hold_until; /* this thread's newest hold, 0: none */
-_Atomic uint64_t sock_holds_total, sock_hold_late_total, sock_hold_pauses_total;
-
-static void hold_fire(void *arg, uint32_t events)
+static void lease_fire(void *arg, uint32_t events)
 {
 	(void)arg;
 	(void)events; /* the hook that runs after the timers polls and arms */
 }
 
-static void hold_init(void)
+static void lease_init(void)
 {
-	progress_timer_init(&hold_tmr, hold_fire, NULL);
+	progress_timer_init(&lease_tmr, lease_fire, NULL);
 }
 
-static uint64_t hold_ns(void)
+static void call_end(struct core_engine *e, struct sock *s, int dir)
 {
-	static _Atomic uint64_t v = UINT64_MAX;
-	uint64_t x = atomic_load_explicit(&v, memory_order_relaxed);
-	if (x == UINT64_MAX) {
-		/* On by default since the watchdog above bounds what it costs a program that
-		 * waits in the kernel (hold.md section 5); before, off, for that cost. */
-		x = smcr_env_num_or("SMCR_HOLD_US", 0, ENV_US_MAX, HOLD_DEFAULT_US) * 1000;
-		atomic_store_explicit(&v, x, memory_order_relaxed);
-	}
-	return x;
-}
-
-/* $SMCR_HOLD_LAPSES (read once): the score that pauses the holds; tests set 1. */
-static unsigned hold_lapses(void)
-{
-	static _Atomic unsigned v;
-	unsigned x = atomic_load_explicit(&v, memory_order_relaxed);
-	if (!x) {
-		x = (unsigned)smcr_env_num_or("SMCR_HOLD_LAPSES", 1, 1000, HOLD_LAPSES_DEFAULT);
-		atomic_store_explicit(&v, x, memory_order_relaxed);
-	}
-	return x;
-}
-
-void sock_hold_late(uint64_t bound)
-{
-	/* release: the thread woken by the readiness shown next acquires it */
-	atomic_store_explicit(&hold_late_bound, bound, memory_order_release);
-}
-
-/* This thread's previous hold lapsed (it calls again after the bound), it was the newest
- * (its bound was the engine's) and the progress thread found an arrival kept back when it
- * ended: a lapse. Lapses that come often pause the holds. */
-static void hold_check_lapse(uint64_t now)
-{
-	uint64_t mine = my_hold_until;
-	if (!mine || now < mine)
+	if (!e)
 		return;
-	my_hold_until = 0;
-	if (atomic_load_explicit(&hold_late_bound, memory_order_acquire) != mine)
-		return;
-	atomic_fetch_add_explicit(&sock_hold_late_total, 1, memory_order_relaxed);
-	static pthread_mutex_t lk = PTHREAD_MUTEX_INITIALIZER;
-	static struct lapse_score score;	     /* (lk) */
-	static uint64_t next_pause = HOLD_PAUSE_FIRST_NS; /* (lk) */
-	pthread_mutex_lock(&lk);
-	bool pause = lapse_score_add(&score, now, hold_lapses());
-	uint64_t p = 0;
-	if (pause) {
-		p = next_pause;
-		next_pause = p * 2 > HOLD_PAUSE_MAX_NS ? HOLD_PAUSE_MAX_NS : p * 2;
-		atomic_store_explicit(&hold_off_until, now + p, memory_order_relaxed);
-		atomic_fetch_add_explicit(&sock_hold_pauses_total, 1, memory_order_relaxed);
+	uint64_t now = smcr_now_ns();
+	pthread_mutex_lock(&s->lock);
+	waitpol_call_end(&s->wpol[dir], now);
+	uint64_t until = waitpol_lease_until(&s->wpol[dir], sock_waitpol_cfg(), now, UINT64_MAX);
+	pthread_mutex_unlock(&s->lock);
+	if (until) {
+		pthread_once(&lease_once, lease_init);
+		if (progress_timer_arm_quiet(&lease_tmr, until) < 0)
+			until = 0; /* the progress thread would need a kick: no lease */
 	}
-	pthread_mutex_unlock(&lk);
-	if (pause)
-		LOG_INFO("sock", "arrivals waited for the end of holds while their threads waited "
-				 "outside smcr calls: no holds for %llu ms",
-			 (unsigned long long)(p / SMCR_NS_PER_MS));
-}
-
-/* call_spin_end for a call that moved data: a hold when on. */
-static void call_spin_end_moved(struct core_engine *e, bool moved)
-{
-	uint64_t h = e && moved ? hold_ns() : 0;
-	uint64_t now = h ? smcr_now_ns() : 0;
-	if (h)
-		hold_check_lapse(now);
-	if (!h || now < atomic_load_explicit(&hold_off_until, memory_order_relaxed)) {
-		call_spin_end(e);
-		return;
-	}
-	pthread_once(&hold_once, hold_init);
-	uint64_t until = now + h;
-	/* the timer first: once the hold is visible, the progress thread is due by then.
-	 * Only when that costs no kick (it is awake, or due by then anyway: while holds
-	 * follow each other it wakes once per bound); otherwise no hold: a kick per
-	 * call would cost the wake-up the hold saves (pingpong's sleeping mode). */
-	if (progress_timer_arm_quiet(&hold_tmr, until) < 0) {
-		call_spin_end(e);
-		return;
-	}
-	my_hold_until = until;
-	atomic_fetch_add_explicit(&sock_holds_total, 1, memory_order_relaxed);
-	core_engine_spin_end_hold(e, until);
+	(void)core_engine_lease(e, now, until);
 }
 
 /* core said "not now" (-SMCR_E_AGAIN): a call that may not block fails with EAGAIN, one that
  * may blocks until the event or the deadline (the one rule of every data call's loop). */
-static int block_or_again(struct sock *s, bool nowait, unsigned want, uint64_t deadline,
-			  bool held)
+static int block_or_again(struct sock *s, bool nowait, unsigned want, uint64_t deadline)
 {
-	return nowait ? -SMCR_E_SOCK_AGAIN : wait_for(s, want, deadline, 0, held);
+	return nowait ? -SMCR_E_SOCK_AGAIN : wait_for(s, want, deadline, 0);
 }
 
 static size_t iov_total(const struct iovec *iov, int n)
@@ -677,7 +478,7 @@ static ssize_t smc_send(struct sock *s, const struct iovec *uiov, int cnt, int f
 	} else if (flags & MSG_OOB) {
 		cflags |= CORE_MSG_OOB;
 	}
-	struct core_engine *held = call_spin_begin(nowait);
+	struct core_engine *held = call_begin(s, 1, nowait);
 	while (done < want || (want == 0 && done == 0 && oob_idx < 0)) {
 		uint64_t timer = UINT64_MAX;
 		long n = core_conn_send_at(s->conn, iov + idx, cnt - idx, cflags,
@@ -695,7 +496,7 @@ static ssize_t smc_send(struct sock *s, const struct iovec *uiov, int cnt, int f
 			rc = (int)n;
 			break;
 		}
-		rc = block_or_again(s, nowait, CORE_EV_OUT, deadline, held != NULL);
+		rc = block_or_again(s, nowait, CORE_EV_OUT, deadline);
 		if (rc < 0)
 			break;
 	}
@@ -710,12 +511,12 @@ static ssize_t smc_send(struct sock *s, const struct iovec *uiov, int cnt, int f
 				rc = (int)n;
 				break;
 			}
-			rc = block_or_again(s, nowait, CORE_EV_OUT, deadline, held != NULL);
+			rc = block_or_again(s, nowait, CORE_EV_OUT, deadline);
 			if (rc < 0)
 				break;
 		}
 	}
-	call_spin_end_moved(held, done > 0 && rc == 0);
+	call_end(held, s, 1);
 	sock_sync_after_call(s);
 	if (done > 0)
 		return (ssize_t)done; /* an error after some bytes shows at the next call */
@@ -755,7 +556,7 @@ static ssize_t smc_recv(struct sock *s, const struct iovec *uiov, int cnt, int f
 		return n >= 0 ? (ssize_t)n : sock_fail((int)n);
 	}
 	bool waitall = (flags & MSG_WAITALL) && !nowait;
-	struct core_engine *held = call_spin_begin(nowait);
+	struct core_engine *held = call_begin(s, 0, nowait);
 	for (;;) {
 		long n = core_conn_recv(s->conn, iov + idx, cnt - idx, cflags);
 		if (n > 0 && (flags & MSG_PEEK)) {
@@ -763,7 +564,7 @@ static ssize_t smc_recv(struct sock *s, const struct iovec *uiov, int cnt, int f
 			done = (size_t)n;
 			if (!waitall || (size_t)n >= want)
 				break;
-			rc = wait_for(s, CORE_EV_IN, deadline, (uint32_t)n, held != NULL);
+			rc = wait_for(s, CORE_EV_IN, deadline, (uint32_t)n);
 			if (rc < 0)
 				break;
 			continue;
@@ -783,11 +584,11 @@ static ssize_t smc_recv(struct sock *s, const struct iovec *uiov, int cnt, int f
 		}
 		if (done > 0 && !waitall)
 			break;
-		rc = block_or_again(s, nowait, CORE_EV_IN, deadline, held != NULL);
+		rc = block_or_again(s, nowait, CORE_EV_IN, deadline);
 		if (rc < 0)
 			break;
 	}
-	call_spin_end_moved(held, done > 0 && rc == 0 && !(flags & MSG_PEEK));
+	call_end(held, s, 0);
 	sock_rx_flush(s);
 	sock_sync_after_call(s);
 	if (done > 0)

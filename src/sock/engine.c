@@ -232,37 +232,22 @@ static void register_providers(void)
 #endif
 }
 
-/* While the progress thread's round takes what a hold that just ended kept back: that
- * hold's bound. Readiness the callbacks apply then (sock_core_event) is reported to the
- * hold's watchdog (data.c) before it is shown, so the thread it wakes sees the report. */
-static _Thread_local uint64_t kept_bound;
-
 /* The engine's progress: all pending work, then arm the CQs; if work arrived while
  * arming, go round again (bounded: with steady traffic, return "due now" and let the
- * loop take one more turn). watch: the progress thread's round, which also tells the
- * hold's watchdog when it took an arrival while a hold kept the CQs unarmed. */
-static uint64_t engine_round(uint64_t now, bool watch)
+ * loop take one more turn). */
+static uint64_t engine_round(uint64_t now)
 {
 	struct core_engine *e = atomic_load_explicit(&eng_fast, memory_order_acquire);
 	if (!e)
 		return 0;
 	uint64_t next = UINT64_MAX;
-	/* A program thread holds a live spin (smcr_epoll_wait's loop, a blocking call's
-	 * poll): it polls and fires the callbacks; a progress round here would take its
-	 * completions (tokens instead of its token-free list, the send ring's flushes on
-	 * this thread) and fight it for the engine's locks. Look again at the spin's end
-	 * (conns4, docs/parts/conns.md "Round 4"). */
+	/* A program thread holds a live spin or a lease (it polls and fires the
+	 * callbacks): a progress round here would fight it for the engine's locks. Look
+	 * again at the spin's or the lease's end (docs/design/readiness.md). */
 	if (core_engine_spin_live(e, now, &next))
 		return next == UINT64_MAX ? 0 : (next ? next : 1);
-	/* A hold that ended and was not renewed: this round takes what the unarmed CQs kept
-	 * back (the hold's watchdog, data.c). Taken, so that later rounds do not count it. */
-	uint64_t held = watch ? core_engine_hold_until(e) : 0;
-	bool ended = held && held <= now && core_engine_hold_take(e, held);
-	if (ended)
-		kept_bound = held;
 	for (int i = 0;; i++) {
 		(void)core_engine_progress(e, now, &next);
-		kept_bound = 0; /* later turns take what came since: not kept back */
 		if (core_engine_prepare_sleep(e) == 0)
 			break;
 		/* A program thread spins on the engine: it takes the completions and its
@@ -281,7 +266,7 @@ static uint64_t engine_round(uint64_t now, bool watch)
 
 static uint64_t engine_hook(uint64_t now)
 {
-	return engine_round(now, true);
+	return engine_round(now);
 }
 
 /* The completion fds only wake the thread; the hook does the work. */
@@ -324,6 +309,9 @@ static void engine_exit(void)
 	}
 	LOG_INFO("engine", "exit: waited %llu ms for %u connection(s) to close",
 		 (unsigned long long)((smcr_now_ns() - t0) / SMCR_NS_PER_MS), st.conns);
+	/* Then end the link groups in order, as the kernel does when it frees one: the peers
+	 * see DELETE LINK (an orderly end), not a link that failed. */
+	core_engine_end_lgs(e, smcr_now_ns());
 }
 
 static void engine_atfork_child(void)
@@ -415,14 +403,6 @@ struct core_engine *sock_engine_if_up(void)
 	return atomic_load_explicit(&eng_fast, memory_order_acquire);
 }
 
-void sock_engine_spin(void)
-{
-	/* Whoever polls the CQs must leave them armed (core_engine_prepare_sleep): a
-	 * progress call consumes the completion event, and an unarmed CQ would never wake
-	 * the progress thread again. So the same loop as the progress thread's. */
-	(void)engine_round(smcr_now_ns(), false);
-}
-
 void sock_core_event(void *ctx, struct core_conn *c, unsigned events, unsigned raised)
 {
 	(void)c;
@@ -435,7 +415,7 @@ void sock_core_event(void *ctx, struct core_conn *c, unsigned events, unsigned r
 	if (atomic_load(&s->state) != SS_SMC)
 		return;
 	if (raised & CORE_EV_RDHUP)
-		hs_peer_closed(s); /* the TCP watch can go (connect branch, docs/parts/connect.md) */
+		hs_peer_closed(s, events); /* the TCP watch can go (connect branch, docs/parts/connect.md) */
 	/* An arrival for a thread spinning in recv on this socket: that thread takes the
 	 * data itself, so the POLLIN token (a send now, a recv to drain it when the read
 	 * empties the RMBE: 2 system calls per message) is skipped; the spinner writes it if
@@ -443,18 +423,5 @@ void sock_core_event(void *ctx, struct core_conn *c, unsigned events, unsigned r
 	if ((raised & (CORE_EV_IN | CORE_EV_IN_NEW)) && !(events & CORE_EV_ERR) &&
 	    sock_rx_defer(s))
 		raised &= ~(unsigned)(CORE_EV_IN | CORE_EV_IN_NEW);
-	/* An arrival for the smcr_epoll_wait call running on this thread, whose only watcher
-	 * is that call: returned by it, no token (epoll.c "Token-free arrivals"). */
-	if ((raised & (CORE_EV_IN | CORE_EV_IN_NEW)) && sock_epoll_defer(s, events))
-		raised &= ~(unsigned)(CORE_EV_IN | CORE_EV_IN_NEW);
-	/* Writable for such a call whose only registration of s is a level-triggered
-	 * EPOLLOUT: that call reports it, and the program end stays filled (epoll.c "Quiet
-	 * POLLOUT"). */
-	if ((events & CORE_EV_OUT) && sock_epoll_defer_out(s, events)) {
-		events &= ~(unsigned)CORE_EV_OUT;
-		raised &= ~(unsigned)CORE_EV_OUT;
-	}
-	if (raised && kept_bound)
-		sock_hold_late(kept_bound);
 	sock_apply_events(s, events, raised, false);
 }

@@ -230,6 +230,12 @@ int smcr_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 					core_conn_set_oobinline(s->conn, s->oobinline);
 			}
 			break;
+		case SO_BUSY_POLL:
+			/* the kernel checked it (EPERM above its limit without CAP_NET_ADMIN):
+			 * a floor under this socket's spins (waitpol.h busy_poll_ns) */
+			if (opt_int(val, len, &v) == 0 && v >= 0)
+				s->busy_poll_us = (uint32_t)v;
+			break;
 		case SO_RCVTIMEO:
 		case SO_SNDTIMEO:
 			if (val && len >= (socklen_t)sizeof(struct timeval)) {

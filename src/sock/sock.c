@@ -289,24 +289,19 @@ void sock_apply_events(struct sock *s, unsigned ev, unsigned raised, bool from_p
 	 * connection, on the path of a short connection's close (connect4, connect.md Round 4). */
 	bool eof = ev & CORE_EV_RDHUP;
 	if (raised & (CORE_EV_IN | CORE_EV_IN_NEW)) {
-		sock_handoff_wake(s, 0); /* before the token that wakes the sleeper */
 		if (!eof)
 			sig_readable(&s->sig);
 	} else if ((ev & CORE_EV_IN) && from_program && !eof) {
 		sig_readable_if_none(&s->sig);
 	}
-	if (ev & CORE_EV_OUT) {
-		sock_handoff_wake(s, 1);
-		if (!sock_epoll_keeps_out(s)) /* epoll.c "Quiet POLLOUT" */
-			sig_unblock_out(&s->sig);
-	}
+	if (ev & CORE_EV_OUT)
+		sig_unblock_out(&s->sig);
 	if (ev & CORE_EV_RDHUP)
 		sig_rdhup(&s->sig);
 }
 
 void sock_sync_after_call(struct sock *s)
 {
-	sock_epoll_note_call(s); /* a token-free arrival (epoll.c): read, or ours to show */
 	unsigned ev = core_conn_events(s->conn);
 	/* the urgent byte was read or passed (TCP's rule); it emptied the tokens too */
 	if (!(ev & (CORE_EV_PRI | CORE_EV_ERR)) && sig_pri_off(&s->sig))
@@ -319,10 +314,6 @@ void sock_sync_after_call(struct sock *s)
 		sig_block_out(&s->sig);
 		ev = core_conn_events(s->conn);
 	}
-	/* writable, and this thread's smcr_epoll_wait loop may keep it (epoll.c "Quiet
-	 * POLLOUT"): its end stays (or becomes) filled, the loop reports it */
-	if ((ev & CORE_EV_OUT) && sock_epoll_defer_out(s, ev))
-		ev &= ~(unsigned)CORE_EV_OUT;
 	sock_apply_events(s, ev, 0, true);
 }
 

@@ -53,6 +53,7 @@
 #include <sys/time.h>
 
 #include "core/core.h"
+#include "sock/waitpol.h"
 #include "sock/discovery.h"
 #include "sock/fdtab.h"
 #include "sock/progress.h"
@@ -114,16 +115,11 @@ struct sock {
 	 * will take the data (data.c "Deferred tokens"; added by the ready branch). Atomic:
 	 * program threads and the engine's callback. */
 	_Atomic unsigned rx_spin;
-	/* Recent wait times of blocking receives / sends (ns, moving average), for the
-	 * adaptive spin (data.c spin_budget). Relaxed atomics: a lost update only skews a
-	 * heuristic. */
-	_Atomic uint64_t wait_avg[2];
-	/* The thread sleeping in a bracketed blocking receive ([0]) / send ([1]) on this
-	 * socket that offers a hand-over to its waker (data.c "Hand-over"; wake branch), NULL
-	 * when none: set by that thread (compare-and-swap from NULL), taken by the waker
-	 * (exchange to NULL) or taken back by the thread (compare-and-swap to NULL). The
-	 * pointer identifies the sleep (a stack address), never dereferenced. */
-	_Atomic(void *) handoff[2];
+	/* (L) The wait policy's state of blocking receives ([0]) / sends ([1]) on this
+	 * socket (waitpol.h; data.c wait_for reads and feeds it under the lock). Zeroed
+	 * with the socket: a valid state whose first wait does not spin. */
+	struct waitpol wpol[2];
+	uint32_t busy_poll_us; /* (L) SO_BUSY_POLL as the kernel kept it: a floor under the spins */
 	struct core_conn *conn;		  /* set once when the handshake starts; released at
 					   * recycle (valid for any holder of a reference) */
 	/* (L) The connection's link is on a software device (shm, emu), whose peer is always
@@ -213,25 +209,6 @@ struct sock {
 	/* epoll registrations (smcr_epoll_ctl) */
 	struct sock_epreg *regs; /* (L) */
 	size_t nregs, capregs;	 /* (L) */
-	/* Token-free arrivals and quiet POLLOUT (epoll.c). ep_solo: the only registration
-	 * when it qualifies (level-triggered, EPOLLIN or EPOLLOUT but not both):
-	 * (epfd + 1) << 32 | events, 0 otherwise, with its data in ep_solo_data; written
-	 * under lock by smcr_epoll_ctl (0 first, then data, then the value), read by the
-	 * engine's callback without it.
-	 * ep_owner: the smcr_epoll_wait thread (struct ep_thread) whose list holds an
-	 * arrival of s that has no POLLIN token, or (bit 0 set) keeps s's POLLOUT off for the
-	 * kernel; whoever clears it (exchange) writes the token if s is still readable, or
-	 * unfills if it is writable. ep_read: the owner thread used s since the list last
-	 * reported it. ep_idx: its index in the owner's list (owner thread only). */
-	_Atomic uint64_t ep_solo;
-	_Atomic uint64_t ep_solo_data;
-	_Atomic(void *) ep_owner;
-	_Atomic bool ep_read;
-	unsigned ep_idx;
-	/* ep_gen: the last pass of a list (struct ep_thread) over s, so a pass meets s
-	 * once even where a list briefly holds two entries of it (taken back by another
-	 * thread, then taken again); written by list owners under their list's lock. */
-	_Atomic unsigned ep_gen;
 	/* pool link (pool lock) */
 	struct sock *pool_next;
 };
@@ -276,9 +253,6 @@ struct core_engine *sock_engine(void);
 /* The engine if it exists already (never creates it): NULL before the first SMC-R
  * connection of the process or when there is none. */
 struct core_engine *sock_engine_if_up(void);
-/* One round of the engine's progress from a program thread (blocking calls spin on it for
- * at most SOCK_SPIN_NS before they sleep; decision 3). Leaves the CQs armed. */
-void sock_engine_spin(void);
 /* At most this many CQ fds (one per device) for a direct sleeper (engine.c). */
 #define SOCK_ENGINE_FDS_MAX 8
 /* Direct wake (engine.c "Direct wake", mode branch): one program thread at a time sleeps
@@ -301,9 +275,6 @@ extern _Atomic uint64_t sock_direct_sleeps_total, sock_direct_cq_wakes_total;
 extern _Atomic uint64_t sock_direct_ctl_total;
 #define SOCK_DIRECT_SHORT_NS 1000000ull /* a thread's sleeps averaging below: direct */
 #define SOCK_DIRECT_MISS_NS 10000000ull /* a direct wake-up that was for others counts so */
-#define SOCK_SPIN_NS 20000ull	    /* the spin before sleeping, at least */
-#define SOCK_SPIN_MAX_NS 100000ull  /* adaptive spin: the longer spin (data.c spin_budget) */
-#define SOCK_SPIN_SHORT_NS 10000ull /* recent waits below this average: the longer spin */
 #define SOCK_RX_SPIN_ONE 1u
 #define SOCK_RX_DEFERRED 0x80000000u
 /* The engine's callback: true if a thread spins in a receive on s, which will then see
@@ -312,20 +283,6 @@ extern _Atomic uint64_t sock_direct_ctl_total;
 bool sock_rx_defer(struct sock *s);
 /* Arrivals whose token was skipped that way, since start (tests, diagnostics). */
 extern _Atomic uint64_t sock_rx_deferred_total;
-/* The engine's callback is about to wake the readers (dir 0) / writers (dir 1) of s:
- * if a bracketed sleeper offered a hand-over, tell the engine not to arm the CQs until it
- * runs (core_engine_handoff, bounded by SOCK_HANDOFF_NS). Lock-free; wake branch. */
-void sock_handoff_wake(struct sock *s, int dir);
-/* Hand-overs made, since start (tests, diagnostics). */
-extern _Atomic uint64_t sock_handoff_total;
-#define SOCK_HANDOFF_NS 1000000ull /* a hand-over holds the CQs' arm off this long at most
-				    * (the spin grace, CORE_SPIN_GRACE_NS: a proxy spin) */
-/* The hold's watchdog (data.c "Hold watchdog"): the progress thread's round at the end
- * of the hold whose bound was bound took an arrival the unarmed CQs had kept back. */
-void sock_hold_late(uint64_t bound);
-/* Holds made, holds that lapsed while an arrival was kept back, and pauses of the holds
- * that lapses caused, since start (tests). */
-extern _Atomic uint64_t sock_holds_total, sock_hold_late_total, sock_hold_pauses_total;
 /* Core's event callback for every connection (ctx = struct sock). */
 void sock_core_event(void *ctx, struct core_conn *c, unsigned events, unsigned raised);
 /* Server: how long to wait for the client's first byte before deciding it is a plain TCP
@@ -392,9 +349,11 @@ void hs_kick(struct sock *s);
 /* Stops watching the TCP socket (close of an SMC connection), or takes it off the list of
  * deferred watches. Caller holds s->lock. */
 void hs_unwatch_locked(struct sock *s);
-/* The engine's callback saw the peer stop (CORE_EV_RDHUP): on the progress thread, queues
- * the removal of the TCP watch if the peer closed (C or A). No lock held. */
-void hs_peer_closed(struct sock *s);
+/* The engine's callback saw the peer stop (CORE_EV_RDHUP raised; events: the level): on the
+ * progress thread, queues the removal of the TCP watch if the peer closed (C or A); from
+ * any thread, when the peer was lost with its link (RDHUP raised, not in the level), has
+ * the watch report the TCP FIN too (core_conn_info lost_wait). No lock held. */
+void hs_peer_closed(struct sock *s, unsigned events);
 
 /* Puts the program end of s->sig (opened, not yet installed) at s->fd, moving the
  * program's epoll registrations across the swap (sock_epoll_move_locked); block_out first
@@ -438,38 +397,9 @@ void lsn_child_done_locked(struct sock *child);
 /* Removes (before=true) or re-adds (false) every recorded registration. Caller holds lock. */
 void sock_epoll_move_locked(struct sock *s, bool before);
 /* The epoll instance epfd had registrations of smcr fds (smcr_epoll_ctl): smcr_epoll_wait
- * runs the engine's progress for it. Counts per epfd number, never exact (a registration
+ * waits on it through sock_wait_epoll (wait.h), which runs the engine's progress. Counts per epfd number, never exact (a registration
  * dropped by close() is not seen): a stale count only costs an idle progress round. */
 bool sock_epoll_has_smcr(int epfd);
-/* Gives up the engine spin this thread holds between smcr_epoll_wait calls, if any (a
- * blocking call of the same thread, before its own spin and sleep). */
-void sock_epoll_release_hold(void);
-/* The engine's callback, for an arrival (CORE_EV_IN) on s: true when it was taken
- * token-free by the smcr_epoll_wait call running on this thread (the caller then writes
- * no token). */
-bool sock_epoll_defer(struct sock *s, unsigned events);
-/* For an engine event with CORE_EV_OUT on s (the callback) or a program call that left s
- * writable (sock_sync_after_call): true when this thread's smcr_epoll_wait loop, inside a
- * call or between two, keeps s's writability in its list (epoll.c "Quiet POLLOUT"; the
- * caller then leaves the program end filled). False: s is not (or no longer) in a list,
- * and the caller shows POLLOUT as before. */
-bool sock_epoll_defer_out(struct sock *s, unsigned events);
-/* True while this thread's list keeps s's POLLOUT (sock_apply_events leaves it off). */
-bool sock_epoll_keeps_out(struct sock *s);
-/* After a program call on s (sock_sync_after_call): if another thread's list holds a
- * token-free arrival of s, take it back (the caller's resync writes the token if data is
- * left); if this thread's, note the read. */
-void sock_epoll_note_call(struct sock *s);
-/* close: s leaves every list, and is never taken token-free again. Caller holds lock. */
-void sock_epoll_forget_locked(struct sock *s);
-/* A thread's token-free arrivals become tokens (the progress thread, by a timer) when it
- * has not called smcr_epoll_wait for this long (epoll.c). */
-#define SOCK_EP_GRACE_NS 2000000ull
-/* Arrivals returned token-free since start (tests, diagnostics). */
-extern _Atomic uint64_t sock_ep_tokenfree_total;
-/* EPOLLOUT reports made by smcr_epoll_wait's lists without the kernel (epoll.c "Quiet
- * POLLOUT"); tests read it. */
-extern _Atomic uint64_t sock_ep_quietout_total;
 
 /* ---- helpers ---- */
 

@@ -37,6 +37,8 @@ struct sock_sys sock_sys = {
 	.epoll_ctl = epoll_ctl,
 	.dup3 = dup3,
 	.epoll_wait = epoll_wait,
+	.ppoll = ppoll,
+	.epoll_pwait = epoll_pwait,
 };
 
 #define SYS_KEEP(m)                          \
@@ -54,5 +56,5 @@ void sock_sys_set(const struct sock_sys *table)
 	SYS_KEEP(close); SYS_KEEP(shutdown); SYS_KEEP(getsockname); SYS_KEEP(getpeername);
 	SYS_KEEP(setsockopt); SYS_KEEP(getsockopt); SYS_KEEP(fcntl); SYS_KEEP(ioctl);
 	SYS_KEEP(poll); SYS_KEEP(epoll_ctl); SYS_KEEP(dup3);
-	SYS_KEEP(epoll_wait);
+	SYS_KEEP(epoll_wait); SYS_KEEP(ppoll); SYS_KEEP(epoll_pwait);
 }

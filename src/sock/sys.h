@@ -12,11 +12,13 @@
 #define SMCR_SOCK_SYS_H
 
 #include <poll.h>
+#include <signal.h>
 #include <stddef.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 
 struct sock_sys {
 	int (*socket)(int, int, int);
@@ -47,6 +49,9 @@ struct sock_sys {
 	int (*epoll_ctl)(int, int, int, struct epoll_event *);
 	int (*dup3)(int, int, int);
 	int (*epoll_wait)(int, struct epoll_event *, int, int); /* smcr_epoll_wait's sleep */
+	/* sock_wait_poll / sock_wait_epoll's sleeps (wait.h): the caller's signal mask */
+	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
+	int (*epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
 };
 
 extern struct sock_sys sock_sys;

@@ -3,11 +3,10 @@
  * one epoll set moves exact bytes both ways' worth of checks (SHA-256 per connection), only
  * the program's own registrations are ever returned (never an engine fd), level-triggered
  * registrations keep reporting unread data and edge-triggered ones get one edge per
- * arrival, timeouts and EINTR behave as epoll_wait's; arrivals returned without a POLLIN
- * token (epoll.c "Token-free arrivals") keep their bytes, are reported again while read
- * from and readable, and become a token that a plain poll() (another thread's too) or
- * the kernel's epoll_wait sees once the loop skips the socket, the registration changes
- * or the thread leaves the loop. */
+ * arrival, timeouts and EINTR behave as epoll_wait's; an arrival the loop reports is
+ * readiness every other poller sees at once too (a plain poll() with a zero timeout,
+ * another thread's poll(), the kernel's epoll_wait), and so is the writability a
+ * writer's loop reports (docs/design/readiness.md section 3: no token is kept back). */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -396,7 +395,7 @@ static void test_timeout_eintr_errors(void **state)
 	assert_int_equal(it_run_smc_pair(&lfd, &port, tmo_server, NULL, tmo_client, NULL, 30000), 0);
 }
 
-/* ---- 4. token-free arrivals (epoll.c "Token-free arrivals", sig.h sig_readable) ---- */
+/* ---- 4. arrivals a loop reports are every poller's at once (readiness.md section 3) ---- */
 
 #define TF_MSG 100
 #define TF_TAG (TAG | 2)
@@ -409,11 +408,6 @@ static void tf_msg(int n, uint8_t *m)
 {
 	for (int i = 0; i < TF_MSG; i++)
 		m[i] = (uint8_t)(n * 7 + i * 13);
-}
-
-static uint64_t tf_count(void)
-{
-	return atomic_load(&sock_ep_tokenfree_total);
 }
 
 /* The client writes message n (TF_MSG bytes) when sstage becomes n. */
@@ -516,22 +510,20 @@ static int tf_server(void *arg)
 	tf_req = 0;
 	IT_CHECK(tf_ev(ep, 0) == 0);
 	/* A. every message's bytes; quiet after each read (no token left behind) */
-	uint64_t c0 = tf_count();
 	for (int i = 0; i < 20; i++) {
 		tf_request();
 		IT_CHECK(tf_spin(ep) == EPOLLIN);
+		IT_CHECK(tf_pollin(fd, 0)); /* the kernel's view too, at once */
 		tf_read(fd, 0, TF_MSG, tf_req);
 		tf_quiet(ep, fd);
 	}
-	IT_CHECK(tf_count() > c0); /* the loop took (some of) them token-free */
-	/* B. level-triggered: reported again after a partial read; a turn without a read
-	 * makes it a token (the kernel's poll sees it); one event each time, never two */
+	/* B. level-triggered: reported again after a partial read, the kernel's poll sees
+	 * it; one event each time, never two */
 	bool seen = false;
 	for (int i = 0; i < 10 && !seen; i++) {
-		c0 = tf_count();
 		tf_request();
 		IT_CHECK(tf_spin(ep) == EPOLLIN);
-		seen = tf_count() > c0;
+		seen = true;
 		tf_read(fd, 0, 10, tf_req);
 		IT_CHECK(tf_ev(ep, 0) == EPOLLIN); /* read from, still readable */
 		IT_CHECK(tf_ev(ep, 0) == EPOLLIN); /* not read from: the token's */
@@ -544,7 +536,6 @@ static int tf_server(void *arg)
 	/* C. another thread's poll() on the fd sees POLLIN while this one loops on it */
 	seen = false;
 	for (int i = 0; i < 10 && !seen; i++) {
-		c0 = tf_count();
 		atomic_store(&tf_poll_rc, -2);
 		pthread_t th;
 		IT_CHECK(pthread_create(&th, NULL, tf_poller, NULL) == 0);
@@ -560,20 +551,19 @@ static int tf_server(void *arg)
 			reports += tf_ev(ep, 0) != 0;
 		IT_CHECK(pthread_join(th, NULL) == 0);
 		IT_CHECK(atomic_load(&tf_poll_rc) == 1 && (atomic_load(&tf_revents) & POLLIN));
-		seen = tf_count() > c0 && reports > 0;
+		seen = reports > 0;
 		tf_read(fd, 0, TF_MSG, tf_req);
 		tf_quiet(ep, fd);
 	}
 	IT_CHECK(seen);
-	/* D. the thread leaves the loop: the arrival becomes a token (the progress thread,
-	 * 2 ms after the last call), for poll() and the kernel's own epoll_wait */
+	/* D. the thread leaves the loop: poll() and the kernel's own epoll_wait see the
+	 * arrival at once (zero timeouts) */
 	seen = false;
 	for (int i = 0; i < 10 && !seen; i++) {
-		c0 = tf_count();
 		tf_request();
 		IT_CHECK(tf_spin(ep) == EPOLLIN);
-		seen = tf_count() > c0;
-		IT_CHECK(tf_pollin(fd, 2000));
+		seen = true;
+		IT_CHECK(tf_pollin(fd, 0));
 		struct epoll_event kev[2];
 		IT_CHECK(epoll_wait(ep, kev, 2, 0) == 1);
 		IT_CHECK(kev[0].data.u64 == TF_TAG && (kev[0].events & EPOLLIN));
@@ -581,16 +571,15 @@ static int tf_server(void *arg)
 		tf_quiet(ep, fd);
 	}
 	IT_CHECK(seen);
-	/* E. the registration changes with an arrival pending: it becomes a token, which
-	 * the new (edge-triggered) registration sees as its edge */
+	/* E. the registration changes with an arrival pending: the new (edge-triggered)
+	 * registration sees its token as its edge */
 	seen = false;
 	for (int i = 0; i < 10 && !seen; i++) {
 		ev.events = EPOLLIN | EPOLLRDHUP;
 		IT_CHECK(smcr_epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev) == 0);
-		c0 = tf_count();
 		tf_request();
 		IT_CHECK(tf_spin(ep) == EPOLLIN);
-		seen = tf_count() > c0;
+		seen = true;
 		ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
 		IT_CHECK(smcr_epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev) == 0);
 		IT_CHECK(tf_pollin(fd, 0));
@@ -600,8 +589,7 @@ static int tf_server(void *arg)
 		tf_quiet(ep, fd);
 	}
 	IT_CHECK(seen);
-	/* F. edge-triggered alone in the set: never token-free, one edge per arrival */
-	c0 = tf_count();
+	/* F. edge-triggered alone in the set: one edge per arrival */
 	for (int i = 0; i < 3; i++) {
 		tf_request();
 		IT_CHECK(tf_spin(ep) == EPOLLIN);
@@ -614,7 +602,6 @@ static int tf_server(void *arg)
 		tf_read(fd, 0, TF_MSG, tf_req);
 		tf_quiet(ep, fd);
 	}
-	IT_CHECK(tf_count() == c0);
 	sh->sstage = 999;
 	close(ep);
 	smcr_close(fd);
@@ -644,29 +631,25 @@ static int tf_client(void *arg)
 	return 0;
 }
 
-static void test_tokenfree(void **state)
+static void test_loop_arrivals_seen_by_all(void **state)
 {
 	(void)state;
 	memset(sh, 0, sizeof(*sh));
 	assert_int_equal(it_run_smc_pair(&lfd, &port, tf_server, NULL, tf_client, NULL, 60000), 0);
 }
 
-/* ---- 6. quiet POLLOUT (epoll.c): a writer's loop keeps writability off the kernel ----
+/* ---- 6. a writer's loop: the writability it reports is every poller's at once ----
  * The server writes (non-blocking, its only registration a level-triggered EPOLLOUT), the
  * client reads what the server asks for, checking every byte. Each part fills the path
  * (send until EAGAIN) and has the client drain it: the event that makes the socket
- * writable comes to the loop, which reports EPOLLOUT itself (the counter moves) and must
- * give POLLOUT back to the kernel whenever it stops using the socket. */
+ * writable comes to the loop, which reports EPOLLOUT, and the kernel's poll shows POLLOUT
+ * at the same time (no list keeps it back). */
 
 #define QO_TAG (TAG | 6)
 #define QO_CHUNK 40000
 
 static uint64_t qo_sent;   /* bytes the server sent so far (its stream offset) */
 
-static uint64_t qo_count(void)
-{
-	return atomic_load(&sock_ep_quietout_total);
-}
 
 static uint8_t qo_byte(uint64_t off)
 {
@@ -728,7 +711,6 @@ static bool qo_fill_drain_report(int ep, int fd)
 	IT_CHECK(qo_send(fd, 1) == 0);
 	IT_CHECK(!qo_pollout(fd, 0)); /* no POLLOUT anywhere */
 	IT_CHECK(qo_ev(ep, 0) == 0);
-	uint64_t c0 = qo_count();
 	sh->sent_ns = qo_sent; /* the client reads up to here */
 	sh->sstage++;
 	uint64_t end = smcr_now_ns() + 5 * SMCR_NS_PER_S;
@@ -736,15 +718,10 @@ static bool qo_fill_drain_report(int ep, int fd)
 	while (!e && smcr_now_ns() < end)
 		e = qo_ev(ep, 0);
 	IT_CHECK(e == EPOLLOUT);
-	return qo_count() > c0;
+	IT_CHECK(qo_pollout(fd, 0)); /* the kernel's view: the same, at once */
+	return true;
 }
 
-/* The list may still keep the socket: no 2 ms (the grace) since the last call began, less
- * a margin. Past it the progress thread may have given it back (a slow or loaded run). */
-static bool qo_in_grace(void)
-{
-	return smcr_now_ns() - qo_call_ns < 3 * SOCK_EP_GRACE_NS / 4;
-}
 
 /* Another thread's send on the server's fd (D). */
 static void *qo_other_send(void *arg)
@@ -762,43 +739,29 @@ static int qo_server(void *arg)
 	int fd = loop_accept(&ev, &ep);
 	qo_sent = 0;
 	IT_CHECK(qo_ev(ep, 0) == EPOLLOUT); /* a fresh socket: the kernel's POLLOUT */
-	/* A. level-triggered from the list: reported again while written to and writable;
-	 * one call without a write gives it back to the kernel (poll and the kernel's own
-	 * epoll_wait see POLLOUT at once) */
-	bool seen = false;
-	for (int i = 0; i < 10 && !seen; i++) {
-		seen = qo_fill_drain_report(ep, fd);
-		if (!seen)
-			continue; /* the progress thread took that event: again */
-		/* the list keeps it: quiet for the kernel (while in the grace) */
-		bool quiet = !qo_pollout(fd, 0);
-		IT_CHECK(quiet || !qo_in_grace());
+	/* A. level-triggered: reported again while written to and writable, and the
+	 * kernel's poll and epoll_wait show POLLOUT each time too */
+	for (int i = 0; i < 3; i++) {
+		IT_CHECK(qo_fill_drain_report(ep, fd));
 		for (int k = 0; k < 3; k++) {
 			IT_CHECK(qo_send(fd, 100) == 100);
 			IT_CHECK(qo_ev(ep, 0) == EPOLLOUT);
-			bool q = !qo_pollout(fd, 0);
-			IT_CHECK(q || !qo_in_grace());
-			quiet = quiet && q;
+			IT_CHECK(qo_pollout(fd, 0));
 		}
-		seen = quiet; /* else once more: a slow run's grace ran out */
-		IT_CHECK(qo_ev(ep, 0) == EPOLLOUT); /* not written to: the kernel's now */
-		IT_CHECK(qo_pollout(fd, 0));
 		struct epoll_event kev[2];
 		IT_CHECK(epoll_wait(ep, kev, 2, 0) == 1 && kev[0].data.u64 == QO_TAG &&
 			 (kev[0].events & EPOLLOUT));
 	}
-	IT_CHECK(seen);
-	/* B. the thread leaves the loop with the socket in its list: the progress thread
-	 * gives POLLOUT back (2 ms after the last call) */
+	bool seen;
+	/* B. the thread leaves the loop: POLLOUT is the kernel's at once */
 	seen = false;
 	for (int i = 0; i < 10 && !seen; i++) {
 		seen = qo_fill_drain_report(ep, fd);
 		if (seen)
-			IT_CHECK(qo_pollout(fd, 2000));
+			IT_CHECK(qo_pollout(fd, 0));
 	}
 	IT_CHECK(seen);
-	/* C. the registration changes while the list keeps the socket: POLLOUT is the
-	 * kernel's again at once, for the new registration too */
+	/* C. the registration changes: POLLOUT for the new registration too */
 	seen = false;
 	for (int i = 0; i < 10 && !seen; i++) {
 		IT_CHECK(qo_ev(ep, 0) == EPOLLOUT); /* back in the loop */
@@ -814,7 +777,7 @@ static int qo_server(void *arg)
 		IT_CHECK(smcr_epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev) == 0);
 	}
 	IT_CHECK(seen);
-	/* D. another thread's call on the socket takes it back from the list */
+	/* D. another thread's call on the socket: POLLOUT stays the kernel's */
 	seen = false;
 	for (int i = 0; i < 10 && !seen; i++) {
 		IT_CHECK(qo_ev(ep, 0) == EPOLLOUT);
@@ -878,7 +841,7 @@ static int qo_client(void *arg)
 	return 0;
 }
 
-static void test_quiet_pollout(void **state)
+static void test_writer_loop_pollout_seen_by_all(void **state)
 {
 	(void)state;
 	memset(sh, 0, sizeof(*sh));
@@ -975,9 +938,9 @@ int main(void)
 		cmocka_unit_test(test_event_loop_bytes),
 		cmocka_unit_test(test_lt_and_et),
 		cmocka_unit_test(test_timeout_eintr_errors),
-		cmocka_unit_test(test_tokenfree),
+		cmocka_unit_test(test_loop_arrivals_seen_by_all),
 		cmocka_unit_test(test_left_loop),
-		cmocka_unit_test(test_quiet_pollout),
+		cmocka_unit_test(test_writer_loop_pollout_seen_by_all),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

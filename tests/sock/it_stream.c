@@ -136,7 +136,7 @@ static int exits_client(void *arg)
 	struct blocked b = { .fd = fd };
 	pthread_t t;
 	IT_CHECK(pthread_create(&t, NULL, blocked_main, &b) == 0);
-	usleep(100000); /* far beyond any spin (at most SOCK_SPIN_MAX_NS) */
+	usleep(100000); /* far beyond any spin (at most WAITPOL_SPIN_MAX_NS) */
 	IT_CHECK(it_engine_spinners() == 0);
 	sh->stage = ST_SLEEP_RECV;
 	IT_CHECK(pthread_join(t, NULL) == 0);

@@ -14,8 +14,8 @@
  *     readable (no eventfd write, no progress-thread wake-up), the data arrives through
  *     progress, prepare_sleep does not arm, the reported deadline is the spin's grace end;
  *     spin_end arms again and delivers what came meanwhile;
- *   - (conns4) a spin held past the grace by core_engine_spin_renew_until, and the
- *     progress thread's stand-back check core_engine_spin_live. */
+ *   - the lease (core_engine_lease), and the progress thread's stand-back check
+ *     core_engine_spin_live. */
 #define _GNU_SOURCE
 #include <poll.h>
 #include <setjmp.h>
@@ -365,28 +365,26 @@ static void test_spin(void **state)
 	assert_memory_equal(b, "old", 3);
 }
 
-/* conns4 (docs/parts/conns.md "Round 4"): a held spin extended past the grace
- * (core_engine_spin_renew_until, smcr_epoll_wait's loop with long turns) keeps the CQ
- * unarmed until its end and reports that end as the deadline; the progress thread's check
- * (core_engine_spin_live) stands back and takes a CQ event pending from before the spin;
- * past the end the CQ is armed as before; spin_end forgets the extension. */
-static void test_spin_until(void **state)
+/* The lease (core_engine_lease, docs/design/readiness.md): keeps the CQ unarmed until its
+ * end and reports that end as the deadline; the progress thread's check
+ * (core_engine_spin_live) stands back and takes a CQ event pending from before the
+ * lease; past the end the CQ is armed as before; a lease ended at once (until <= now)
+ * arms the CQ and polls once more, so what came within the lease is not left behind. */
+static void test_lease(void **state)
 {
 	struct shm_fx *f = *state;
 	char b[16];
 	settle(f, f->ce);
 	uint64_t t0 = f->pp.now, until = t0 + 10 * CORE_SPIN_GRACE_NS;
-	/* an event from before the spin (settle armed the CQ) */
+	/* an event from before the lease (settle armed the CQ) */
 	assert_int_equal(send_n(f->pp.srv, "pre", 3), 3);
 	assert_true(readable(f->cfd, 2000));
-	core_engine_spin_begin(f->ce, t0);
-	core_engine_spin_renew_until(f->ce, t0, until);
+	assert_int_equal(core_engine_lease(f->ce, t0, until), 0);
 	uint64_t u = 0, t5 = t0 + 5 * CORE_SPIN_GRACE_NS;
 	assert_true(core_engine_spin_live(f->ce, t5, &u));
 	assert_true(u > t5 && u <= until);
 	assert_false(readable(f->cfd, 0)); /* taken: no busy wake-up loop */
-	/* an engine timer due: not live (the caller's own round runs it; a deadline in the
-	 * past would make it spin) */
+	/* an engine timer due: not live (the caller's own round runs it) */
 	pthread_mutex_lock(&f->ce->lock);
 	uint64_t nd = f->ce->next_deadline;
 	f->ce->next_deadline = t5;
@@ -395,16 +393,16 @@ static void test_spin_until(void **state)
 	pthread_mutex_lock(&f->ce->lock);
 	f->ce->next_deadline = nd;
 	pthread_mutex_unlock(&f->ce->lock);
-	/* past the grace, within the hold: the deadline is the hold's end, no arm */
+	/* within the lease: the deadline is its end, no arm */
 	uint64_t next = 0;
 	core_engine_progress(f->ce, t5, &next);
-	assert_true(next > t0 + CORE_SPIN_GRACE_NS && next <= until);
+	assert_true(next > t5 && next <= until);
 	assert_int_equal(core_engine_prepare_sleep(f->ce), 0);
 	assert_int_equal(send_n(f->pp.srv, "two", 3), 3);
 	assert_false(readable(f->cfd, 30));
 	assert_int_equal(recv_all(f, f->ce, f->pp.cli, b, 6), 6);
 	assert_memory_equal(b, "pretwo", 6);
-	/* past the end: not live, the CQ is armed again while the spin is still held */
+	/* past the end: not live, the CQ is armed again by the next sleeper */
 	uint64_t t11 = until + 1;
 	core_engine_progress(f->ce, t11, NULL);
 	assert_false(core_engine_spin_live(f->ce, t11, &u));
@@ -413,12 +411,21 @@ static void test_spin_until(void **state)
 	assert_true(readable(f->cfd, 2000));
 	assert_int_equal(recv_all(f, f->ce, f->pp.cli, b, 3), 3);
 	assert_memory_equal(b, "old", 3);
-	/* spin_end forgets it: the next spin has the plain grace */
-	core_engine_spin_end(f->ce);
-	core_engine_spin_begin(f->ce, t11);
-	assert_true(core_engine_spin_live(f->ce, t11 + CORE_SPIN_GRACE_NS / 2, &u));
-	assert_false(core_engine_spin_live(f->ce, t11 + 2 * CORE_SPIN_GRACE_NS, &u));
-	core_engine_spin_end(f->ce);
+	settle(f, f->ce);
+	/* a new lease disarms again; ending it at once arms and polls what came meanwhile */
+	assert_int_equal(core_engine_lease(f->ce, t11, t11 + 10 * CORE_SPIN_GRACE_NS), 0);
+	assert_int_equal(send_n(f->pp.srv, "new", 3), 3);
+	assert_false(readable(f->cfd, 30));
+	assert_int_equal(core_engine_lease(f->ce, t11 + 1, 0), 1);
+	struct core_conn_info ci;
+	core_conn_info(f->pp.cli, &ci);
+	assert_int_equal(ci.readable, 3);
+	assert_int_equal(recv_all(f, f->ce, f->pp.cli, b, 3), 3);
+	assert_memory_equal(b, "new", 3);
+	settle(f, f->ce);
+	assert_int_equal(send_n(f->pp.srv, "arm", 3), 3);
+	assert_true(readable(f->cfd, 2000));
+	assert_int_equal(recv_all(f, f->ce, f->pp.cli, b, 3), 3);
 }
 
 int main(void)
@@ -430,7 +437,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_no_slot_starvation, shm_setup, shm_teardown),
 		cmocka_unit_test_setup_teardown(test_solicited_arm, shm_setup, shm_teardown),
 		cmocka_unit_test_setup_teardown(test_spin, shm_setup, shm_teardown),
-		cmocka_unit_test_setup_teardown(test_spin_until, shm_setup, shm_teardown),
+		cmocka_unit_test_setup_teardown(test_lease, shm_setup, shm_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
