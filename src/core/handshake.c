@@ -216,7 +216,7 @@ static void queue_rkey(struct core_conn *c, uint64_t now)
 	lg->rkey_wait_tail = c;
 	/* procedures.md 1: starting a flow waits up to 20 s for the running one. */
 	c->hs_deadline = now + 10 * c->eng->p.llc_wait_ns;
-	core_timer_at(c->eng, c->hs_deadline);
+	conn_timer_at(c, c->hs_deadline);
 	llc_flow_kick(lg, now);
 }
 
@@ -440,7 +440,7 @@ static void on_proposal(struct core_conn *c, const struct clc_proposal *p, uint6
 		 * active or dead, then find or create (procedures.md 2.5). Bounded by the CLC
 		 * wait that runs meanwhile. */
 		c->hs_lg_wait = true;
-		core_timer_at(e, now + HS_LG_RECHECK_NS);
+		conn_timer_at(c, now + HS_LG_RECHECK_NS);
 		return;
 	}
 	if (lg) {
@@ -646,7 +646,7 @@ static void hs_timeout(struct core_conn *c, uint64_t now, bool async)
 		c->hs = HS_DECL_WAIT;
 		c->hs_decl_err = -SMCR_E_CORE_TIMEOUT_CL;
 		c->hs_deadline = now + e->p.clc_wait_short_ns;
-		core_timer_at(e, c->hs_deadline);
+		conn_timer_at(c, c->hs_deadline);
 		return;
 	case HS_DECL_WAIT:
 		hs_fallback(c, decline_code(c->hs_decl_err, 0x02010000u), 0, true, false, now, async);
@@ -663,56 +663,32 @@ static void hs_timeout(struct core_conn *c, uint64_t now, bool async)
 	}
 }
 
-#define HS_TIMER_BATCH 64
-
-void hs_timers(struct core_engine *e, uint64_t now)
+uint64_t hs_conn_timer(struct core_conn *c, uint64_t now)
 {
-	/* Collect first (with holds): acting may unlink conns from e->conns. */
-	struct core_conn *due[HS_TIMER_BATCH];
-	int n = 0;
-	bool more = false;
-	for (struct core_conn *c = e->conns; c; c = c->all_next) {
-		uint64_t d = CORE_NEVER;
-		if (c->hs_lg_wait && c->hs == HS_S_WAIT_PROPOSAL) {
-			/* held back behind a first contact: go on once it is no longer SETUP (the
-			 * fast path is lg_wait_wake; this covers an LG that died) */
-			if (!lg_setup_with(e, &c->peer_id))
-				core_ev_raise(c, CORE_EV_CLC);
-			else
-				core_timer_at(e, now + HS_LG_RECHECK_NS);
-		}
-		if (hs_waiting(c->hs) && c->hs_deadline)
-			d = c->hs_deadline;
-		if (c->lg && c->close_deadline < d)
-			d = c->close_deadline;
-		if (d == CORE_NEVER)
-			continue;
-		if (now < d) {
-			core_timer_at(e, d);
-			continue;
-		}
-		if (n == HS_TIMER_BATCH) {
-			more = true;
-			continue;
-		}
-		conn_hold(c);
-		due[n++] = c;
+	struct core_engine *e = c->eng;
+	uint64_t next = CORE_NEVER;
+	if (c->hs_lg_wait && c->hs == HS_S_WAIT_PROPOSAL) {
+		/* held back behind a first contact: go on once it is no longer SETUP (the
+		 * fast path is lg_wait_wake; this covers an LG that died) */
+		if (!lg_setup_with(e, &c->peer_id))
+			core_ev_raise(c, CORE_EV_CLC);
+		else
+			next = now + HS_LG_RECHECK_NS;
 	}
-	for (int i = 0; i < n; i++) {
-		struct core_conn *c = due[i];
-		if (hs_waiting(c->hs) && c->hs_deadline && now >= c->hs_deadline)
-			hs_timeout(c, now, true);
-		if (c->lg && now >= c->close_deadline) {
-			/* The peer never sent its C/A: give up on it (RMB quarantined). */
-			SMCR_LOG_RL(SMCR_LOG_INFO, CORE_UNIT, "LG %u: peer did not close in time",
-				    c->lg->id);
-			c->close_deadline = CORE_NEVER;
-			lgr_detach(c, false, now);
-		}
-		conn_put(c);
+	if (hs_waiting(c->hs) && c->hs_deadline && now >= c->hs_deadline)
+		hs_timeout(c, now, true);
+	if (c->lg && now >= c->close_deadline) {
+		/* The peer never sent its C/A: give up on it (RMB quarantined). */
+		SMCR_LOG_RL(SMCR_LOG_INFO, CORE_UNIT, "LG %u: peer did not close in time",
+			    c->lg->id);
+		c->close_deadline = CORE_NEVER;
+		lgr_detach(c, false, now);
 	}
-	if (more)
-		core_timer_at(e, now);
+	if (hs_waiting(c->hs) && c->hs_deadline && c->hs_deadline < next)
+		next = c->hs_deadline;
+	if (c->lg && c->close_deadline < next)
+		next = c->close_deadline;
+	return next;
 }
 
 /* ---- from LLC ---------------------------------------------------------------------------- */
@@ -729,7 +705,7 @@ void hs_link_confirmed(struct core_conn *c, int err, uint64_t now)
 	lg->fc_conn = NULL;
 	lg->link->last_rx_ns = now;
 	if (e->p.testlink_ns != UINT64_MAX)
-		core_timer_at(e, now + e->p.testlink_ns);
+		lgr_timer_at(lg, now + e->p.testlink_ns);
 	go_smc(c, now, true);
 	if (lg->role == CORE_SERVER) {
 		llc_start_add_link_offer(lg, now);
@@ -755,7 +731,7 @@ void hs_rkey_confirmed(struct core_conn *c, int err, uint64_t now)
 		}
 		c->hs = HS_S_WAIT_CONFIRM;
 		c->hs_deadline = now + e->p.clc_wait_ns;
-		core_timer_at(e, c->hs_deadline);
+		conn_timer_at(c, c->hs_deadline);
 		core_ev_raise(c, CORE_EV_CLC);
 		return;
 	}
@@ -853,7 +829,7 @@ int core_conn_clc_step(struct core_conn *c, const void *in, size_t len, bool tcp
 			hs_timeout(c, now_ns, false);
 	}
 	if (hs_waiting(c->hs) && c->hs_deadline)
-		core_timer_at(e, c->hs_deadline);
+		conn_timer_at(c, c->hs_deadline);
 	r->status = status_of(c);
 	r->err = c->hs == HS_DONE_FAILED ? c->hs_err : 0;
 	r->deadline_ns = hs_waiting(c->hs) && c->hs_deadline ? c->hs_deadline : CORE_NEVER;

@@ -9,12 +9,19 @@
 
 #include "wire/codes.h"
 
+static void lgr_timer_fn(struct core_timer *t, uint64_t now);
+
 int lgr_create(struct core_engine *e, enum core_role role, struct core_dev *cdev,
 	       const struct wire_peer_id *peer_id, struct core_lgr **out)
 {
 	struct core_lgr *lg = calloc(1, sizeof(*lg));
 	if (!lg)
 		return -SMCR_E_NOMEM;
+	if (core_timers_reserve(&e->timers)) {
+		free(lg);
+		return -SMCR_E_NOMEM;
+	}
+	core_timer_init(&lg->tmr, lgr_timer_fn);
 	lg->eng = e;
 	lg->id = e->next_lg_id++;
 	if (e->next_lg_id == 0)
@@ -29,6 +36,7 @@ int lgr_create(struct core_engine *e, enum core_role role, struct core_dev *cdev
 	 * (dev.h semantics 3), never by another peer's. */
 	int rc = dev_alloc_pd(cdev->dev, &lg->pd);
 	if (rc) {
+		core_timers_unreserve(&e->timers);
 		free(lg);
 		return -SMCR_E_CORE_RDYLNK;
 	}
@@ -36,6 +44,7 @@ int lgr_create(struct core_engine *e, enum core_role role, struct core_dev *cdev
 	if (rc) {
 		if (dev_dealloc_pd(lg->pd))
 			LOG_WARN(CORE_UNIT, "PD of a failed LG still busy");
+		core_timers_unreserve(&e->timers);
 		free(lg);
 		return rc;
 	}
@@ -236,7 +245,7 @@ void lgr_detach(struct core_conn *c, bool pool_rmb, uint64_t now)
 		/* procedures.md 3.8: keep an idle LG for reuse, free it later. */
 		lg->idle_deadline = now + (lg->role == CORE_SERVER ? e->p.lg_free_srv_ns
 								   : e->p.lg_free_clnt_ns);
-		core_timer_at(e, lg->idle_deadline);
+		lgr_timer_at(lg, lg->idle_deadline);
 	}
 	conn_maybe_unlink(c);
 	conn_put(c);	/* the slot's reference (lgr_attach) */
@@ -336,7 +345,7 @@ void lgr_terminate(struct core_lgr *lg, uint32_t reason, bool orderly, bool send
 		atomic_store(&l->usable, false);
 		/* Let what was just posted leave before the QP goes (lgr_free_dead). */
 		l->drain_deadline = usable ? now + e->p.llc_wait_ns : now;
-		core_timer_at(e, l->drain_deadline);
+		lgr_timer_at(lg, l->drain_deadline);
 	}
 	for (unsigned i = 1; i < CORE_LG_SLOTS; i++)
 		if (lg->slots[i])
@@ -362,7 +371,7 @@ void lgr_free_dead(struct core_engine *e, uint64_t now, bool force)
 			bool busy = l->slots_free != CORE_SEND_SLOTS;
 			pthread_mutex_unlock(&l->tx_lock);
 			if (busy && !force && now < l->drain_deadline) {
-				core_timer_at(e, l->drain_deadline);
+				lgr_timer_at(lg, l->drain_deadline);
 				pp = &lg->next;
 				continue;
 			}
@@ -376,28 +385,39 @@ void lgr_free_dead(struct core_engine *e, uint64_t now, bool force)
 		if (dev_dealloc_pd(lg->pd))
 			LOG_WARN(CORE_UNIT, "LG %u: PD still busy", lg->id);
 		*pp = lg->next;
+		core_timers_cancel(&e->timers, &lg->tmr);
+		core_timers_unreserve(&e->timers);
 		e->lgs_freed++;
 		LOG_DBG(CORE_UNIT, "LG %u freed", lg->id);
 		free(lg);
 	}
 }
 
-void lgr_timers(struct core_engine *e, uint64_t now)
+void lgr_timer_at(struct core_lgr *lg, uint64_t when)
 {
-	for (struct core_lgr *lg = e->lgs; lg; lg = lg->next) {
-		if (lg->state == CORE_LG_DEAD) {
-			if (lg->link)
-				core_timer_at(e, lg->link->drain_deadline);
-			continue;
-		}
-		if (lg->state == CORE_LG_ACTIVE && lg->nconns == 0 && lg->idle_deadline != CORE_NEVER) {
-			if (now >= lg->idle_deadline) {
-				/* Linux smc_lgr_free_work: DELETE LINK all + orderly, program initiated. */
-				lgr_terminate(lg, LLC_DEL_PROG_INIT_TERM, true, true, -SMCR_E_CORE_RESET, now);
-				continue;
-			}
-			core_timer_at(e, lg->idle_deadline);
-		}
-		llc_timers(lg, now);
+	if (when != CORE_NEVER)
+		core_timers_arm_min(&lg->eng->timers, &lg->tmr, when);
+}
+
+/* The LG's deadline came (or one that has moved since: each part checks its own and arms
+ * the timer again for what is next). eng->lock held, from core_timers_expire. */
+static void lgr_timer_fn(struct core_timer *t, uint64_t now)
+{
+	struct core_lgr *lg = (struct core_lgr *)((char *)t - offsetof(struct core_lgr, tmr));
+	if (lg->state == CORE_LG_DEAD) {
+		/* lgr_free_dead (after the timers, in the same progress round) frees it once
+		 * drained; until then, wake at the drain bound */
+		if (lg->link && lg->link->drain_deadline > now)
+			lgr_timer_at(lg, lg->link->drain_deadline);
+		return;
 	}
+	if (lg->state == CORE_LG_ACTIVE && lg->nconns == 0 && lg->idle_deadline != CORE_NEVER) {
+		if (now >= lg->idle_deadline) {
+			/* Linux smc_lgr_free_work: DELETE LINK all + orderly, program initiated. */
+			lgr_terminate(lg, LLC_DEL_PROG_INIT_TERM, true, true, -SMCR_E_CORE_RESET, now);
+			return;
+		}
+		lgr_timer_at(lg, lg->idle_deadline);
+	}
+	llc_timers(lg, now);
 }

@@ -316,7 +316,7 @@ void llc_flow_kick(struct core_lgr *lg, uint64_t now)
 			if (send_add_link_offer(lg) == 0) {
 				lg->flow = CORE_FLOW_ADD_LINK;
 				lg->flow_deadline = now + e->p.llc_wait_ns;
-				core_timer_at(e, lg->flow_deadline);
+				lgr_timer_at(lg, lg->flow_deadline);
 			}
 			continue;
 		}
@@ -343,7 +343,7 @@ void llc_flow_kick(struct core_lgr *lg, uint64_t now)
 		lg->flow = CORE_FLOW_CONFIRM_RKEY;
 		lg->flow_conn = c;	/* keeps the queue's reference */
 		lg->flow_deadline = now + e->p.llc_wait_ns;
-		core_timer_at(e, lg->flow_deadline);
+		lgr_timer_at(lg, lg->flow_deadline);
 	}
 }
 
@@ -366,7 +366,7 @@ void llc_timers(struct core_lgr *lg, uint64_t now)
 				return;
 			llc_flow_kick(lg, now);
 		} else {
-			core_timer_at(e, lg->flow_deadline);
+			lgr_timer_at(lg, lg->flow_deadline);
 		}
 	}
 	/* TEST LINK (procedures.md 3.5): after testlink_ns without receiving anything, ask;
@@ -379,7 +379,7 @@ void llc_timers(struct core_lgr *lg, uint64_t now)
 			link_down(l, -SMCR_E_CORE_TIMEDOUT, now);
 			return;
 		}
-		core_timer_at(e, l->testlink_deadline);
+		lgr_timer_at(lg, l->testlink_deadline);
 		return;
 	}
 	if (l->last_rx_ns == 0)
@@ -391,9 +391,9 @@ void llc_timers(struct core_lgr *lg, uint64_t now)
 		memcpy(m.test_link.data, &r, sizeof(r));
 		if (llc_send(l, &m) == 0) {
 			l->testlink_deadline = now + e->p.llc_wait_ns;
-			core_timer_at(e, l->testlink_deadline);
+			lgr_timer_at(lg, l->testlink_deadline);
 		}
 		return;
 	}
-	core_timer_at(e, due);
+	lgr_timer_at(lg, due);
 }
