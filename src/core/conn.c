@@ -331,8 +331,7 @@ void core_conn_info(struct core_conn *c, struct core_conn_info *in)
 	}
 	if (c->lg) {
 		in->lg_conns = (uint16_t)c->lg->nconns;
-		/* A single-link LG (procedures.md 3.2): lg->link is the only one. */
-		in->lg_links = c->lg->link && c->lg->link->state == CORE_LINK_ACTIVE ? 1 : 0;
+		in->lg_links = lgr_links_active(c->lg);
 	}
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&e->lock);

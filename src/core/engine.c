@@ -518,8 +518,8 @@ void core_engine_stats(struct core_engine *e, struct core_engine_stats *st)
 		st->lgs++;
 		if (lg->nconns == 0)
 			st->lgs_idle++;
-		if (lg->link)
-			st->links++;
+		for (int i = 0; i < CORE_LG_LINKS; i++)
+			st->links += lg->links[i] != NULL;
 		for (struct core_rmb *r = lg->rmbs; r; r = r->next) {
 			st->rmbs++;
 			st->rmb_bytes += r->size;

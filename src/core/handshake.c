@@ -46,7 +46,7 @@ static void send_decline(struct core_conn *c, uint32_t code, bool oos)
 /* Accept (server) or Confirm (client), 68 bytes (wire-formats.md 4). */
 static int send_accept(struct core_conn *c, enum clc_type type, bool first, uint8_t mtu)
 {
-	struct core_link *l = c->lg->link;
+	struct core_link *l = c->link;
 	struct core_dev *cd = c->lg->cdev;
 	struct clc_accept a;
 	memset(&a, 0, sizeof(a));
@@ -177,7 +177,7 @@ static void go_smc(struct core_conn *c, uint64_t now, bool async)
 	c->rmb->announced = true;
 	pthread_mutex_lock(&c->lock);
 	c->mode = CORE_MODE_SMC;
-	c->link_num = c->lg->link->link_num;
+	c->link_num = c->link->link_num;
 	/* CDCs may have arrived during the handshake (procedures.md 2.7: the peer can be
 	 * ACTIVE first); answer what is due now that we know the peer's token. */
 	tx_cons_update_locked(c, false);
@@ -455,7 +455,7 @@ static void on_proposal(struct core_conn *c, const struct clc_proposal *p, uint6
 			queue_rkey(c, now);
 			return;
 		}
-		if (send_accept(c, CLC_ACCEPT, false, lg->link->mtu)) {
+		if (send_accept(c, CLC_ACCEPT, false, c->link->mtu)) {
 			hs_fail(c, -SMCR_E_INTERNAL, now, false);
 			return;
 		}
@@ -466,8 +466,8 @@ static void on_proposal(struct core_conn *c, const struct clc_proposal *p, uint6
 			return;
 		}
 		/* The client's port, for matching later connections (procedures.md 2.5). */
-		lg->link->peer_gid = p->gid;
-		lg->link->peer_mac = p->mac;
+		lg->links[0]->peer_gid = p->gid;
+		lg->links[0]->peer_mac = p->mac;
 		c->first_contact = true;
 		lg->fc_conn = c;
 		conn_hold(c);	/* put when the LG leaves SETUP or dies */
@@ -511,7 +511,7 @@ static void on_accept(struct core_conn *c, const struct clc_accept *a, uint64_t 
 		if (a->mtu_code < mtu)
 			mtu = a->mtu_code;
 		/* procedures.md 2.6: client QP INIT -> RTR at the Accept; RTS at CONFIRM LINK. */
-		rc = link_rtr(lg->link, a->qpn, a->psn, mtu, &a->gid, &a->mac);
+		rc = link_rtr(c->link, a->qpn, a->psn, mtu, &a->gid, &a->mac);
 		if (rc) {
 			hs_fallback(c, 0x09990002u, 0, true, false, now, false);	/* ERR_RDYLNK */
 			return;
@@ -543,7 +543,7 @@ static void on_accept(struct core_conn *c, const struct clc_accept *a, uint64_t 
 		queue_rkey(c, now);
 		return;
 	}
-	if (send_accept(c, CLC_CONFIRM, false, lg->link->mtu)) {
+	if (send_accept(c, CLC_CONFIRM, false, c->link->mtu)) {
 		hs_fail(c, -SMCR_E_INTERNAL, now, false);
 		return;
 	}
@@ -559,7 +559,7 @@ static void on_confirm(struct core_conn *c, const struct clc_accept *a, uint64_t
 		go_smc(c, now, false);
 		return;
 	}
-	struct core_link *l = c->lg->link;
+	struct core_link *l = c->link;
 	uint8_t mtu = l->mtu < a->mtu_code ? l->mtu : a->mtu_code;
 	/* procedures.md 2.3: server QP INIT -> RTR -> RTS, then CONFIRM LINK request. */
 	int rc = link_rtr(l, a->qpn, a->psn, mtu, &a->gid, &a->mac);
@@ -703,7 +703,7 @@ void hs_link_confirmed(struct core_conn *c, int err, uint64_t now)
 	struct core_lgr *lg = c->lg;
 	lg->state = CORE_LG_ACTIVE;
 	lg->fc_conn = NULL;
-	lg->link->last_rx_ns = now;
+	c->link->last_rx_ns = now;
 	if (e->p.testlink_ns != UINT64_MAX)
 		lgr_timer_at(lg, now + e->p.testlink_ns);
 	go_smc(c, now, true);
@@ -725,7 +725,7 @@ void hs_rkey_confirmed(struct core_conn *c, int err, uint64_t now)
 	}
 	c->rmb->announced = true;
 	if (c->hs == HS_S_WAIT_RKEY) {
-		if (send_accept(c, CLC_ACCEPT, false, c->lg->link->mtu)) {
+		if (send_accept(c, CLC_ACCEPT, false, c->link->mtu)) {
 			hs_fail(c, -SMCR_E_INTERNAL, now, true);
 			return;
 		}
@@ -735,7 +735,7 @@ void hs_rkey_confirmed(struct core_conn *c, int err, uint64_t now)
 		core_ev_raise(c, CORE_EV_CLC);
 		return;
 	}
-	if (send_accept(c, CLC_CONFIRM, false, c->lg->link->mtu)) {
+	if (send_accept(c, CLC_CONFIRM, false, c->link->mtu)) {
 		hs_fail(c, -SMCR_E_INTERNAL, now, true);
 		return;
 	}
