@@ -157,7 +157,10 @@ static void test_cut(void **state)
 	assert_int_equal(lgs(f->ce), 0);
 	f->qp = NULL;	/* destroyed with its LG */
 	struct iovec v = { s, 100 };
-	assert_true(core_conn_send(f->pp.cli, &v, 1, 0) < 0);
+	/* its 100 bytes never arrived: reset at once (close.c close_peer_lost_locked),
+	 * reported once, then EOF, as TCP's ECONNRESET */
+	assert_int_equal(core_conn_send(f->pp.cli, &v, 1, 0), -SMCR_E_CORE_RESET);
+	assert_int_equal(rd(f->pp.cli, r, sizeof(r)), 0);
 	/* the server has sent nothing: it sees nothing until its TEST LINK, 30 s after its
 	 * last receipt (the connect), fails after the transport timeout */
 	assert_int_equal(lgs(f->se), 1);
@@ -173,6 +176,14 @@ static void test_cut(void **state)
 	assert_int_equal(lgs(f->se), 1);
 	at(f, probe + LOOPDEV_TIMEOUT_NS);
 	assert_int_equal(lgs(f->se), 0);
+	/* nothing of the server's was lost: the end is its TCP connection's (as a peer lost
+	 * with its link), here the reset the socket layer would pass on */
+	struct core_conn_info ci;
+	core_conn_info(f->pp.srv, &ci);
+	assert_true(ci.lost_wait);
+	assert_int_equal(rd(f->pp.srv, r, sizeof(r)), -SMCR_E_AGAIN);
+	core_conn_tcp_event(f->pp.srv, true, f->pp.now);
+	assert_int_equal(rd(f->pp.srv, r, sizeof(r)), -SMCR_E_CORE_RESET);
 }
 
 int main(void)
