@@ -134,7 +134,7 @@ void close_maybe_finish_elocked(struct core_conn *c, uint64_t now)
 		if (c->giveup_deadline < d)
 			atomic_store_explicit(&c->tx_deadline, c->giveup_deadline,
 					      memory_order_relaxed);
-		core_timer_at(e, c->giveup_deadline);
+		conn_timer_at(c, c->giveup_deadline);
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (fin) {
@@ -144,7 +144,7 @@ void close_maybe_finish_elocked(struct core_conn *c, uint64_t now)
 	}
 	if (wait && c->close_deadline == CORE_NEVER) {
 		c->close_deadline = now + e->p.close_wait_ns;
-		core_timer_at(e, c->close_deadline);
+		conn_timer_at(c, c->close_deadline);
 	}
 }
 

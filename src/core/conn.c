@@ -42,11 +42,36 @@ static void conn_unlink_locked(struct core_conn *c)
 	if (c->all_next)
 		c->all_next->all_prev = c->all_prev;
 	c->all_next = c->all_prev = NULL;
+	core_timers_cancel(&e->timers, &c->tmr);	/* armed only while listed */
+	core_timers_unreserve(&e->timers);
 	e->conns_freed++;
 	conn_put(c);	/* the list's reference, taken in core_conn_new */
 }
 
 void conn_maybe_unlink(struct core_conn *c) { conn_unlink_locked(c); }
+
+static bool conn_listed(const struct core_conn *c)
+{
+	return c->all_prev || c->eng->conns == c;
+}
+
+void conn_timer_at(struct core_conn *c, uint64_t when)
+{
+	if (when != CORE_NEVER && conn_listed(c))
+		core_timers_arm_min(&c->eng->timers, &c->tmr, when);
+}
+
+/* The connection's deadline came (or one that has moved since: each part checks its own
+ * and says when it is next due). eng->lock held, from core_timers_expire. */
+static void conn_timer_fn(struct core_timer *t, uint64_t now)
+{
+	struct core_conn *c = (struct core_conn *)((char *)t - offsetof(struct core_conn, tmr));
+	conn_hold(c);	/* acting may unlink it */
+	uint64_t a = hs_conn_timer(c, now);
+	uint64_t b = tx_conn_timer(c, now);
+	conn_timer_at(c, a < b ? a : b);
+	conn_put(c);
+}
 
 int core_conn_new(struct core_engine *e, const struct core_conn_params *p,
 		  struct core_conn **out)
@@ -81,8 +106,16 @@ int core_conn_new(struct core_engine *e, const struct core_conn_params *p,
 	c->mode = CORE_MODE_HANDSHAKE;
 	c->close_deadline = CORE_NEVER;
 
-	atomic_fetch_add(&e->refcnt, 1);	/* put in conn_put */
+	core_timer_init(&c->tmr, conn_timer_fn);
 	pthread_mutex_lock(&e->lock);
+	if (core_timers_reserve(&e->timers)) {
+		pthread_mutex_unlock(&e->lock);
+		pthread_mutex_destroy(&c->lock);
+		pthread_mutex_destroy(&c->cb_lock);
+		free(c);
+		return -SMCR_E_NOMEM;
+	}
+	atomic_fetch_add(&e->refcnt, 1);	/* put in conn_put */
 	c->all_next = e->conns;
 	if (e->conns)
 		e->conns->all_prev = c;
@@ -298,8 +331,7 @@ void core_conn_info(struct core_conn *c, struct core_conn_info *in)
 	}
 	if (c->lg) {
 		in->lg_conns = (uint16_t)c->lg->nconns;
-		/* A single-link LG (procedures.md 3.2): lg->link is the only one. */
-		in->lg_links = c->lg->link && c->lg->link->state == CORE_LINK_ACTIVE ? 1 : 0;
+		in->lg_links = lgr_links_active(c->lg);
 	}
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&e->lock);

@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 
 #include "core/core.h"
+#include "core/timer.h"
 #include "dev/dev.h"
 #include "util/log.h"
 #include "wire/cdc.h"
@@ -48,6 +49,12 @@
 #define CORE_LG_SLOTS 256		/* conn slots 1..255; alert token = gen << 8 | slot */
 #define CORE_RTOKENS_MAX 255		/* peer RMBs remembered per LG (procedures.md 6) */
 #define CORE_MAX_DEVS 4
+/* Links per LG (procedures.md 6, linux-interop.md 7): Linux keeps a table of 3 of which at
+ * most 2 are in use (the third slot holds a replacement being built while a failed link is
+ * still being deleted) and announces "max links 2" in CONFIRM LINK. smcr keeps the same, so
+ * an LG with a Linux peer never holds more links than that peer will. */
+#define CORE_LG_LINKS 3
+#define CORE_LG_LINKS_USABLE 2
 
 /* wr_id layout: link id in the top 32 bits, then kind and index. */
 #define CORE_WR_RECV 0x10000u
@@ -176,7 +183,10 @@ struct core_lgr {
 	struct wire_peer_id peer_id;	/* [I] */
 	struct core_dev *cdev;		/* [I] */
 	struct dev_pd *pd;		/* [I] one PD per LG: its RMBs are reachable only by its QPs */
-	struct core_link *link;		/* [E] the one link (single-link LG, procedures.md 3.2) */
+	/* [E] the LG's links by table slot (NULL: free). Each connection names its own
+	 * (conn->link, chosen by lgr_attach: procedures.md 3.4). Until ADD LINK is built
+	 * (issue 22) only slot 0 is ever filled: the first contact's link. */
+	struct core_link *links[CORE_LG_LINKS];
 	struct core_conn *slots[CORE_LG_SLOTS];	/* [E] by alert token & 0xFF; [0] unused */
 	unsigned nconns;		/* [E] slots in use */
 	uint32_t token_gen;		/* [E] */
@@ -193,6 +203,9 @@ struct core_lgr {
 	struct core_conn *rkey_wait_head;	/* [E] held: conns queued for a CONFIRM RKEY flow */
 	struct core_conn *rkey_wait_tail;
 	uint32_t term_reason;		/* [E] DELETE LINK reason when terminated */
+	/* [E] the LG's timer on eng->timers: the earliest of idle_deadline, flow_deadline,
+	 * its link's TEST LINK times and drain_deadline (lgr_timer_fn checks them all) */
+	struct core_timer tmr;
 };
 
 /* Handshake states (procedures.md 2.2, 2.3). */
@@ -329,13 +342,19 @@ struct core_conn {
 	unsigned cl_pend;		/* CL_SENT_D / CL_SENT_C to send once the ring is empty */
 	uint64_t cork_deadline;		/* held bytes are pushed by then (TCP's 200 ms); NEVER if none */
 	uint64_t giveup_deadline;	/* closed with queued bytes: abort (A) by then; NEVER if none */
-	_Atomic uint64_t tx_deadline;	/* min of the two above, for tx_timers' scan (eng->lock) */
+	_Atomic uint64_t tx_deadline;	/* min of the two above (conn_timer_fn reads it) */
 
 	/* close [C] */
 	unsigned cl;			/* CL_* flags */
 	bool app_closed;
 	enum core_tcp_action tcp_action;
 	uint64_t close_deadline;	/* [E] released and waiting for the peer's C/A */
+
+	/* [E] the connection's timer on eng->timers: the earliest of hs_deadline (while the
+	 * handshake waits), close_deadline, the held-back Proposal's recheck and tx_deadline
+	 * (conn_timer_fn checks them all, so a deadline that moved later costs one early run).
+	 * Armed only while the connection is on eng->conns (cancelled when it leaves). */
+	struct core_timer tmr;
 
 	/* statistics [C] */
 	uint64_t bytes_sent, bytes_received, cdc_sent, cdc_received;
@@ -363,7 +382,7 @@ struct core_engine {
 	struct core_conn *conns;	/* [E] every conn object */
 	uint32_t next_lg_id;		/* [E] */
 	uint32_t next_link_id;		/* [E] */
-	uint64_t next_deadline;		/* [E] earliest timer; recomputed when passed */
+	struct core_timers timers;	/* [E] every conn's and LG's deadline (timer.h) */
 	/* Spinning threads (core_engine_spin_begin/end): while any spins, the CQs stay
 	 * disarmed and prepare_sleep does not arm them (the spinners poll), unless the oldest
 	 * spin is older than CORE_SPIN_GRACE_NS (a spinner that lost its CPU). */
@@ -396,7 +415,9 @@ struct core_engine {
 
 /* ---- engine.c ---- */
 uint32_t core_rand32(struct core_engine *e);
-void core_timer_at(struct core_engine *e, uint64_t deadline);	/* eng->lock held */
+/* Arms (or brings forward) a connection's or an LG's timer (eng->lock held). */
+void conn_timer_at(struct core_conn *c, uint64_t when);
+void lgr_timer_at(struct core_lgr *lg, uint64_t when);
 void core_engine_put(struct core_engine *e);
 /* Queues raised event bits for c (any lock may be held; takes ev_lock). */
 void core_ev_raise(struct core_conn *c, unsigned bits);
@@ -433,13 +454,20 @@ struct core_lgr *lgr_find_client(struct core_engine *e, const struct clc_accept 
 /* Attaches c to lg: slot, token, RMB from the pool (*need_rkey set if the RMB is new and
  * must be announced with CONFIRM RKEY). */
 int lgr_attach(struct core_lgr *lg, struct core_conn *c, bool *need_rkey, uint64_t now);
+/* The link a new connection goes on (procedures.md 3.4): the server alternates between the
+ * LG's active links by the parity of its connection count (as Linux); the client takes the
+ * one the Accept named (its QPN: peer_qpn). NULL: none usable. During first contact (SETUP)
+ * the LG's one link, not active yet. */
+struct core_link *lgr_link_assign(struct core_lgr *lg, uint32_t accept_qpn);
+/* Some active link of lg for an LLC message (the lowest slot); NULL if none. */
+struct core_link *lgr_link_any(struct core_lgr *lg);
+unsigned lgr_links_active(const struct core_lgr *lg);
 /* Removes c from its LG (RMB back to the pool, or freed if keep_rmb is false). */
 void lgr_detach(struct core_conn *c, bool pool_rmb, uint64_t now);
 /* Ends the LG: A CDCs, DELETE LINK all (if send_delete and the link works), aborts every
  * conn with err, fails conns in handshake. */
 void lgr_terminate(struct core_lgr *lg, uint32_t reason, bool orderly, bool send_delete,
 		   int err, uint64_t now);
-void lgr_timers(struct core_engine *e, uint64_t now);
 int lgr_rtoken_add(struct core_lgr *lg, uint32_t rkey, uint64_t vaddr);
 bool lgr_rtoken_del(struct core_lgr *lg, uint32_t rkey);
 void lgr_free_dead(struct core_engine *e, uint64_t now, bool force);
@@ -478,12 +506,14 @@ void link_down(struct core_link *l, int err, uint64_t now);
 void llc_rx(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now);
 int llc_send(struct core_link *l, const struct llc_msg *m);
 void llc_flow_kick(struct core_lgr *lg, uint64_t now);	/* start queued flows */
-void llc_timers(struct core_lgr *lg, uint64_t now);
+void llc_timers(struct core_lgr *lg, uint64_t now);	/* from lgr_timer_fn */
 int llc_send_confirm_link(struct core_link *l, bool resp);
 void llc_start_add_link_offer(struct core_lgr *lg, uint64_t now);
 
 /* ---- handshake.c ---- */
-void hs_timers(struct core_engine *e, uint64_t now);
+/* A connection's handshake and close-wait timers at now (from conn_timer_fn, eng->lock
+ * held, c held): acts on what is due, returns its next deadline (CORE_NEVER: none). */
+uint64_t hs_conn_timer(struct core_conn *c, uint64_t now);
 void hs_link_confirmed(struct core_conn *c, int err, uint64_t now);	/* eng->lock held */
 void hs_rkey_confirmed(struct core_conn *c, int err, uint64_t now);
 /* The conn's LG died (or the engine is going) during its handshake: Decline + fallback. */
@@ -510,8 +540,9 @@ bool tx_sndbuf_writable_locked(struct core_conn *c);
 #define TX_FLUSH_STARVED 4u	/* no send slot: retried when one frees (tx_wake_waiters) */
 unsigned tx_flush_locked(struct core_conn *c, bool push);
 void tx_discard_locked(struct core_conn *c);	/* an abort: the ring's bytes are dropped */
-/* The ring's timers (cork ceiling, close give-up); eng->lock held, from run_timers. */
-void tx_timers(struct core_engine *e, uint64_t now);
+/* The ring's timers (cork ceiling, close give-up) of c at now; eng->lock held, from
+ * conn_timer_fn. Returns the ring's next deadline (CORE_NEVER: none). */
+uint64_t tx_conn_timer(struct core_conn *c, uint64_t now);
 void tx_cons_update_locked(struct core_conn *c, bool force);
 /* A send slot freed: retry pending CDCs and wake writers of the LG's connections whose bit
  * is set in starved (CORE_LG_SLOTS bits; all of them if all) (eng->lock held). */

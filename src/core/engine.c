@@ -38,14 +38,6 @@ static uint64_t seed64(void)
 	return s ? s : 0x9E3779B97F4A7C15ull;
 }
 
-/* ---- timers ---------------------------------------------------------------------------- */
-
-void core_timer_at(struct core_engine *e, uint64_t deadline)
-{
-	if (deadline < e->next_deadline)
-		e->next_deadline = deadline;
-}
-
 /* ---- devices ----------------------------------------------------------------------------- */
 
 /* Picks port 1 and its best GID: RoCE v1 first (what SMC-R v1 uses, linux-interop.md 6),
@@ -134,7 +126,7 @@ int core_engine_new(const struct core_engine_params *p, struct core_engine **out
 	pthread_mutex_init(&e->ev_lock, NULL);
 	atomic_init(&e->refcnt, 1);
 	atomic_init(&e->rand_state, seed64());
-	e->next_deadline = CORE_NEVER;
+	core_timers_init(&e->timers);
 	e->next_lg_id = 1;
 	e->next_link_id = 1;
 
@@ -171,6 +163,7 @@ void core_engine_put(struct core_engine *e)
 	pthread_mutex_destroy(&e->poll_lock);
 	pthread_mutex_destroy(&e->lock);
 	pthread_mutex_destroy(&e->ev_lock);
+	core_timers_free(&e->timers);
 	free(e);
 }
 
@@ -235,16 +228,6 @@ static int async_events(struct core_engine *e, struct core_dev *cd, uint64_t now
 	return n;
 }
 
-static void run_timers(struct core_engine *e, uint64_t now)
-{
-	if (now < e->next_deadline)
-		return;
-	e->next_deadline = CORE_NEVER;	/* rebuilt by the scans below */
-	hs_timers(e, now);
-	lgr_timers(e, now);
-	tx_timers(e, now);	/* send ring: cork ceiling, close give-up (sndbuf branch) */
-}
-
 /* The body of progress: eng->poll_lock held by the caller. */
 static int progress_locked(struct core_engine *e, uint64_t now)
 {
@@ -260,10 +243,8 @@ static int progress_locked(struct core_engine *e, uint64_t now)
 			n += poll_dev(e, cd, now);
 			n += async_events(e, cd, now);
 		}
-		uint64_t before = e->next_deadline;
-		run_timers(e, now);
-		if (before <= now)
-			n++;
+		/* only the timers due (timer.h): an idle engine looks at the heap's top */
+		n += (int)core_timers_expire(&e->timers, now);
 		lgr_free_dead(e, now, false);
 	}
 	pthread_mutex_unlock(&e->lock);
@@ -287,7 +268,7 @@ int core_engine_progress(struct core_engine *e, uint64_t now_ns, uint64_t *next_
 	core_ev_fire(e);
 	if (next_deadline_ns) {
 		pthread_mutex_lock(&e->lock);
-		uint64_t next = e->next_deadline;
+		uint64_t next = core_timers_next(&e->timers);
 		/* A spinner keeps the CQs unarmed: look again when its grace is over, in case
 		 * it lost its CPU (prepare_sleep arms then). */
 		/* Only while the grace is ahead: once it passed, prepare_sleep arms anyway,
@@ -466,7 +447,7 @@ bool core_engine_spin_live(struct core_engine *e, uint64_t now_ns, uint64_t *unt
 	if (!e->spinners || e->lease_until > end)
 		end = e->lease_until; /* a lease: its holder polls until then */
 	bool live = !e->freed && (e->spinners || e->lease_until) && now_ns < end &&
-		    e->next_deadline > now_ns;
+		    core_timers_next(&e->timers) > now_ns;
 	if (live) {
 		/* The wake-up that brought us here, if it was a CQ event (armed before the
 		 * spin began): taken, or a level-triggered epoll_wait returns at once again.
@@ -475,7 +456,8 @@ bool core_engine_spin_live(struct core_engine *e, uint64_t now_ns, uint64_t *unt
 			int ev_rc = dev_get_cq_event(e->devs[i].cq);
 			(void)ev_rc; /* -AGAIN: the wake-up was a timer */
 		}
-		*until_ns = e->next_deadline < end ? e->next_deadline : end;
+		uint64_t next = core_timers_next(&e->timers);
+		*until_ns = next < end ? next : end;
 	}
 	pthread_mutex_unlock(&e->lock);
 	return live;
@@ -546,8 +528,8 @@ void core_engine_stats(struct core_engine *e, struct core_engine_stats *st)
 		st->lgs++;
 		if (lg->nconns == 0)
 			st->lgs_idle++;
-		if (lg->link)
-			st->links++;
+		for (int i = 0; i < CORE_LG_LINKS; i++)
+			st->links += lg->links[i] != NULL;
 		for (struct core_rmb *r = lg->rmbs; r; r = r->next) {
 			st->rmbs++;
 			st->rmb_bytes += r->size;
@@ -644,6 +626,8 @@ void core_engine_free(struct core_engine *e)
 			if (c->all_next)
 				c->all_next->all_prev = c->all_prev;
 			c->all_next = c->all_prev = NULL;
+			core_timers_cancel(&e->timers, &c->tmr);
+			core_timers_unreserve(&e->timers);
 			conn_put(c);
 		}
 	}

@@ -47,7 +47,7 @@ static void send_decline(struct core_conn *c, uint32_t code, bool oos)
 /* Accept (server) or Confirm (client), 68 bytes (wire-formats.md 4). */
 static int send_accept(struct core_conn *c, enum clc_type type, bool first, uint8_t mtu)
 {
-	struct core_link *l = c->lg->link;
+	struct core_link *l = c->link;
 	struct core_dev *cd = c->lg->cdev;
 	struct clc_accept a;
 	memset(&a, 0, sizeof(a));
@@ -178,7 +178,7 @@ static void go_smc(struct core_conn *c, uint64_t now, bool async)
 	c->rmb->announced = true;
 	pthread_mutex_lock(&c->lock);
 	c->mode = CORE_MODE_SMC;
-	c->link_num = c->lg->link->link_num;
+	c->link_num = c->link->link_num;
 	/* CDCs may have arrived during the handshake (procedures.md 2.7: the peer can be
 	 * ACTIVE first); answer what is due now that we know the peer's token. */
 	tx_cons_update_locked(c, false);
@@ -217,7 +217,7 @@ static void queue_rkey(struct core_conn *c, uint64_t now)
 	lg->rkey_wait_tail = c;
 	/* procedures.md 1: starting a flow waits up to 20 s for the running one. */
 	c->hs_deadline = now + 10 * c->eng->p.llc_wait_ns;
-	core_timer_at(c->eng, c->hs_deadline);
+	conn_timer_at(c, c->hs_deadline);
 	llc_flow_kick(lg, now);
 }
 
@@ -445,7 +445,7 @@ static void on_proposal(struct core_conn *c, const struct clc_proposal *p, uint6
 		 * active or dead, then find or create (procedures.md 2.5). Bounded by the CLC
 		 * wait that runs meanwhile. */
 		c->hs_lg_wait = true;
-		core_timer_at(e, now + HS_LG_RECHECK_NS);
+		conn_timer_at(c, now + HS_LG_RECHECK_NS);
 		return;
 	}
 	if (lg) {
@@ -460,7 +460,7 @@ static void on_proposal(struct core_conn *c, const struct clc_proposal *p, uint6
 			queue_rkey(c, now);
 			return;
 		}
-		if (send_accept(c, CLC_ACCEPT, false, lg->link->mtu)) {
+		if (send_accept(c, CLC_ACCEPT, false, c->link->mtu)) {
 			hs_fail(c, -SMCR_E_INTERNAL, now, false);
 			return;
 		}
@@ -471,8 +471,8 @@ static void on_proposal(struct core_conn *c, const struct clc_proposal *p, uint6
 			return;
 		}
 		/* The client's port, for matching later connections (procedures.md 2.5). */
-		lg->link->peer_gid = p->gid;
-		lg->link->peer_mac = p->mac;
+		lg->links[0]->peer_gid = p->gid;
+		lg->links[0]->peer_mac = p->mac;
 		c->first_contact = true;
 		lg->fc_conn = c;
 		conn_hold(c);	/* put when the LG leaves SETUP or dies */
@@ -516,7 +516,7 @@ static void on_accept(struct core_conn *c, const struct clc_accept *a, uint64_t 
 		if (a->mtu_code < mtu)
 			mtu = a->mtu_code;
 		/* procedures.md 2.6: client QP INIT -> RTR at the Accept; RTS at CONFIRM LINK. */
-		rc = link_rtr(lg->link, a->qpn, a->psn, mtu, &a->gid, &a->mac);
+		rc = link_rtr(c->link, a->qpn, a->psn, mtu, &a->gid, &a->mac);
 		if (rc) {
 			hs_fallback(c, 0x09990002u, 0, true, false, now, false);	/* ERR_RDYLNK */
 			return;
@@ -548,7 +548,7 @@ static void on_accept(struct core_conn *c, const struct clc_accept *a, uint64_t 
 		queue_rkey(c, now);
 		return;
 	}
-	if (send_accept(c, CLC_CONFIRM, false, lg->link->mtu)) {
+	if (send_accept(c, CLC_CONFIRM, false, c->link->mtu)) {
 		hs_fail(c, -SMCR_E_INTERNAL, now, false);
 		return;
 	}
@@ -564,7 +564,7 @@ static void on_confirm(struct core_conn *c, const struct clc_accept *a, uint64_t
 		go_smc(c, now, false);
 		return;
 	}
-	struct core_link *l = c->lg->link;
+	struct core_link *l = c->link;
 	uint8_t mtu = l->mtu < a->mtu_code ? l->mtu : a->mtu_code;
 	/* procedures.md 2.3: server QP INIT -> RTR -> RTS, then CONFIRM LINK request. */
 	int rc = link_rtr(l, a->qpn, a->psn, mtu, &a->gid, &a->mac);
@@ -651,7 +651,7 @@ static void hs_timeout(struct core_conn *c, uint64_t now, bool async)
 		c->hs = HS_DECL_WAIT;
 		c->hs_decl_err = -SMCR_E_CORE_TIMEOUT_CL;
 		c->hs_deadline = now + e->p.clc_wait_short_ns;
-		core_timer_at(e, c->hs_deadline);
+		conn_timer_at(c, c->hs_deadline);
 		return;
 	case HS_DECL_WAIT:
 		hs_fallback(c, decline_code(c->hs_decl_err, 0x02010000u), 0, true, false, now, async);
@@ -668,56 +668,32 @@ static void hs_timeout(struct core_conn *c, uint64_t now, bool async)
 	}
 }
 
-#define HS_TIMER_BATCH 64
-
-void hs_timers(struct core_engine *e, uint64_t now)
+uint64_t hs_conn_timer(struct core_conn *c, uint64_t now)
 {
-	/* Collect first (with holds): acting may unlink conns from e->conns. */
-	struct core_conn *due[HS_TIMER_BATCH];
-	int n = 0;
-	bool more = false;
-	for (struct core_conn *c = e->conns; c; c = c->all_next) {
-		uint64_t d = CORE_NEVER;
-		if (c->hs_lg_wait && c->hs == HS_S_WAIT_PROPOSAL) {
-			/* held back behind a first contact: go on once it is no longer SETUP (the
-			 * fast path is lg_wait_wake; this covers an LG that died) */
-			if (!lg_setup_with(e, &c->peer_id))
-				core_ev_raise(c, CORE_EV_CLC);
-			else
-				core_timer_at(e, now + HS_LG_RECHECK_NS);
-		}
-		if (hs_waiting(c->hs) && c->hs_deadline)
-			d = c->hs_deadline;
-		if (c->lg && c->close_deadline < d)
-			d = c->close_deadline;
-		if (d == CORE_NEVER)
-			continue;
-		if (now < d) {
-			core_timer_at(e, d);
-			continue;
-		}
-		if (n == HS_TIMER_BATCH) {
-			more = true;
-			continue;
-		}
-		conn_hold(c);
-		due[n++] = c;
+	struct core_engine *e = c->eng;
+	uint64_t next = CORE_NEVER;
+	if (c->hs_lg_wait && c->hs == HS_S_WAIT_PROPOSAL) {
+		/* held back behind a first contact: go on once it is no longer SETUP (the
+		 * fast path is lg_wait_wake; this covers an LG that died) */
+		if (!lg_setup_with(e, &c->peer_id))
+			core_ev_raise(c, CORE_EV_CLC);
+		else
+			next = now + HS_LG_RECHECK_NS;
 	}
-	for (int i = 0; i < n; i++) {
-		struct core_conn *c = due[i];
-		if (hs_waiting(c->hs) && c->hs_deadline && now >= c->hs_deadline)
-			hs_timeout(c, now, true);
-		if (c->lg && now >= c->close_deadline) {
-			/* The peer never sent its C/A: give up on it (RMB quarantined). */
-			SMCR_LOG_RL(SMCR_LOG_INFO, CORE_UNIT, "LG %u: peer did not close in time",
-				    c->lg->id);
-			c->close_deadline = CORE_NEVER;
-			lgr_detach(c, false, now);
-		}
-		conn_put(c);
+	if (hs_waiting(c->hs) && c->hs_deadline && now >= c->hs_deadline)
+		hs_timeout(c, now, true);
+	if (c->lg && now >= c->close_deadline) {
+		/* The peer never sent its C/A: give up on it (RMB quarantined). */
+		SMCR_LOG_RL(SMCR_LOG_INFO, CORE_UNIT, "LG %u: peer did not close in time",
+			    c->lg->id);
+		c->close_deadline = CORE_NEVER;
+		lgr_detach(c, false, now);
 	}
-	if (more)
-		core_timer_at(e, now);
+	if (hs_waiting(c->hs) && c->hs_deadline && c->hs_deadline < next)
+		next = c->hs_deadline;
+	if (c->lg && c->close_deadline < next)
+		next = c->close_deadline;
+	return next;
 }
 
 /* ---- from LLC ---------------------------------------------------------------------------- */
@@ -732,9 +708,9 @@ void hs_link_confirmed(struct core_conn *c, int err, uint64_t now)
 	struct core_lgr *lg = c->lg;
 	lg->state = CORE_LG_ACTIVE;
 	lg->fc_conn = NULL;
-	lg->link->last_rx_ns = now;
+	c->link->last_rx_ns = now;
 	if (e->p.testlink_ns != UINT64_MAX)
-		core_timer_at(e, now + e->p.testlink_ns);
+		lgr_timer_at(lg, now + e->p.testlink_ns);
 	go_smc(c, now, true);
 	if (lg->role == CORE_SERVER) {
 		llc_start_add_link_offer(lg, now);
@@ -754,17 +730,17 @@ void hs_rkey_confirmed(struct core_conn *c, int err, uint64_t now)
 	}
 	c->rmb->announced = true;
 	if (c->hs == HS_S_WAIT_RKEY) {
-		if (send_accept(c, CLC_ACCEPT, false, c->lg->link->mtu)) {
+		if (send_accept(c, CLC_ACCEPT, false, c->link->mtu)) {
 			hs_fail(c, -SMCR_E_INTERNAL, now, true);
 			return;
 		}
 		c->hs = HS_S_WAIT_CONFIRM;
 		c->hs_deadline = now + e->p.clc_wait_ns;
-		core_timer_at(e, c->hs_deadline);
+		conn_timer_at(c, c->hs_deadline);
 		core_ev_raise(c, CORE_EV_CLC);
 		return;
 	}
-	if (send_accept(c, CLC_CONFIRM, false, c->lg->link->mtu)) {
+	if (send_accept(c, CLC_CONFIRM, false, c->link->mtu)) {
 		hs_fail(c, -SMCR_E_INTERNAL, now, true);
 		return;
 	}
@@ -858,7 +834,7 @@ int core_conn_clc_step(struct core_conn *c, const void *in, size_t len, bool tcp
 			hs_timeout(c, now_ns, false);
 	}
 	if (hs_waiting(c->hs) && c->hs_deadline)
-		core_timer_at(e, c->hs_deadline);
+		conn_timer_at(c, c->hs_deadline);
 	r->status = status_of(c);
 	r->err = c->hs == HS_DONE_FAILED ? c->hs_err : 0;
 	r->deadline_ns = hs_waiting(c->hs) && c->hs_deadline ? c->hs_deadline : CORE_NEVER;

@@ -9,12 +9,19 @@
 
 #include "wire/codes.h"
 
+static void lgr_timer_fn(struct core_timer *t, uint64_t now);
+
 int lgr_create(struct core_engine *e, enum core_role role, struct core_dev *cdev,
 	       const struct wire_peer_id *peer_id, struct core_lgr **out)
 {
 	struct core_lgr *lg = calloc(1, sizeof(*lg));
 	if (!lg)
 		return -SMCR_E_NOMEM;
+	if (core_timers_reserve(&e->timers)) {
+		free(lg);
+		return -SMCR_E_NOMEM;
+	}
+	core_timer_init(&lg->tmr, lgr_timer_fn);
 	lg->eng = e;
 	lg->id = e->next_lg_id++;
 	if (e->next_lg_id == 0)
@@ -29,13 +36,15 @@ int lgr_create(struct core_engine *e, enum core_role role, struct core_dev *cdev
 	 * (dev.h semantics 3), never by another peer's. */
 	int rc = dev_alloc_pd(cdev->dev, &lg->pd);
 	if (rc) {
+		core_timers_unreserve(&e->timers);
 		free(lg);
 		return -SMCR_E_CORE_RDYLNK;
 	}
-	rc = link_create(lg, &lg->link);
+	rc = link_create(lg, &lg->links[0]);
 	if (rc) {
 		if (dev_dealloc_pd(lg->pd))
 			LOG_WARN(CORE_UNIT, "PD of a failed LG still busy");
+		core_timers_unreserve(&e->timers);
 		free(lg);
 		return rc;
 	}
@@ -59,17 +68,16 @@ static bool peer_id_eq(const struct wire_peer_id *a, const struct wire_peer_id *
 struct core_lgr *lgr_find_server(struct core_engine *e, const struct clc_proposal *p)
 {
 	for (struct core_lgr *lg = e->lgs; lg; lg = lg->next) {
-		struct core_link *l = lg->link;
-		if (lg->role != CORE_SERVER || lg->state != CORE_LG_ACTIVE || lg->sync_err || !l ||
-		    l->state != CORE_LINK_ACTIVE)
+		if (lg->role != CORE_SERVER || lg->state != CORE_LG_ACTIVE || lg->sync_err ||
+		    !peer_id_eq(&lg->peer_id, &p->peer_id) || lg->nconns >= e->p.conns_per_lg)
 			continue;
-		if (!peer_id_eq(&lg->peer_id, &p->peer_id) ||
-		    memcmp(&l->peer_gid, &p->gid, sizeof(p->gid)) ||
-		    memcmp(&l->peer_mac, &p->mac, sizeof(p->mac)))
-			continue;
-		if (lg->nconns >= e->p.conns_per_lg)
-			continue;
-		return lg;
+		for (int i = 0; i < CORE_LG_LINKS; i++) {
+			struct core_link *l = lg->links[i];
+			if (l && l->state == CORE_LINK_ACTIVE &&
+			    !memcmp(&l->peer_gid, &p->gid, sizeof(p->gid)) &&
+			    !memcmp(&l->peer_mac, &p->mac, sizeof(p->mac)))
+				return lg;
+		}
 	}
 	return NULL;
 }
@@ -79,14 +87,58 @@ struct core_lgr *lgr_find_server(struct core_engine *e, const struct clc_proposa
 struct core_lgr *lgr_find_client(struct core_engine *e, const struct clc_accept *a)
 {
 	for (struct core_lgr *lg = e->lgs; lg; lg = lg->next) {
-		struct core_link *l = lg->link;
-		if (lg->role != CORE_CLIENT || lg->state != CORE_LG_ACTIVE || lg->sync_err || !l ||
-		    l->state != CORE_LINK_ACTIVE)
+		if (lg->role != CORE_CLIENT || lg->state != CORE_LG_ACTIVE || lg->sync_err ||
+		    !peer_id_eq(&lg->peer_id, &a->peer_id))
 			continue;
-		if (peer_id_eq(&lg->peer_id, &a->peer_id) && l->peer_qpn == a->qpn &&
-		    !memcmp(&l->peer_gid, &a->gid, sizeof(a->gid)) &&
-		    !memcmp(&l->peer_mac, &a->mac, sizeof(a->mac)))
-			return lg;
+		for (int i = 0; i < CORE_LG_LINKS; i++) {
+			struct core_link *l = lg->links[i];
+			if (l && l->state == CORE_LINK_ACTIVE && l->peer_qpn == a->qpn &&
+			    !memcmp(&l->peer_gid, &a->gid, sizeof(a->gid)) &&
+			    !memcmp(&l->peer_mac, &a->mac, sizeof(a->mac)))
+				return lg;
+		}
+	}
+	return NULL;
+}
+
+unsigned lgr_links_active(const struct core_lgr *lg)
+{
+	unsigned n = 0;
+	for (int i = 0; i < CORE_LG_LINKS; i++)
+		n += lg->links[i] && lg->links[i]->state == CORE_LINK_ACTIVE;
+	return n;
+}
+
+struct core_link *lgr_link_any(struct core_lgr *lg)
+{
+	for (int i = 0; i < CORE_LG_LINKS; i++)
+		if (lg->links[i] && lg->links[i]->state == CORE_LINK_ACTIVE)
+			return lg->links[i];
+	return NULL;
+}
+
+struct core_link *lgr_link_assign(struct core_lgr *lg, uint32_t accept_qpn)
+{
+	if (lg->state == CORE_LG_SETUP)
+		return lg->links[0];	/* first contact: the link being confirmed */
+	if (lg->role == CORE_CLIENT) {
+		for (int i = 0; i < CORE_LG_LINKS; i++) {
+			struct core_link *l = lg->links[i];
+			if (l && l->state == CORE_LINK_ACTIVE && l->peer_qpn == accept_qpn)
+				return l;
+		}
+		return NULL;
+	}
+	/* Linux smcr_lgr_conn_assign_link: the k-th of the active links, k the parity of
+	 * the count of the LG's connections before this one. */
+	unsigned n = lgr_links_active(lg);
+	if (!n)
+		return NULL;
+	unsigned k = (lg->nconns % 2) % n;
+	for (int i = 0; i < CORE_LG_LINKS; i++) {
+		struct core_link *l = lg->links[i];
+		if (l && l->state == CORE_LINK_ACTIVE && k-- == 0)
+			return l;
 	}
 	return NULL;
 }
@@ -166,6 +218,9 @@ int lgr_attach(struct core_lgr *lg, struct core_conn *c, bool *need_rkey, uint64
 	}
 	if (!idx)
 		return -SMCR_E_NOMEM;
+	struct core_link *link = lgr_link_assign(lg, c->peer_clc.qpn);
+	if (!link)
+		return -SMCR_E_CORE_RDYLNK;
 	unsigned code = wire_rmbe_code(c->want_rmbe, WIRE_RMBE_CODE_SEND_MAX);
 	struct core_rmb *r = rmb_get(lg, code);
 	if (!r)
@@ -181,13 +236,13 @@ int lgr_attach(struct core_lgr *lg, struct core_conn *c, bool *need_rkey, uint64
 	c->token = lg->token_gen << 8 | idx;	/* non-zero: idx >= 1 */
 	c->slot = (uint8_t)idx;
 	c->lg = lg;
-	c->link = lg->link;
+	c->link = link;
 	c->rmb = r;
 	c->rmem = r->mem;
 	c->rmbe = r->mem->addr;
 	c->rmbe_size = r->size;
 	c->lg_id = lg->id;
-	c->link_num = lg->link ? lg->link->link_num : 0;
+	c->link_num = link->link_num;
 	pthread_mutex_unlock(&c->lock);
 
 	lg->slots[idx] = c;
@@ -236,7 +291,7 @@ void lgr_detach(struct core_conn *c, bool pool_rmb, uint64_t now)
 		/* procedures.md 3.8: keep an idle LG for reuse, free it later. */
 		lg->idle_deadline = now + (lg->role == CORE_SERVER ? e->p.lg_free_srv_ns
 								   : e->p.lg_free_clnt_ns);
-		core_timer_at(e, lg->idle_deadline);
+		lgr_timer_at(lg, lg->idle_deadline);
 	}
 	conn_maybe_unlink(c);
 	conn_put(c);	/* the slot's reference (lgr_attach) */
@@ -281,8 +336,8 @@ void lgr_terminate(struct core_lgr *lg, uint32_t reason, bool orderly, bool send
 	if (lg->state == CORE_LG_DEAD)
 		return;
 	struct core_engine *e = lg->eng;
-	struct core_link *l = lg->link;
-	bool usable = l && l->state == CORE_LINK_ACTIVE;
+	struct core_link *l = lgr_link_any(lg);	/* for the DELETE LINK */
+	bool usable = l != NULL;
 	LOG_INFO(CORE_UNIT, "LG %u terminated: %s (reason %#x, %u conns)", lg->id,
 		 smcr_err_msg(err), reason, lg->nconns);
 	lg->state = CORE_LG_DEAD;
@@ -312,11 +367,13 @@ void lgr_terminate(struct core_lgr *lg, uint32_t reason, bool orderly, bool send
 		/* Linux smc_lgr_cleanup: an A for each connection while a link works. */
 		pthread_mutex_lock(&c->lock);
 		if (c->mode == CORE_MODE_SMC) {
-			if (usable && c->peer_token && !(c->cl & CL_SENT_A) && !(c->cl & CL_RCVD_A)) {
+			/* on the connection's own link (its CDCs go nowhere else) */
+			bool cusable = c->link && c->link->state == CORE_LINK_ACTIVE;
+			if (cusable && c->peer_token && !(c->cl & CL_SENT_A) && !(c->cl & CL_RCVD_A)) {
 				c->cl |= CL_SENT_A;
 				(void)tx_cdc_locked(c, false);
 			}
-			if (err == -SMCR_E_CORE_LINK_DOWN && !usable)
+			if (err == -SMCR_E_CORE_LINK_DOWN && !cusable)
 				close_peer_lost_locked(c, err);	/* TCP's end, not an abort */
 			else
 				close_abort_locked(c, err, false);
@@ -331,12 +388,16 @@ void lgr_terminate(struct core_lgr *lg, uint32_t reason, bool orderly, bool send
 		if (llc_send(l, &m))
 			LOG_DBG(CORE_UNIT, "LG %u: DELETE LINK not sent", lg->id);
 	}
-	if (l) {
-		l->state = CORE_LINK_DOWN;
-		atomic_store(&l->usable, false);
+	for (int i = 0; i < CORE_LG_LINKS; i++) {
+		struct core_link *k = lg->links[i];
+		if (!k)
+			continue;
+		bool was = k->state == CORE_LINK_ACTIVE;
+		k->state = CORE_LINK_DOWN;
+		atomic_store(&k->usable, false);
 		/* Let what was just posted leave before the QP goes (lgr_free_dead). */
-		l->drain_deadline = usable ? now + e->p.llc_wait_ns : now;
-		core_timer_at(e, l->drain_deadline);
+		k->drain_deadline = was ? now + e->p.llc_wait_ns : now;
+		lgr_timer_at(lg, k->drain_deadline);
 	}
 	for (unsigned i = 1; i < CORE_LG_SLOTS; i++)
 		if (lg->slots[i])
@@ -356,18 +417,28 @@ void lgr_free_dead(struct core_engine *e, uint64_t now, bool force)
 			pp = &lg->next;
 			continue;
 		}
-		struct core_link *l = lg->link;
-		if (l) {
+		bool wait = false;
+		for (int i = 0; i < CORE_LG_LINKS && !force; i++) {
+			struct core_link *l = lg->links[i];
+			if (!l)
+				continue;
 			pthread_mutex_lock(&l->tx_lock);
 			bool busy = l->slots_free != CORE_SEND_SLOTS;
 			pthread_mutex_unlock(&l->tx_lock);
-			if (busy && !force && now < l->drain_deadline) {
-				core_timer_at(e, l->drain_deadline);
-				pp = &lg->next;
-				continue;
+			if (busy && now < l->drain_deadline) {
+				lgr_timer_at(lg, l->drain_deadline);
+				wait = true;
 			}
-			link_destroy(l);
-			lg->link = NULL;
+		}
+		if (wait) {
+			pp = &lg->next;
+			continue;
+		}
+		for (int i = 0; i < CORE_LG_LINKS; i++) {
+			if (lg->links[i]) {
+				link_destroy(lg->links[i]);
+				lg->links[i] = NULL;
+			}
 		}
 		for (struct core_rmb *r = lg->rmbs, *nx; r; r = nx) {
 			nx = r->next;
@@ -376,28 +447,40 @@ void lgr_free_dead(struct core_engine *e, uint64_t now, bool force)
 		if (dev_dealloc_pd(lg->pd))
 			LOG_WARN(CORE_UNIT, "LG %u: PD still busy", lg->id);
 		*pp = lg->next;
+		core_timers_cancel(&e->timers, &lg->tmr);
+		core_timers_unreserve(&e->timers);
 		e->lgs_freed++;
 		LOG_DBG(CORE_UNIT, "LG %u freed", lg->id);
 		free(lg);
 	}
 }
 
-void lgr_timers(struct core_engine *e, uint64_t now)
+void lgr_timer_at(struct core_lgr *lg, uint64_t when)
 {
-	for (struct core_lgr *lg = e->lgs; lg; lg = lg->next) {
-		if (lg->state == CORE_LG_DEAD) {
-			if (lg->link)
-				core_timer_at(e, lg->link->drain_deadline);
-			continue;
-		}
-		if (lg->state == CORE_LG_ACTIVE && lg->nconns == 0 && lg->idle_deadline != CORE_NEVER) {
-			if (now >= lg->idle_deadline) {
-				/* Linux smc_lgr_free_work: DELETE LINK all + orderly, program initiated. */
-				lgr_terminate(lg, LLC_DEL_PROG_INIT_TERM, true, true, -SMCR_E_CORE_RESET, now);
-				continue;
-			}
-			core_timer_at(e, lg->idle_deadline);
-		}
-		llc_timers(lg, now);
+	if (when != CORE_NEVER)
+		core_timers_arm_min(&lg->eng->timers, &lg->tmr, when);
+}
+
+/* The LG's deadline came (or one that has moved since: each part checks its own and arms
+ * the timer again for what is next). eng->lock held, from core_timers_expire. */
+static void lgr_timer_fn(struct core_timer *t, uint64_t now)
+{
+	struct core_lgr *lg = (struct core_lgr *)((char *)t - offsetof(struct core_lgr, tmr));
+	if (lg->state == CORE_LG_DEAD) {
+		/* lgr_free_dead (after the timers, in the same progress round) frees it once
+		 * drained; until then, wake at the drain bound */
+		for (int i = 0; i < CORE_LG_LINKS; i++)
+			if (lg->links[i] && lg->links[i]->drain_deadline > now)
+				lgr_timer_at(lg, lg->links[i]->drain_deadline);
+		return;
 	}
+	if (lg->state == CORE_LG_ACTIVE && lg->nconns == 0 && lg->idle_deadline != CORE_NEVER) {
+		if (now >= lg->idle_deadline) {
+			/* Linux smc_lgr_free_work: DELETE LINK all + orderly, program initiated. */
+			lgr_terminate(lg, LLC_DEL_PROG_INIT_TERM, true, true, -SMCR_E_CORE_RESET, now);
+			return;
+		}
+		lgr_timer_at(lg, lg->idle_deadline);
+	}
+	llc_timers(lg, now);
 }

@@ -299,7 +299,9 @@ void llc_start_add_link_offer(struct core_lgr *lg, uint64_t now)
  * rejects every ADD LINK; an smcr client rejects every ADD LINK). */
 static int send_add_link_offer(struct core_lgr *lg)
 {
-	struct core_link *l = lg->link;
+	struct core_link *l = lgr_link_any(lg);
+	if (!l)
+		return -SMCR_E_CORE_LINK_DOWN;
 	struct llc_msg m = { .type = LLC_ADD_LINK };
 	fill_gid_mac(l, &m.add_link.gid, &m.add_link.mac);
 	m.add_link.qpn = l->qp->qp_num;
@@ -312,14 +314,13 @@ static int send_add_link_offer(struct core_lgr *lg)
 void llc_flow_kick(struct core_lgr *lg, uint64_t now)
 {
 	struct core_engine *e = lg->eng;
-	while (lg->flow == CORE_FLOW_NONE && lg->state == CORE_LG_ACTIVE && lg->link &&
-	       lg->link->state == CORE_LINK_ACTIVE) {
+	while (lg->flow == CORE_FLOW_NONE && lg->state == CORE_LG_ACTIVE && lgr_link_any(lg)) {
 		if (lg->want_add_link) {
 			lg->want_add_link = false;
 			if (send_add_link_offer(lg) == 0) {
 				lg->flow = CORE_FLOW_ADD_LINK;
 				lg->flow_deadline = now + e->p.llc_wait_ns;
-				core_timer_at(e, lg->flow_deadline);
+				lgr_timer_at(lg, lg->flow_deadline);
 			}
 			continue;
 		}
@@ -338,7 +339,8 @@ void llc_flow_kick(struct core_lgr *lg, uint64_t now)
 		struct llc_msg m = { .type = LLC_CONFIRM_RKEY };
 		m.confirm_rkey.rkey = c->rmb->mr->rkey;
 		m.confirm_rkey.vaddr = (uint64_t)(uintptr_t)c->rmb->mr->addr;
-		if (llc_send(lg->link, &m)) {
+		/* CONFIRM RKEY on the connection's own link (wire-formats.md 6.6) */
+		if (llc_send(c->link ? c->link : lgr_link_any(lg), &m)) {
 			hs_rkey_confirmed(c, -SMCR_E_CORE_REGBUF, now);
 			conn_put(c);
 			continue;
@@ -346,13 +348,43 @@ void llc_flow_kick(struct core_lgr *lg, uint64_t now)
 		lg->flow = CORE_FLOW_CONFIRM_RKEY;
 		lg->flow_conn = c;	/* keeps the queue's reference */
 		lg->flow_deadline = now + e->p.llc_wait_ns;
-		core_timer_at(e, lg->flow_deadline);
+		lgr_timer_at(lg, lg->flow_deadline);
 	}
+}
+
+/* TEST LINK (procedures.md 3.5), per link: after testlink_ns without receiving anything on
+ * it, ask; no answer within the LLC wait: the link is down. */
+static void testlink_timer(struct core_lgr *lg, struct core_link *l, uint64_t now)
+{
+	struct core_engine *e = lg->eng;
+	if (l->state != CORE_LINK_ACTIVE || e->p.testlink_ns == UINT64_MAX)
+		return;
+	if (l->testlink_deadline != CORE_NEVER) {
+		if (now >= l->testlink_deadline) {
+			link_down(l, -SMCR_E_CORE_TIMEDOUT, now);
+			return;
+		}
+		lgr_timer_at(lg, l->testlink_deadline);
+		return;
+	}
+	if (l->last_rx_ns == 0)
+		l->last_rx_ns = now;
+	uint64_t due = l->last_rx_ns + e->p.testlink_ns;
+	if (now >= due) {
+		struct llc_msg m = { .type = LLC_TEST_LINK };
+		uint32_t r = core_rand32(e);
+		memcpy(m.test_link.data, &r, sizeof(r));
+		if (llc_send(l, &m) == 0) {
+			l->testlink_deadline = now + e->p.llc_wait_ns;
+			lgr_timer_at(lg, l->testlink_deadline);
+		}
+		return;
+	}
+	lgr_timer_at(lg, due);
 }
 
 void llc_timers(struct core_lgr *lg, uint64_t now)
 {
-	struct core_engine *e = lg->eng;
 	if (lg->flow != CORE_FLOW_NONE) {
 		if (now >= lg->flow_deadline) {
 			enum core_flow f = lg->flow;
@@ -369,34 +401,10 @@ void llc_timers(struct core_lgr *lg, uint64_t now)
 				return;
 			llc_flow_kick(lg, now);
 		} else {
-			core_timer_at(e, lg->flow_deadline);
+			lgr_timer_at(lg, lg->flow_deadline);
 		}
 	}
-	/* TEST LINK (procedures.md 3.5): after testlink_ns without receiving anything, ask;
-	 * no answer within the LLC wait: the link is down. */
-	struct core_link *l = lg->link;
-	if (!l || l->state != CORE_LINK_ACTIVE || e->p.testlink_ns == UINT64_MAX)
-		return;
-	if (l->testlink_deadline != CORE_NEVER) {
-		if (now >= l->testlink_deadline) {
-			link_down(l, -SMCR_E_CORE_TIMEDOUT, now);
-			return;
-		}
-		core_timer_at(e, l->testlink_deadline);
-		return;
-	}
-	if (l->last_rx_ns == 0)
-		l->last_rx_ns = now;
-	uint64_t due = l->last_rx_ns + e->p.testlink_ns;
-	if (now >= due) {
-		struct llc_msg m = { .type = LLC_TEST_LINK };
-		uint32_t r = core_rand32(e);
-		memcpy(m.test_link.data, &r, sizeof(r));
-		if (llc_send(l, &m) == 0) {
-			l->testlink_deadline = now + e->p.llc_wait_ns;
-			core_timer_at(e, l->testlink_deadline);
-		}
-		return;
-	}
-	core_timer_at(e, due);
+	for (int i = 0; i < CORE_LG_LINKS && lg->state != CORE_LG_DEAD; i++)
+		if (lg->links[i])
+			testlink_timer(lg, lg->links[i], now);
 }

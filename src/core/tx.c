@@ -669,7 +669,7 @@ long core_conn_send_at(struct core_conn *c, const struct iovec *iov, int iovcnt,
 	if (armed != CORE_NEVER) {
 		struct core_engine *e = c->eng;
 		pthread_mutex_lock(&e->lock);
-		core_timer_at(e, armed);
+		conn_timer_at(c, armed);
 		pthread_mutex_unlock(&e->lock);
 		if (timer_ns)
 			*timer_ns = armed;
@@ -696,60 +696,38 @@ int core_conn_flush(struct core_conn *c)
 
 /* ---- timers ------------------------------------------------------------------------------- */
 
-#define TX_TIMER_BATCH 64
-
-void tx_timers(struct core_engine *e, uint64_t now)
+uint64_t tx_conn_timer(struct core_conn *c, uint64_t now)
 {
-	struct core_conn *due[TX_TIMER_BATCH];
-	int n = 0;
-	bool more = false;
-	for (struct core_conn *c = e->conns; c; c = c->all_next) {
-		uint64_t d = atomic_load_explicit(&c->tx_deadline, memory_order_relaxed);
-		if (d == CORE_NEVER || d == 0)
-			continue;
-		if (now < d) {
-			core_timer_at(e, d);
-			continue;
+	uint64_t d = atomic_load_explicit(&c->tx_deadline, memory_order_relaxed);
+	if (d == CORE_NEVER || d == 0)
+		return CORE_NEVER;
+	if (now < d)
+		return d;
+	unsigned bits = 0;
+	bool close_change = false;
+	pthread_mutex_lock(&c->lock);
+	if (c->giveup_deadline <= now) {
+		/* Closed with bytes the peer never took within close_wait_ns: abort. */
+		c->giveup_deadline = CORE_NEVER;
+		if (c->cl_pend && c->mode == CORE_MODE_SMC && !c->reset_err) {
+			SMCR_LOG_RL(SMCR_LOG_INFO, CORE_UNIT,
+				    "conn %#x: %u queued bytes not taken by the peer in time: abort",
+				    c->token, tx_sndbuf_queued(c));
+			tx_discard_locked(c);
+			close_abort_locked(c, -SMCR_E_CORE_TIMEDOUT, true);
+			close_change = true;
 		}
-		if (n == TX_TIMER_BATCH) {
-			more = true;
-			continue;
-		}
-		conn_hold(c);
-		due[n++] = c;
 	}
-	for (int i = 0; i < n; i++) {
-		struct core_conn *c = due[i];
-		unsigned bits = 0;
-		bool close_change = false;
-		pthread_mutex_lock(&c->lock);
-		if (c->giveup_deadline <= now) {
-			/* Closed with bytes the peer never took within close_wait_ns: abort. */
-			c->giveup_deadline = CORE_NEVER;
-			if (c->cl_pend && c->mode == CORE_MODE_SMC && !c->reset_err) {
-				SMCR_LOG_RL(SMCR_LOG_INFO, CORE_UNIT,
-					    "conn %#x: %u queued bytes not taken by the peer in time: abort",
-					    c->token, tx_sndbuf_queued(c));
-				tx_discard_locked(c);
-				close_abort_locked(c, -SMCR_E_CORE_TIMEDOUT, true);
-				close_change = true;
-			}
-		}
-		if (c->cork_deadline <= now) {
-			c->cork_deadline = CORE_NEVER;
-			bits = tx_flush_locked(c, true);	/* TCP's cork ceiling */
-		}
-		sb_update_deadline(c);
-		uint64_t d = atomic_load_explicit(&c->tx_deadline, memory_order_relaxed);
-		pthread_mutex_unlock(&c->lock);
-		if (d != CORE_NEVER)
-			core_timer_at(e, d);
-		if (bits & TX_FLUSH_OUT)
-			core_ev_raise(c, CORE_EV_OUT);
-		if (close_change || (bits & TX_FLUSH_CLOSE))
-			close_maybe_finish_elocked(c, now);
-		conn_put(c);
+	if (c->cork_deadline <= now) {
+		c->cork_deadline = CORE_NEVER;
+		bits = tx_flush_locked(c, true);	/* TCP's cork ceiling */
 	}
-	if (more)
-		core_timer_at(e, now);
+	sb_update_deadline(c);
+	d = atomic_load_explicit(&c->tx_deadline, memory_order_relaxed);
+	pthread_mutex_unlock(&c->lock);
+	if (bits & TX_FLUSH_OUT)
+		core_ev_raise(c, CORE_EV_OUT);
+	if (close_change || (bits & TX_FLUSH_CLOSE))
+		close_maybe_finish_elocked(c, now);
+	return d;
 }

@@ -82,6 +82,7 @@ static bool done_status(enum core_clc_status st)
 
 void cp_progress(struct cp_pair *pp, int n)
 {
+	loopdev_clock(pp->now);	/* the loop paths' simulated time (loopdev.h) */
 	for (int i = 0; i < n; i++) {
 		core_engine_progress(pp->ce, pp->now, NULL);
 		if (pp->se != pp->ce)

@@ -47,10 +47,28 @@ struct loop_pending {	/* a SEND waiting for a receive WR (RNR retry 7 = infinite
 	uint32_t src_qp;
 };
 
+/* A send WR waiting for its time on the path (loopdev_path): a copy of the WR and its SGEs
+ * (and of inline bytes: the caller may reuse them at once; other SGEs are read when the WR
+ * executes, as an HCA reads them). */
+struct loop_op {
+	struct loop_op *next;		/* loop_queue, in post order */
+	struct loop_qp *q;
+	uint64_t due;			/* simulated time it executes (or fails) at */
+	bool fail;			/* lost on a cut path: RETRY_EXC_ERR at due */
+	struct dev_send_wr wr;
+	struct dev_sge sge[4];
+	uint8_t *inl;
+};
+
 struct loop_qp {
 	struct dev_qp qp;
 	struct loop_dev *ld;
 	bool live;
+	struct loopdev_path path;	/* this direction's controls (loopdev_path_set) */
+	uint64_t cut_at;		/* simulated time of the cut */
+	uint64_t last_due;		/* due of its latest queued op: order kept */
+	unsigned queued;		/* its ops on loop_queue */
+	bool len_err;			/* a SEND just delivered was longer than the receive WR */
 	struct dev_qp_attr av;	/* dest QPN, dgid */
 	struct loop_rwqe *rq;
 	unsigned rq_cap, rq_head, rq_n;
@@ -77,6 +95,8 @@ static pthread_mutex_t loop_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct loop_dev *loop_devs[LOOP_MAX_DEVS];
 static struct loopdev_stats loop_st;
 static struct loop_dev *loop_last;
+static uint64_t loop_now;			/* simulated time (loopdev_clock) */
+static struct loop_op *loop_queue, *loop_queue_tail;	/* queued send WRs of every QP */
 
 #define LD(d) DEV_CONTAINER_OF(d, struct loop_dev, dev)
 
@@ -138,7 +158,10 @@ static int l_query_device(struct dev_device *d, struct dev_device_attr *a)
 
 static int l_query_port(struct dev_device *d, uint8_t p, struct dev_port_attr *a)
 {
-	(void)p;
+	if (p != 1)
+		return -SMCR_E_INVAL;
+	memset(a, 0, sizeof(*a));
+	a->max_send_sz = 1u << 30;
 	pthread_mutex_lock(&loop_lock);
 	a->state = LD(d)->port_down ? DEV_PORT_DOWN : DEV_PORT_ACTIVE;
 	pthread_mutex_unlock(&loop_lock);
@@ -377,6 +400,7 @@ static bool deliver_locked(struct loop_qp *t, const uint8_t *data, uint32_t len,
 		wc.status = DEV_WC_LOC_LEN_ERR;
 		cq_push(t->qp.recv_cq, &wc, true);
 		qp_error_locked(t, false);
+		t->len_err = true;	/* the sender's SEND fails with REM_INV_REQ_ERR */
 		return true;
 	}
 	uint32_t off = 0;
@@ -452,6 +476,144 @@ static bool gather(struct loop_qp *q, const struct dev_send_wr *wr, uint8_t *buf
 
 static uint8_t *loop_scratch;	/* under loop_lock */
 
+/* Executes one send WR now (its checks at post time passed). */
+static void exec_wr_locked(struct loop_qp *q, const struct dev_send_wr *wr)
+{
+	int st = atomic_load(&q->qp.state);
+	struct dev_wc wc = { .wr_id = wr->wr_id, .qp_num = q->qp.qp_num,
+			     .opcode = wr->opcode == DEV_WR_SEND ? DEV_WC_SEND : DEV_WC_RDMA_WRITE };
+	bool signaled = wr->send_flags & DEV_SEND_SIGNALED;
+	if (st == DEV_QPS_ERR) {
+		wc.status = DEV_WC_WR_FLUSH_ERR;
+		cq_push(q->qp.send_cq, &wc, true);
+		return;
+	}
+	struct loop_qp *t = peer_of(q);
+	uint32_t len = 0;
+	if (!t || !t->live || atomic_load(&t->qp.state) < DEV_QPS_RTR ||
+	    atomic_load(&t->qp.state) == DEV_QPS_ERR) {
+		wc.status = DEV_WC_RETRY_EXC_ERR;	/* peer gone */
+		cq_push(q->qp.send_cq, &wc, true);
+		qp_error_locked(q, true);
+		return;
+	}
+	if (!gather(q, wr, loop_scratch, 1u << 24, &len)) {
+		wc.status = DEV_WC_LOC_PROT_ERR;
+		cq_push(q->qp.send_cq, &wc, true);
+		qp_error_locked(q, false);
+		return;
+	}
+	if (wr->opcode == DEV_WR_RDMA_WRITE) {
+		struct loop_mr *m = t->ld->mrs[wr->rdma.rkey & (LOOP_MAX_MRS - 1)];
+		uint64_t a = m ? (uint64_t)(uintptr_t)m->mr.addr : 0;
+		if (!m || m->mr.rkey != wr->rdma.rkey || m->mr.pd != t->qp.pd ||
+		    !(m->mr.access & DEV_ACCESS_REMOTE_WRITE) || wr->rdma.remote_addr < a ||
+		    wr->rdma.remote_addr + len > a + m->mr.length) {
+			loop_st.access_errors++;
+			wc.status = DEV_WC_REM_ACCESS_ERR;
+			cq_push(q->qp.send_cq, &wc, true);
+			qp_error_locked(q, false);
+			qp_error_locked(t, true);
+			async_push(t->ld, DEV_EVENT_QP_ACCESS_ERR, t);
+			return;
+		}
+		memcpy((void *)(uintptr_t)wr->rdma.remote_addr, loop_scratch, len);
+		loop_st.writes++;
+		loop_st.write_bytes += len;
+	} else {
+		loop_st.sends++;
+		bool sol = wr->send_flags & DEV_SEND_SOLICITED;
+		t->len_err = false;
+		bool done = deliver_locked(t, loop_scratch, len, sol, q->qp.qp_num);
+		if (done && t->len_err) {
+			t->len_err = false;
+			wc.status = DEV_WC_REM_INV_REQ_ERR;	/* RC rule 7 (dev.h) */
+			cq_push(q->qp.send_cq, &wc, true);
+			qp_error_locked(q, false);
+			return;
+		}
+		if (!done) {
+			if (t->pend_n == t->pend_cap || len > sizeof(t->pend[0].data)) {
+				wc.status = DEV_WC_RNR_RETRY_EXC_ERR;
+				cq_push(q->qp.send_cq, &wc, true);
+				qp_error_locked(q, true);
+				return;
+			}
+			struct loop_pending *p = &t->pend[(t->pend_head + t->pend_n++) % t->pend_cap];
+			memcpy(p->data, loop_scratch, len);
+			p->len = len;
+			p->solicited = sol;
+			p->src_qp = q->qp.qp_num;
+		}
+	}
+	if (signaled) {
+		wc.status = DEV_WC_SUCCESS;
+		cq_push(q->qp.send_cq, &wc, true);
+	}
+}
+
+static void op_free(struct loop_op *op)
+{
+	free(op->inl);
+	free(op);
+}
+
+/* Queues wr behind the QP's earlier ones: due after the path's delay, later for each loss
+ * on it (RC retransmits after its timeout, in order), failed after the transport timeout
+ * on a cut path. false: no memory. */
+static bool queue_wr_locked(struct loop_qp *q, const struct dev_send_wr *wr, uint32_t tot)
+{
+	struct loop_op *op = calloc(1, sizeof(*op));
+	if (!op)
+		return false;
+	op->q = q;
+	op->wr = *wr;
+	op->wr.next = NULL;
+	op->wr.sg_list = op->sge;
+	memcpy(op->sge, wr->sg_list, sizeof(op->sge[0]) * (size_t)wr->num_sge);
+	if ((wr->send_flags & DEV_SEND_INLINE) && tot) {
+		op->inl = malloc(tot);
+		if (!op->inl) {
+			free(op);
+			return false;
+		}
+		uint32_t off = 0;
+		for (int i = 0; i < wr->num_sge; i++) {
+			memcpy(op->inl + off, (const void *)(uintptr_t)wr->sg_list[i].addr,
+			       wr->sg_list[i].length);
+			off += wr->sg_list[i].length;
+		}
+		op->sge[0].addr = (uint64_t)(uintptr_t)op->inl;
+		op->sge[0].length = tot;
+		op->wr.num_sge = 1;
+	}
+	const struct loopdev_path *p = &q->path;
+	uint64_t due = loop_now + p->delay_ns;
+	if (p->drop) {
+		q->path.drop--;
+		due += p->retrans_ns;
+	}
+	if (p->cut) {
+		op->fail = true;
+		due = (q->cut_at > loop_now ? q->cut_at : loop_now) + p->timeout_ns;
+	}
+	if (due < q->last_due)
+		due = q->last_due;
+	op->due = q->last_due = due;
+	q->queued++;
+	if (loop_queue_tail)
+		loop_queue_tail->next = op;
+	else
+		loop_queue = op;
+	loop_queue_tail = op;
+	return true;
+}
+
+static bool path_quiet(const struct loop_qp *q)
+{
+	return !q->queued && !q->path.cut && !q->path.hold && !q->path.delay_ns && !q->path.drop;
+}
+
 static int l_post_send(struct dev_qp *dq, const struct dev_send_wr *wr,
 		       const struct dev_send_wr **bad)
 {
@@ -470,83 +632,46 @@ static int l_post_send(struct dev_qp *dq, const struct dev_send_wr *wr,
 		uint32_t tot = 0;
 		for (int i = 0; i < wr->num_sge; i++)
 			tot += wr->sg_list[i].length;
-		if (wr->num_sge > (int)q->qp.cap.max_send_sge ||
+		if (wr->num_sge > (int)q->qp.cap.max_send_sge || wr->num_sge > 4 ||
 		    ((wr->send_flags & DEV_SEND_INLINE) && tot > q->ld->max_inline) ||
-		    tot > (1u << 24)) {
+		    tot > (1u << 24) ||
+		    (wr->opcode != DEV_WR_SEND && wr->opcode != DEV_WR_RDMA_WRITE)) {
 			if (bad)
 				*bad = wr;
 			pthread_mutex_unlock(&loop_lock);
 			return -SMCR_E_DEV_BAD_WR;
 		}
-		struct dev_wc wc = { .wr_id = wr->wr_id, .qp_num = q->qp.qp_num,
-				     .opcode = wr->opcode == DEV_WR_SEND ? DEV_WC_SEND : DEV_WC_RDMA_WRITE };
-		bool signaled = wr->send_flags & DEV_SEND_SIGNALED;
-		if (st == DEV_QPS_ERR) {
-			wc.status = DEV_WC_WR_FLUSH_ERR;
-			cq_push(q->qp.send_cq, &wc, true);
+		if (st == DEV_QPS_ERR || path_quiet(q)) {
+			exec_wr_locked(q, wr);	/* the synchronous path of loopdev.h */
 			continue;
 		}
-		struct loop_qp *t = peer_of(q);
-		uint32_t len = 0;
-		if (!t || !t->live || atomic_load(&t->qp.state) < DEV_QPS_RTR ||
-		    atomic_load(&t->qp.state) == DEV_QPS_ERR) {
-			wc.status = DEV_WC_RETRY_EXC_ERR;	/* peer gone */
-			cq_push(q->qp.send_cq, &wc, true);
-			qp_error_locked(q, true);
-			continue;
-		}
-		if (!gather(q, wr, loop_scratch, 1u << 24, &len)) {
-			wc.status = DEV_WC_LOC_PROT_ERR;
-			cq_push(q->qp.send_cq, &wc, true);
-			qp_error_locked(q, false);
-			continue;
-		}
-		if (wr->opcode == DEV_WR_RDMA_WRITE) {
-			struct loop_mr *m = t->ld->mrs[wr->rdma.rkey & (LOOP_MAX_MRS - 1)];
-			uint64_t a = m ? (uint64_t)(uintptr_t)m->mr.addr : 0;
-			if (!m || m->mr.rkey != wr->rdma.rkey || m->mr.pd != t->qp.pd ||
-			    !(m->mr.access & DEV_ACCESS_REMOTE_WRITE) || wr->rdma.remote_addr < a ||
-			    wr->rdma.remote_addr + len > a + m->mr.length) {
-				loop_st.access_errors++;
-				wc.status = DEV_WC_REM_ACCESS_ERR;
-				cq_push(q->qp.send_cq, &wc, true);
-				qp_error_locked(q, false);
-				qp_error_locked(t, true);
-				async_push(t->ld, DEV_EVENT_QP_ACCESS_ERR, t);
-				continue;
-			}
-			memcpy((void *)(uintptr_t)wr->rdma.remote_addr, loop_scratch, len);
-			loop_st.writes++;
-			loop_st.write_bytes += len;
-		} else if (wr->opcode == DEV_WR_SEND) {
-			loop_st.sends++;
-			bool sol = wr->send_flags & DEV_SEND_SOLICITED;
-			if (!deliver_locked(t, loop_scratch, len, sol, q->qp.qp_num)) {
-				if (t->pend_n == t->pend_cap || len > sizeof(t->pend[0].data)) {
-					wc.status = DEV_WC_RNR_RETRY_EXC_ERR;
-					cq_push(q->qp.send_cq, &wc, true);
-					qp_error_locked(q, true);
-					continue;
-				}
-				struct loop_pending *p = &t->pend[(t->pend_head + t->pend_n++) % t->pend_cap];
-				memcpy(p->data, loop_scratch, len);
-				p->len = len;
-				p->solicited = sol;
-				p->src_qp = q->qp.qp_num;
-			}
-		} else {
+		if (!queue_wr_locked(q, wr, tot)) {
 			if (bad)
 				*bad = wr;
 			pthread_mutex_unlock(&loop_lock);
-			return -SMCR_E_DEV_BAD_WR;
-		}
-		if (signaled) {
-			wc.status = DEV_WC_SUCCESS;
-			cq_push(q->qp.send_cq, &wc, true);
+			return -SMCR_E_DEV_QUEUE_FULL;
 		}
 	}
 	pthread_mutex_unlock(&loop_lock);
 	return 0;
+}
+
+/* Drops the queued ops of q (its QP goes), without completions. */
+static void ops_drop_locked(struct loop_qp *q)
+{
+	struct loop_op **pp = &loop_queue, *last = NULL;
+	while (*pp) {
+		struct loop_op *op = *pp;
+		if (op->q == q) {
+			*pp = op->next;
+			op_free(op);
+			continue;
+		}
+		last = op;
+		pp = &op->next;
+	}
+	loop_queue_tail = last;
+	q->queued = 0;
 }
 
 static int l_modify_qp(struct dev_qp *dq, const struct dev_qp_attr *a, unsigned mask)
@@ -559,10 +684,20 @@ static int l_modify_qp(struct dev_qp *dq, const struct dev_qp_attr *a, unsigned 
 			q->av.ah_attr = a->ah_attr;
 			q->av.dest_qp_num = a->dest_qp_num;
 		}
-		if (a->qp_state == DEV_QPS_ERR)
+		if (a->qp_state == DEV_QPS_ERR) {
+			struct loop_qp *t = atomic_load(&q->qp.state) >= DEV_QPS_RTR ? peer_of(q) : NULL;
 			qp_error_locked(q, false);
-		else
+			if (t && !memcmp(t->av.ah_attr.dgid.raw, q->ld->gid.raw, 16) &&
+			    t->av.dest_qp_num == q->qp.qp_num)
+				qp_error_locked(t, true);
+		} else {
+			if (a->qp_state == DEV_QPS_RESET) {
+				q->rq_n = 0;	/* RESET drops WRs without completions */
+				q->pend_n = 0;
+				ops_drop_locked(q);
+			}
 			atomic_store(&q->qp.state, (int)a->qp_state);
+		}
 	}
 	pthread_mutex_unlock(&loop_lock);
 	return rc;
@@ -584,6 +719,7 @@ static int l_destroy_qp(struct dev_qp *dq)
 	pthread_mutex_lock(&loop_lock);
 	/* The peer notices at its next send (RETRY_EXC_ERR), as RC would. */
 	q->ld->qps[q->qp.qp_num] = NULL;
+	ops_drop_locked(q);
 	pthread_mutex_unlock(&loop_lock);
 	free(q->rq);
 	free(q->pend);
@@ -631,6 +767,19 @@ static int l_set_port_state(struct dev_device *d, uint8_t p, int up)
 	pthread_mutex_lock(&loop_lock);
 	ld->port_down = !up;
 	async_push(ld, up ? DEV_EVENT_PORT_ACTIVE : DEV_EVENT_PORT_ERR, NULL);
+	if (!up) {
+		/* the port's QPs lose their path: ERR here, and their peers (as after the
+		 * transport timeout) get QP_FATAL */
+		for (int i = 1; i < LOOP_MAX_QPS; i++) {
+			struct loop_qp *q = ld->qps[i];
+			if (!q || atomic_load(&q->qp.state) < DEV_QPS_RTR)
+				continue;
+			struct loop_qp *t = peer_of(q);
+			qp_error_locked(q, true);
+			if (t)
+				qp_error_locked(t, true);
+		}
+	}
 	pthread_mutex_unlock(&loop_lock);
 	return 0;
 }
@@ -711,10 +860,30 @@ static int l_open(const struct dev_ops *ops, const char *args, struct dev_device
 	return 0;
 }
 
+static int l_open_by_gid(const struct dev_ops *ops, const struct dev_gid *gid,
+			 struct dev_device **out)
+{
+	(void)ops;
+	int rc = -SMCR_E_DEV_NO_DEVICE;
+	pthread_mutex_lock(&loop_lock);
+	for (int i = 0; i < LOOP_MAX_DEVS; i++) {
+		struct loop_dev *d = loop_devs[i];
+		if (!d || !d->live || memcmp(d->gid.raw, gid->raw, DEV_GID_LEN))
+			continue;
+		dev_hold(&d->dev);	/* the caller's: dev_close (l_close unlists it under the lock) */
+		*out = &d->dev;
+		rc = 0;
+		break;
+	}
+	pthread_mutex_unlock(&loop_lock);
+	return rc;
+}
+
 static const struct dev_provider loop_provider = {
 	.name = "loop",
 	.ops = &loop_ops,
 	.open = l_open,
+	.open_by_gid = l_open_by_gid,
 };
 
 int loopdev_register(void)
@@ -756,6 +925,89 @@ void loopdev_stats(struct loopdev_stats *st)
 	pthread_mutex_lock(&loop_lock);
 	*st = loop_st;
 	pthread_mutex_unlock(&loop_lock);
+}
+
+static struct loop_qp *LQ(struct dev_qp *qp)
+{
+	return DEV_CONTAINER_OF(qp, struct loop_qp, qp);
+}
+
+void loopdev_path_set(struct dev_qp *qp, const struct loopdev_path *p)
+{
+	pthread_mutex_lock(&loop_lock);
+	struct loop_qp *q = LQ(qp);
+	bool was_cut = q->path.cut;
+	q->path = *p;
+	if (!q->path.timeout_ns)
+		q->path.timeout_ns = LOOPDEV_TIMEOUT_NS;
+	if (!q->path.retrans_ns)
+		q->path.retrans_ns = LOOPDEV_RETRANS_NS;
+	if (p->cut && !was_cut) {
+		q->cut_at = loop_now;
+		/* what is on the wire now is lost with the cut: failed after the timeout */
+		for (struct loop_op *op = loop_queue; op; op = op->next) {
+			if (op->q == q && !op->fail) {
+				op->fail = true;
+				uint64_t d = loop_now + q->path.timeout_ns;
+				op->due = d > op->due ? d : op->due;
+				if (op->due > q->last_due)
+					q->last_due = op->due;
+			}
+		}
+	}
+	pthread_mutex_unlock(&loop_lock);
+}
+
+void loopdev_link_set(struct dev_qp *qp, const struct loopdev_path *p)
+{
+	loopdev_path_set(qp, p);
+	pthread_mutex_lock(&loop_lock);
+	struct loop_qp *t = peer_of(LQ(qp));
+	pthread_mutex_unlock(&loop_lock);
+	if (t)
+		loopdev_path_set(&t->qp, p);
+}
+
+void loopdev_clock(uint64_t now)
+{
+	pthread_mutex_lock(&loop_lock);
+	if (now > loop_now)
+		loop_now = now;
+	/* In post order; an op of a held QP, or one not due, waits, and so does every later
+	 * op of its QP (their dues never decrease), so each QP's order is kept. */
+	struct loop_op **pp = &loop_queue, *last = NULL;
+	while (*pp) {
+		struct loop_op *op = *pp;
+		struct loop_qp *q = op->q;
+		if (op->due > loop_now || (q->path.hold && !op->fail)) {
+			last = op;
+			pp = &op->next;
+			continue;
+		}
+		*pp = op->next;
+		q->queued--;
+		if (op->fail && atomic_load(&q->qp.state) != DEV_QPS_ERR) {
+			struct dev_wc wc = { .wr_id = op->wr.wr_id, .qp_num = q->qp.qp_num,
+					     .status = DEV_WC_RETRY_EXC_ERR,
+					     .opcode = op->wr.opcode == DEV_WR_SEND ? DEV_WC_SEND
+									  : DEV_WC_RDMA_WRITE };
+			cq_push(q->qp.send_cq, &wc, true);
+			qp_error_locked(q, true);
+		} else {
+			exec_wr_locked(q, &op->wr);
+		}
+		op_free(op);
+	}
+	loop_queue_tail = last;
+	pthread_mutex_unlock(&loop_lock);
+}
+
+unsigned loopdev_queued(struct dev_qp *qp)
+{
+	pthread_mutex_lock(&loop_lock);
+	unsigned n = LQ(qp)->queued;
+	pthread_mutex_unlock(&loop_lock);
+	return n;
 }
 
 struct dev_device *loopdev_last_opened(void)

@@ -370,6 +370,12 @@ static void test_spin(void **state)
  * (core_engine_spin_live) stands back and takes a CQ event pending from before the
  * lease; past the end the CQ is armed as before; a lease ended at once (until <= now)
  * arms the CQ and polls once more, so what came within the lease is not left behind. */
+static void probe_fn(struct core_timer *t, uint64_t now)
+{
+	(void)t;
+	(void)now;
+}
+
 static void test_lease(void **state)
 {
 	struct shm_fx *f = *state;
@@ -385,13 +391,16 @@ static void test_lease(void **state)
 	assert_true(u > t5 && u <= until);
 	assert_false(readable(f->cfd, 0)); /* taken: no busy wake-up loop */
 	/* an engine timer due: not live (the caller's own round runs it) */
+	struct core_timer probe;
+	core_timer_init(&probe, probe_fn);
 	pthread_mutex_lock(&f->ce->lock);
-	uint64_t nd = f->ce->next_deadline;
-	f->ce->next_deadline = t5;
+	assert_int_equal(core_timers_reserve(&f->ce->timers), 0);
+	core_timers_arm(&f->ce->timers, &probe, t5);
 	pthread_mutex_unlock(&f->ce->lock);
 	assert_false(core_engine_spin_live(f->ce, t5, &u));
 	pthread_mutex_lock(&f->ce->lock);
-	f->ce->next_deadline = nd;
+	core_timers_cancel(&f->ce->timers, &probe);
+	core_timers_unreserve(&f->ce->timers);
 	pthread_mutex_unlock(&f->ce->lock);
 	/* within the lease: the deadline is its end, no arm */
 	uint64_t next = 0;
