@@ -122,11 +122,11 @@ app_run() {
 }
 
 # app_start MODE TAG CMD...: starts CMD in the background in its own session (a server);
-# APP_PID is its pid, output in $APP_TMP/TAG.out/.err.
+# APP_PID is its pid, output in $APP_TMP/TAG.out/.err, input from $APP_STDIN (or nothing).
 app_start() {
 	local mode=$1 tag=$2; shift 2
 	app_cmd "$mode" "$tag" "$@"
-	setsid "${APP_CMD[@]}" >"$APP_TMP/$tag.out" 2>"$APP_TMP/$tag.err" </dev/null &
+	setsid "${APP_CMD[@]}" >"$APP_TMP/$tag.out" 2>"$APP_TMP/$tag.err" <"${APP_STDIN:-/dev/null}" &
 	APP_PID=$!
 	APP_PIDS+=("$APP_PID")
 }
