@@ -13,6 +13,7 @@
 #include "sock/errmap.h"
 #include "sock/sys.h"
 #include "util/clock.h"
+#include "util/env.h"
 #include "util/log.h"
 
 /* ---- the pool: objects are recycled, never freed (fdtab.h "type-stable") ---- */
@@ -92,8 +93,21 @@ void sock_put(struct sock *s)
 	fdobj_put(&s->h);
 }
 
+/* $SMCR_SNDBUF / $SMCR_RCVBUF (smcr-run --sndbuf/--rcvbuf, docs/CONFIG.md): the sizes a
+ * socket asks for when the program sets no SO_SNDBUF / SO_RCVBUF (0: the engine's default).
+ * Read once per process. */
+static pthread_once_t sock_buf_once = PTHREAD_ONCE_INIT;
+static uint32_t sock_buf_dflt[2];
+
+static void sock_buf_init(void)
+{
+	sock_buf_dflt[0] = (uint32_t)smcr_env_num_or("SMCR_RCVBUF", 0, 1u << 30, 0);
+	sock_buf_dflt[1] = (uint32_t)smcr_env_num_or("SMCR_SNDBUF", 0, 1u << 30, 0);
+}
+
 int sock_create(int fd, int domain, bool nonblock, bool cloexec, struct sock **out)
 {
+	pthread_once(&sock_buf_once, sock_buf_init);
 	struct sock *s = sock_alloc();
 	if (!s)
 		return -SMCR_E_NOMEM;
@@ -113,6 +127,8 @@ int sock_create(int fd, int domain, bool nonblock, bool cloexec, struct sock **o
 	s->domain = domain;
 	s->nonblock = nonblock;
 	s->cloexec = cloexec;
+	s->rcvbuf = sock_buf_dflt[0];
+	s->sndbuf = sock_buf_dflt[1];
 	atomic_store(&s->state, SS_NEW);
 	atomic_store(&s->kick_pending, false);
 	atomic_fetch_add_explicit(&sock_alive, 1, memory_order_relaxed);

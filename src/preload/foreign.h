@@ -1,0 +1,17 @@
+/* foreign.h: a forked child's SMC-R connections of its parent (foreign.c). */
+#ifndef SMCR_PRELOAD_FOREIGN_H
+#define SMCR_PRELOAD_FOREIGN_H
+
+#include <stdbool.h>
+
+/* True if fd is a connection this process inherited in SMC-R mode (cheap when there is
+ * none: one relaxed load). */
+bool pl_foreign(int fd);
+bool pl_foreign_any(void);
+bool pl_foreign_slow(int fd);
+/* The failure of a data call on such an fd: ENOTCONN and a log line. Returns -1. */
+int pl_foreign_fail(int fd);
+/* close on such an fd: the number only. */
+int pl_foreign_close(int fd);
+
+#endif

@@ -1,0 +1,48 @@
+/* pl.h: what every wrapper file shares: entering and leaving a wrapper (depth, errno). */
+#ifndef SMCR_PRELOAD_PL_H
+#define SMCR_PRELOAD_PL_H
+
+#include "preload/real.h"
+
+#include <errno.h>
+
+#include "preload/foreign.h"
+
+/* Entering: the table is ready and this thread's depth counts one more. A second level on
+ * one thread can only be a signal handler's call, since no internal call reaches a wrapper
+ * (real.h); the check mode of the tests treats it as a failure. */
+
+#define PL_ENTER(name)                     \
+	int pl_saved_errno_ = errno;       \
+	pl_ensure();                       \
+	if (pl_depth++ && pl_check)        \
+		pl_reentered(#name)
+
+/* Leaving: on success errno is what it was at entry (the wrappers' own work changes none
+ * of it the program could see); on failure it is the call's. */
+#define PL_LEAVE(ok)                       \
+	do {                               \
+		pl_depth--;                \
+		if (ok)                    \
+			errno = pl_saved_errno_; \
+	} while (0)
+
+/* The wrapped names themselves (the __* aliases and _chk forms have no header of their
+ * own; the others are compatible redeclarations). */
+#define W(ret, name, params, args) ret name params;
+#define V(ret, name, params) ret name params;
+#include "preload/wrap.def"
+#undef W
+#undef V
+
+/* A forked child's data call on its parent's SMC-R connection fails (foreign.c). */
+#define PL_FOREIGN(fd)                                              \
+	do {                                                        \
+		if (__builtin_expect(pl_foreign_any(), 0) && pl_foreign(fd)) \
+			return pl_foreign_fail(fd);                 \
+	} while (0)
+
+/* True if fd is an smcr socket (one table lookup, no system call). */
+int smcr_is_socket(int fd);
+
+#endif

@@ -1,0 +1,137 @@
+/* pl_util.h: helpers of the interposer's test programs (tests/preload). These programs are
+ * plain libc programs, never linked to smcr: they run under smcr-run, and read the mode of
+ * a connection with getsockopt(SOL_SMCR, SMCR_INFO) through the interposer (only the
+ * constants and the struct come from include/smcr/smcr.h). Each check that fails prints
+ * where and exits 1; a program that cannot run here exits 77 (CTest: skipped). */
+#ifndef SMCR_TESTS_PRELOAD_UTIL_H
+#define SMCR_TESTS_PRELOAD_UTIL_H
+
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <smcr/smcr.h>
+
+#define CHECK(c)                                                                        \
+	do {                                                                            \
+		if (!(c)) {                                                             \
+			fprintf(stderr, "%s:%d: check failed: %s (errno %d %s)\n", __FILE__, \
+				__LINE__, #c, errno, strerror(errno));                  \
+			exit(1);                                                        \
+		}                                                                       \
+	} while (0)
+
+/* The mode smcr reports for fd (enum smcr_mode), or -1 if fd is not an smcr socket (the
+ * interposer is not there). */
+static inline int pl_mode(int fd)
+{
+	struct smcr_info in;
+	socklen_t l = sizeof(in);
+	memset(&in, 0, sizeof(in));
+	if (getsockopt(fd, SOL_SMCR, SMCR_INFO, &in, &l) < 0)
+		return -1;
+	return in.mode;
+}
+
+/* A listening TCP socket on 127.0.0.1, port chosen by the kernel. */
+static inline int pl_listen(uint16_t *port)
+{
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(l >= 0);
+	int one = 1;
+	CHECK(setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	CHECK(bind(l, (struct sockaddr *)&a, sizeof(a)) == 0);
+	CHECK(listen(l, 64) == 0);
+	socklen_t al = sizeof(a);
+	CHECK(getsockname(l, (struct sockaddr *)&a, &al) == 0);
+	*port = ntohs(a.sin_port);
+	return l;
+}
+
+static inline struct sockaddr_in pl_addr(uint16_t port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	return a;
+}
+
+static inline int pl_connect(uint16_t port)
+{
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(c >= 0);
+	struct sockaddr_in a = pl_addr(port);
+	CHECK(connect(c, (struct sockaddr *)&a, sizeof(a)) == 0);
+	return c;
+}
+
+/* FNV-1a over a stream, and the pattern both ends can compute. */
+static inline uint64_t pl_fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 1099511628211ull;
+	return h;
+}
+#define PL_FNV0 14695981039346656037ull
+
+static inline void pl_fill(unsigned char *b, size_t n, uint64_t off)
+{
+	for (size_t i = 0; i < n; i++)
+		b[i] = (unsigned char)((off + i) * 2654435761u >> 13);
+}
+
+static inline void pl_write_all(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+	while (n) {
+		ssize_t w = write(fd, c, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		CHECK(w > 0);
+		c += w;
+		n -= (size_t)w;
+	}
+}
+
+static inline void pl_read_all(int fd, void *p, size_t n)
+{
+	char *c = p;
+	while (n) {
+		ssize_t r = read(fd, c, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		CHECK(r > 0);
+		c += r;
+		n -= (size_t)r;
+	}
+}
+
+/* The mode the test expects: SMCR_MODE_SMCR unless PL_EXPECT says "tcp" (the runs with one
+ * end, or both, not under the interposer's rules). */
+static inline int pl_expect(void)
+{
+	const char *e = getenv("PL_EXPECT");
+	return e && !strcmp(e, "tcp") ? SMCR_MODE_TCP : SMCR_MODE_SMCR;
+}
+
+static inline void pl_need_preload(void)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(s >= 0);
+	if (pl_mode(s) < 0) {
+		fprintf(stderr, "not under the interposer (run it with smcr-run)\n");
+		exit(1);
+	}
+	close(s);
+}
+
+#endif
