@@ -13,6 +13,8 @@ if [ "${1:-}" = test ]; then
   # nftables: the bpf tests drop SYN-ACKs in their own network namespaces.
   # libssl-dev: SHA-256 (libcrypto) in the socket layer's integration tests only.
   pkgs+=(clang libclang-rt-14-dev tshark iproute2 procps nftables libssl-dev)
+  # man-db, groff-base: the man pages' test; dpkg-dev, fakeroot, lintian: the .deb's.
+  pkgs+=(man-db groff-base dpkg-dev fakeroot lintian)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

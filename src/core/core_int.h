@@ -387,7 +387,17 @@ struct core_engine {
 	/* counters [E] */
 	uint64_t lgs_created, lgs_freed, conns_created, conns_freed;
 	_Atomic uint64_t cdc_rx_dropped, llc_rx_dropped;
+	/* Message and stall counters for core_engine_counters (relaxed atomics, any thread
+	 * adds, readers only load: a signal handler may read them). The send side's (the
+	 * program threads') and the receive side's (mostly the progress thread's) are a
+	 * cache line apart, so the two do not bounce one line per message. */
+	_Atomic uint64_t ctr_cdc_tx, ctr_llc_tx, ctr_rmbe_full, ctr_window_stall;
+	char ctr_pad[64];
+	_Atomic uint64_t ctr_cdc_rx, ctr_llc_rx;
 };
+
+/* Adds one to an engine counter above (relaxed: a count, no ordering). */
+#define CORE_CTR_INC(e, f) atomic_fetch_add_explicit(&(e)->f, 1, memory_order_relaxed)
 
 /* ---- engine.c ---- */
 uint32_t core_rand32(struct core_engine *e);

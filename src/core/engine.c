@@ -593,6 +593,20 @@ void core_engine_stats(struct core_engine *e, struct core_engine_stats *st)
 	pthread_mutex_unlock(&e->lock);
 }
 
+void core_engine_counters(const struct core_engine *e, struct core_engine_counters *ct)
+{
+#define CTR_LOAD(f) atomic_load_explicit(&e->f, memory_order_relaxed)
+	ct->cdc_sent = CTR_LOAD(ctr_cdc_tx);
+	ct->cdc_received = CTR_LOAD(ctr_cdc_rx);
+	ct->cdc_dropped = CTR_LOAD(cdc_rx_dropped);
+	ct->llc_sent = CTR_LOAD(ctr_llc_tx);
+	ct->llc_received = CTR_LOAD(ctr_llc_rx);
+	ct->llc_dropped = CTR_LOAD(llc_rx_dropped);
+	ct->rmbe_full = CTR_LOAD(ctr_rmbe_full);
+	ct->window_stall = CTR_LOAD(ctr_window_stall);
+#undef CTR_LOAD
+}
+
 void core_engine_free(struct core_engine *e)
 {
 	pthread_mutex_lock(&e->poll_lock);

@@ -17,6 +17,7 @@ int llc_send(struct core_link *l, const struct llc_msg *m)
 			smcr_err_msg(rc));
 		return rc;
 	}
+	CORE_CTR_INC(l->lg->eng, ctr_llc_tx);
 	return link_send_msg(l, buf);
 }
 
@@ -125,6 +126,7 @@ static void on_add_link(struct core_link *l, struct llc_msg *m, const uint8_t *r
 		 * request echoed with 0xC0 and reason 1, as Linux smc_llc_cli_add_link_reject. */
 		uint8_t out[LLC_MSG_LEN];
 		llc_add_link_reject_raw(raw, LLC_AL_REJ_NO_ALT_PATH, out);
+		CORE_CTR_INC(lg->eng, ctr_llc_tx);
 		if (link_send_msg(l, out))
 			LOG_WARN(CORE_UNIT, "LG %u: ADD LINK reject not sent", lg->id);
 		return;
@@ -261,6 +263,7 @@ static const llc_handler llc_handlers[256] = {
 
 void llc_rx(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now)
 {
+	CORE_CTR_INC(l->lg->eng, ctr_llc_rx);
 	struct llc_msg m;
 	int rc = llc_decode(buf, len, &m);
 	if (rc) {

@@ -48,6 +48,7 @@ void rx_cdc(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now)
 	if (!c->rmbe)
 		goto out;
 	c->cdc_received++;
+	CORE_CTR_INC(c->eng, ctr_cdc_rx);
 	if (m.pf.failover) {
 		/* 7.3: a validation message newer than what we accepted means a CDC the sender
 		 * saw completed never reached us: data may be lost, abort. */

@@ -37,6 +37,7 @@ static void cdc_fill(struct core_conn *c, uint8_t *buf, bool urg)
 		memset(buf, 0, CDC_MSG_LEN);
 	c->rx_cons_sent = c->rx_cons;
 	c->cdc_sent++;
+	CORE_CTR_INC(c->eng, ctr_cdc_tx);
 	c->upd_pending = false;
 }
 
@@ -427,7 +428,10 @@ static long post_locked(struct core_conn *c, const struct iovec *iov, int iovcnt
 	if (urg && pl.sent < n)
 		urg = false;	/* the urgent byte is not in this piece */
 	/* procedures.md 4.3 step 1: B when the data did not fit the peer's free space. */
-	c->tx_blocked = want > pl.sent && pl.sent == space;
+	bool blocked = want > pl.sent && pl.sent == space;
+	if (blocked && !c->tx_blocked)
+		CORE_CTR_INC(c->eng, ctr_rmbe_full);
+	c->tx_blocked = blocked;
 	c->tx_prod += pl.sent;
 	c->bytes_sent += pl.sent;
 	cdc_fill(c, link_slot_buf(l, slot), urg);
@@ -463,6 +467,7 @@ unsigned tx_flush_locked(struct core_conn *c, bool push)
 			if (!c->tx_blocked) {
 				/* procedures.md 4.5: B makes a Linux reader send its update. */
 				c->tx_blocked = true;
+				CORE_CTR_INC(c->eng, ctr_rmbe_full);
 				(void)tx_cdc_locked(c, false);
 			}
 			break;
@@ -582,6 +587,8 @@ static long send_locked(struct core_conn *c, const struct iovec *iov, int iovcnt
 		if (oob && rest > tx_sndbuf_free_locked(c)) {
 			/* the urgent byte goes whole or not at all */
 			if (!accepted) {
+				if (!c->tx_wait)
+					CORE_CTR_INC(c->eng, ctr_window_stall);
 				c->tx_wait = true;
 				return -SMCR_E_AGAIN;
 			}
@@ -615,6 +622,8 @@ done:
 			*starved = true;
 	}
 	if (accepted == 0) {
+		if (!c->tx_wait)
+			CORE_CTR_INC(c->eng, ctr_window_stall);
 		c->tx_wait = true;
 		return -SMCR_E_AGAIN;
 	}

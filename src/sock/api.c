@@ -18,6 +18,7 @@
 #include "sock/errmap.h"
 #include "sock/progress.h"
 #include "sock/sock.h"
+#include "sock/stats.h"
 #include "sock/sys.h"
 #include "util/clock.h"
 #include "util/env.h"
@@ -156,6 +157,7 @@ static int connect_smc_locked(struct sock *s, const struct sockaddr *addr, sockl
 		if (why) {
 			s->local_reason = why;
 			atomic_store(&s->state, SS_TCP);
+			stats_conn(STATS_MODE_TCP, why, 0);
 			return 0;
 		}
 	}
@@ -236,6 +238,7 @@ int smcr_connect(int fd, const struct sockaddr *addr, socklen_t len)
 			atomic_store(&s->state, SS_TCP);
 			pthread_mutex_unlock(&s->lock);
 			rc = sock_sys.connect(fd, addr, len);
+			stats_tcp_connect(rc, dc.reason);
 			sock_put(s);
 			return rc;
 		}
@@ -350,6 +353,7 @@ int smcr_accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
 		if (a == RULE_TCP) {
 			s->local_reason = why;
 			atomic_store(&s->state, SS_TCP);
+			stats_conn(STATS_MODE_TCP, why, 0);
 			pthread_mutex_unlock(&s->lock);
 			sock_put(s);
 			return nfd;

@@ -23,6 +23,7 @@
 #include "sock/lapse.h"
 #include "sock/progress.h"
 #include "sock/sock.h"
+#include "sock/stats.h"
 #include "sock/sys.h"
 #include "util/clock.h"
 #include "util/env.h"
@@ -34,6 +35,7 @@
 
 enum route {
 	ROUTE_SYS, /* the libc call on fd */
+	ROUTE_TCP, /* the libc call on an smcr socket in TCP mode (its bytes are counted) */
 	ROUTE_SMC, /* through the engine; *sp holds a reference */
 	ROUTE_ERR, /* *err is the code */
 };
@@ -85,7 +87,7 @@ static enum route route(int fd, bool nowait, struct sock **sp, int *err)
 		break;
 	}
 	sock_put(s);
-	return ROUTE_SYS;
+	return ROUTE_TCP;
 }
 
 static uint64_t deadline_of(const struct timeval *tv)
@@ -811,6 +813,8 @@ static ssize_t smc_recv(struct sock *s, const struct iovec *uiov, int cnt, int f
 		switch (route((fd), (dontwait), &s, &err_)) {                           \
 		case ROUTE_SYS:                                                         \
 			return (sys_expr);                                              \
+		case ROUTE_TCP:                                                         \
+			return stats_io(false, (is_send), (flags), (sys_expr));         \
 		case ROUTE_ERR:                                                         \
 			if ((is_send) && err_ == -SMCR_E_SOCK_PIPE &&                    \
 			    !((flags) & MSG_NOSIGNAL))                                   \
@@ -819,7 +823,7 @@ static ssize_t smc_recv(struct sock *s, const struct iovec *uiov, int cnt, int f
 		case ROUTE_SMC:                                                         \
 			break;                                                          \
 		}                                                                       \
-		ssize_t r_ = (smc_expr);                                                \
+		ssize_t r_ = stats_io(true, (is_send), (flags), (smc_expr));           \
 		int e_ = errno;                                                         \
 		sock_put(s);                                                            \
 		errno = e_;                                                             \

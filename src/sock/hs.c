@@ -20,6 +20,7 @@
  * server answers a Proposal with that Decline. Both then fall back. */
 #define _GNU_SOURCE
 #include "sock/sock.h"
+#include "sock/stats.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -393,6 +394,7 @@ static void hs_fail_locked(struct sock *s, int code)
 		s->tcp = -1;
 	}
 	atomic_store(&s->state, SS_FAILED);
+	stats_hs_failed(code);
 	if (s->has_sig)
 		sig_error(&s->sig); /* POLLERR|POLLHUP|POLLOUT|..., as a failed TCP connect */
 	hs_finish_locked(s);
@@ -435,6 +437,7 @@ static void hs_smc_locked(struct sock *s)
 		hs_watch_defer_locked(s); /* below: most connections end before it starts */
 	}
 	atomic_store(&s->state, SS_SMC);
+	stats_conn(STATS_MODE_SMCR, 0, 0);
 	/* After the state store: an engine event from now on applies itself; one from before
 	 * is in the level mask read here. */
 	unsigned ev = core_conn_events(s->conn);
@@ -472,6 +475,7 @@ static void hs_fallback_locked(struct sock *s, uint32_t local, uint32_t peer)
 		return;
 	}
 	atomic_store(&s->state, SS_TCP);
+	stats_conn(STATS_MODE_TCP, s->local_reason, s->peer_reason);
 	hs_finish_locked(s);
 }
 
@@ -1043,6 +1047,7 @@ void hs_abort_locked(struct sock *s)
 	}
 	s->error = ECONNABORTED;
 	atomic_store(&s->state, SS_FAILED);
+	stats_hs_failed(sock_err_sys(ECONNABORTED));
 	if (s->has_sig)
 		sig_error(&s->sig);
 	pthread_cond_broadcast(&s->cond);

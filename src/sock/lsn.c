@@ -39,6 +39,7 @@
  * a child's is held. */
 #define _GNU_SOURCE
 #include "sock/sock.h"
+#include "sock/stats.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -556,6 +557,7 @@ static void lsn_new_child(struct sock *ls, int nfd, const struct sockaddr_storag
 	if (a == RULE_TCP) {
 		c->local_reason = why;
 		atomic_store(&c->state, SS_TCP);
+		stats_conn(STATS_MODE_TCP, why, 0);
 		pthread_mutex_lock(&ls->lq_lock);
 		lsn_ready_locked(ls, c);
 		pthread_mutex_unlock(&ls->lq_lock);

@@ -19,7 +19,9 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <cmocka.h>
 
 #include <bpf/bpf.h>
@@ -316,6 +318,38 @@ static void test_reinstall_at_once(void **state)
 	}
 }
 
+/* No bpf filesystem under the pin dir: install mounts one (as bpftool does), says so, and
+ * works; uninstall leaves the mount (as bpftool does), which the test removes. */
+static void test_install_mounts_bpffs(void **state)
+{
+	(void)state;
+	char out[8192], args[2048], dir[256], pin[300];
+	struct statfs sf;
+
+	snprintf(dir, sizeof(dir), "/tmp/smcr-bpfmnt-%d-XXXXXX", (int)getpid());
+	assert_non_null(mkdtemp(dir));
+	snprintf(pin, sizeof(pin), "%s/smcr", dir);
+	assert_int_equal(statfs(dir, &sf), 0);
+	assert_true(sf.f_type != 0xcafe4a11);
+	snprintf(args, sizeof(args), "install --cgroup %s --pin-dir %s", env.cg_in, pin);
+	int rc = tool(out, sizeof(out), args);
+	int mounted = statfs(dir, &sf) == 0 && sf.f_type == 0xcafe4a11;
+	if (rc == 0) {
+		snprintf(args, sizeof(args), "uninstall --pin-dir %s", pin);
+		(void)tool(NULL, 0, args);
+	}
+	if (mounted)
+		umount2(dir, MNT_DETACH);
+	rmdir(dir);
+	if (rc != 0)
+		fprintf(stderr, "smcr-bpf: %s\n", out);
+	assert_int_equal(rc, 0);
+	assert_true(mounted);
+	char want[512];
+	snprintf(want, sizeof(want), "%s was not a bpf filesystem: mounted one there", dir);
+	assert_non_null(strstr(out, want));
+}
+
 static int group_setup(void **state)
 {
 	(void)state;
@@ -347,6 +381,7 @@ int main(void)
 	    cmocka_unit_test(test_install_status_uninstall),
 	    cmocka_unit_test(test_upgrade_in_place),
 	    cmocka_unit_test(test_reinstall_at_once),
+	    cmocka_unit_test(test_install_mounts_bpffs),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

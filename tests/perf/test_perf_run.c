@@ -185,6 +185,45 @@ static void test_compare_pingpong(void **st)
 	free(out);
 }
 
+/* -r 1 runs one round per transport; on a terminal (a pty from script(1)) a line per round
+ * shows as it ends, and never in a pipe (the JSON above parses whole). */
+static void test_compare_one_round(void **st)
+{
+	(void)st;
+	char *out;
+	const char *tr = have_smcr ? "smcr" : "tcp";
+	int rc = run(&out, "compare", "-t", "pingpong", "-s", "64", "-d", "0.1", "-r", "1",
+	             "--json", "--smcr-transport", tr, NULL);
+	assert_int_equal(rc, 0);
+	struct jv *j = jv_parse(out);
+	check_cmp(j, "pingpong", 64, "us", 1, 1);
+	jv_free(j);
+	free(out);
+	if (access("/usr/bin/script", X_OK) != 0) {
+		fprintf(stderr, "no script(1) (bsdutils): the terminal half is skipped\n");
+		return;
+	}
+	char cmd[8192];
+	snprintf(cmd, sizeof(cmd),
+	         "/usr/bin/script -qec '%s compare -t stream -s 1K -d 0.1 -r 2 --smcr-transport %s'"
+	         " /dev/null",
+	         perf_bin, tr);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	char line[1024];
+	int warm = 0, rounds = 0;
+	while (fgets(line, sizeof(line), p)) {
+		if (strstr(line, "warm-up 1: tcp ") && strstr(line, "smcr "))
+			warm++;
+		if ((strstr(line, "round 1/2: tcp ") || strstr(line, "round 2/2: tcp ")) &&
+		    strstr(line, "Gbit/s"))
+			rounds++;
+	}
+	assert_int_equal(pclose(p), 0);
+	assert_int_equal(warm, 1);
+	assert_int_equal(rounds, 2);
+}
+
 static void test_compare_stream_sweep(void **st)
 {
 	(void)st;
@@ -379,7 +418,7 @@ static void test_bad_usage(void **st)
 {
 	(void)st;
 	char *out;
-	assert_int_equal(run(&out, "compare", "-r", "2", NULL), 2);
+	assert_int_equal(run(&out, "compare", "-r", "0", NULL), 2);
 	free(out);
 	assert_int_equal(run(&out, "client", NULL), 2);
 	free(out);
@@ -416,6 +455,7 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_compare_pingpong),
+	    cmocka_unit_test(test_compare_one_round),
 	    cmocka_unit_test(test_compare_stream_sweep),
 	    cmocka_unit_test(test_compare_conns_connect),
 	    cmocka_unit_test(test_server_client),

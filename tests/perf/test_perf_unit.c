@@ -219,7 +219,7 @@ static void test_args_server_compare(void **st)
 	assert_true(o.dat);
 	assert_int_equal(parse(&o, err, sizeof(err), "compare", "--smcr-transport", "tcp", NULL),
 	                 0);
-	assert_int_equal(o.rounds, PERF_ROUNDS_MIN);
+	assert_int_equal(o.rounds, PERF_ROUNDS_DEFAULT);
 	assert_int_equal(o.warmup, PERF_WARMUP_DEFAULT);
 	assert_true(o.duration == 2.0); /* compare's default */
 	assert_int_equal(parse(&o, err, sizeof(err), "compare", "--warmup", "0", "--smcr-transport",
@@ -233,8 +233,12 @@ static void test_args_server_compare(void **st)
 	assert_int_equal(parse(&o, err, sizeof(err), "compare", "--warmup", "11", NULL), -1);
 	assert_int_equal(parse(&o, err, sizeof(err), "compare", "--warmup", "-1", NULL), -1);
 	assert_int_equal(parse(&o, err, sizeof(err), "client", "h", "--warmup", "1", NULL), -1);
-	/* issue 6: at least 3 rounds */
-	assert_int_equal(parse(&o, err, sizeof(err), "compare", "-r", "2", NULL), -1);
+	/* -r 1: one round (issue 25, as iperf); 0 rounds is no compare */
+	assert_int_equal(parse(&o, err, sizeof(err), "compare", "-r", "1", "--smcr-transport", "tcp",
+	                       NULL),
+	                 0);
+	assert_int_equal(o.rounds, 1);
+	assert_int_equal(parse(&o, err, sizeof(err), "compare", "-r", "0", NULL), -1);
 	assert_int_equal(parse(&o, err, sizeof(err), "compare", "-p", "1", NULL), -1);
 	if (!tr_have_smcr()) {
 		/* without the smcr library the smcr side must be asked for as tcp */

@@ -1,7 +1,7 @@
 /* smcr-bpf: installs, upgrades, removes and shows the smcr BPF programs that write and
  * read SMC-R's TCP option (wire-formats.md 1, linux-interop.md 3, docs/parts/bpf.md).
  *
- *   smcr-bpf install   [--cgroup PATH] [--pin-dir DIR]
+ *   smcr-bpf install   [--cgroup PATH] [--pin-dir DIR]   (mounts bpffs on DIR's parent if needed)
  *   smcr-bpf upgrade   [--pin-dir DIR]
  *   smcr-bpf uninstall [--pin-dir DIR]
  *   smcr-bpf status    [--pin-dir DIR]
@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <time.h>
@@ -212,6 +213,27 @@ static int subtree_has_smcr(const char *path, int depth, char *where, size_t n)
 	return found;
 }
 
+/* The pin dir's parent is no bpf filesystem (a system without systemd's mount of
+ * /sys/fs/bpf, or a --pin-dir elsewhere): mount one there, as bpftool does for its pins,
+ * and say so. Mode 0700: only root may walk to the pins. The directory is made if it is
+ * missing (not below /sys, whose directories only the kernel makes). */
+static int mount_bpffs(const char *dir)
+{
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+		die_msg("%s is not on a bpf filesystem and cannot be made: %s", dir, strerror(errno));
+		return -1;
+	}
+	if (mount("bpf", dir, "bpf", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0700") != 0) {
+		die_msg("%s is not on a bpf filesystem and mounting one failed: %s "
+		        "(mount -t bpf bpf %s)",
+		        dir, strerror(errno), dir);
+		return -1;
+	}
+	printf("smcr-bpf: %s was not a bpf filesystem: mounted one there\n", dir);
+	fflush(stdout);
+	return 0;
+}
+
 static int chmod_pin(const char *dir, const char *name)
 {
 	char p[4096];
@@ -326,10 +348,8 @@ static int cmd_install(const char *cgroup_arg, const char *dir)
 		else if (slash)
 			slash[1] = 0;
 	}
-	if (!fs_magic_is(p, BPF_FS_MAGIC_)) {
-		die_msg("%s is not on a bpf filesystem (mount -t bpf bpf %s)", p, p);
+	if (!fs_magic_is(p, BPF_FS_MAGIC_) && mount_bpffs(p) != 0)
 		return EXIT_ERR;
-	}
 	pin_path(p, sizeof(p), dir, "map_meta");
 	if (path_exists(p)) {
 		die_msg("already installed in %s (use `smcr-bpf upgrade` or `uninstall`)", dir);

@@ -224,7 +224,7 @@ static void defaults(struct perf_opts *o)
 	o->test = PERF_TEST_STREAM;
 	o->duration = 5.0;
 	o->conns = 100;
-	o->rounds = PERF_ROUNDS_MIN;
+	o->rounds = PERF_ROUNDS_DEFAULT;
 	o->warmup = PERF_WARMUP_DEFAULT;
 	o->transport = tr_have_smcr() ? PERF_TR_SMCR : PERF_TR_TCP;
 	o->cmp_smcr = PERF_TR_SMCR;
@@ -432,7 +432,7 @@ void perf_usage(FILE *f)
 	    "            throughput and memory per connection\n"
 	    "\n"
 	    "compare starts its own servers on loopback and runs the test over plain TCP and over\n"
-	    "SMC-R in turns (A B A B ..., ROUNDS each, default 3, at least 3), then prints both\n"
+	    "SMC-R in turns (A B A B ..., ROUNDS each, default 3; -r 1: one each), then prints both\n"
 	    "medians and ratio = smcr median / tcp median (for pingpong lower is better).\n"
 	    "Before the first size it runs --warmup rounds of each transport (default 1), printed\n"
 	    "but left out of the medians: a fresh process's first round pays one-time costs.\n"
@@ -445,7 +445,7 @@ void perf_usage(FILE *f)
 	    "  -s SIZES       sizes: 64, 1K, 64K, 1M; a comma list sweeps them\n"
 	    "  -d SECONDS     seconds per run (client default 5, compare default 2); 0.5 and 500ms "
 	    "work\n"
-	    "  -r ROUNDS      compare: runs per transport (default 3, at least 3)\n"
+	    "  -r ROUNDS      compare: runs per transport (default 3; 1: a single round)\n"
 	    "  --warmup N     compare: uncounted runs per transport first (default 1, 0..10)\n"
 	    "  -w SIZE        SO_SNDBUF and SO_RCVBUF of the data sockets (smcr: send buffer and\n"
 	    "                 RMBE); server: set on the listener\n"

@@ -170,6 +170,9 @@ int perf_compare_run(const struct perf_opts *o)
 	if (open_session(PERF_TR_TCP, tcp.port, &stcp) < 0 ||
 	    open_session(o->cmp_smcr, smcr.port, &ssmcr) < 0)
 		goto out;
+	/* A person watching a terminal sees each round as it ends (a long run otherwise
+	 * prints nothing for minutes); JSON, --dat and pipes get only the results. */
+	bool progress = !o->json && !o->dat && isatty(STDOUT_FILENO);
 	if (o->dat)
 		perf_out_dat_header_cmp(stdout);
 	if (o->json && o->nsizes > 1)
@@ -189,11 +192,15 @@ int perf_compare_run(const struct perf_opts *o)
 			if (run_one(o, &stcp, tcp.port, c.size, &c.warm_tcp) < 0 ||
 			    run_one(o, &ssmcr, smcr.port, c.size, &c.warm_smcr) < 0)
 				goto out;
+			if (progress)
+				perf_out_cmp_progress(stdout, &c, k + 1, true);
 		}
 		for (unsigned k = 0; k < o->rounds; k++) {
 			if (run_one(o, &stcp, tcp.port, c.size, &c.tcp) < 0 ||
 			    run_one(o, &ssmcr, smcr.port, c.size, &c.smcr) < 0)
 				goto out;
+			if (progress)
+				perf_out_cmp_progress(stdout, &c, k + 1, false);
 		}
 		perf_cmp_finish(&c);
 		if (o->json) {

@@ -207,6 +207,22 @@ static void fmt_value(char *buf, size_t len, enum perf_test t, double v)
 	}
 }
 
+void perf_out_cmp_progress(FILE *f, const struct perf_cmp *c, unsigned k, bool warm)
+{
+	const struct perf_side *t = warm ? &c->warm_tcp : &c->tcp;
+	const struct perf_side *s = warm ? &c->warm_smcr : &c->smcr;
+	if (!t->n || !s->n)
+		return;
+	char vt[48], vs[48];
+	fmt_value(vt, sizeof(vt), c->test, t->value[t->n - 1]);
+	fmt_value(vs, sizeof(vs), c->test, s->value[s->n - 1]);
+	if (warm)
+		fprintf(f, "  warm-up %u: tcp %s, smcr %s\n", k, vt, vs);
+	else
+		fprintf(f, "  round %u/%u: tcp %s, smcr %s\n", k, c->rounds, vt, vs);
+	fflush(f);
+}
+
 static const char *what(enum perf_test t)
 {
 	switch (t) {
@@ -270,8 +286,8 @@ void perf_out_cmp_text(FILE *f, const struct perf_cmp *c)
 	        c->test == PERF_TEST_STREAM || c->test == PERF_TEST_CONNS ? "writes" : "messages");
 	if (c->test == PERF_TEST_CONNS)
 		fprintf(f, ", %u connections", c->conns);
-	fprintf(f, ": %u rounds of %g s per transport, in turns, on loopback\n", c->rounds,
-	        c->duration);
+	fprintf(f, ": %u round%s of %g s per transport, in turns, on loopback\n", c->rounds,
+	        c->rounds == 1 ? "" : "s", c->duration);
 	fprintf(f, "  %-7s %-13s %-16s %s\n", "", "mode", what(c->test), "runs");
 	text_side(f, c, "TCP", &c->tcp);
 	text_side(f, c, smcr_label(c), &c->smcr);

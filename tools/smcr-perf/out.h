@@ -52,6 +52,9 @@ void perf_out_cmp_text(FILE *f, const struct perf_cmp *c);
 void perf_out_cmp_json(FILE *f, const struct perf_cmp *c);
 void perf_out_dat_header_cmp(FILE *f);
 void perf_out_cmp_dat(FILE *f, const struct perf_cmp *c);
+/* One progress line after round k (from 1; warm: a warm-up round) of both transports,
+ * for a terminal: "round 2/3: tcp 25.1 Gbit/s, smcr 113 Gbit/s". */
+void perf_out_cmp_progress(FILE *f, const struct perf_cmp *c, unsigned k, bool warm);
 
 /* client: one result per size */
 struct perf_client_out {

@@ -21,7 +21,8 @@
 #define PERF_MAX_SIZES 16
 #define PERF_SIZE_MAX (64u << 20) /* largest message / write size: 64 MiB */
 #define PERF_CONNS_MAX 10000u
-#define PERF_ROUNDS_MIN 3u /* issue 6: "at least 3 rounds each" */
+#define PERF_ROUNDS_MIN 1u     /* -r 1: a single round, as iperf does */
+#define PERF_ROUNDS_DEFAULT 3u /* a median and a spread need 3 (issue 6) */
 #define PERF_ROUNDS_MAX 100u
 /* compare: uncounted rounds per transport before the first measured one. A fresh process's
  * first rounds pay one-time costs (first touches of new buffers, page tables, caches) that
