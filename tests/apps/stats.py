@@ -15,43 +15,43 @@ import sys
 
 # The fallback reasons that mean "the peer does not run smcr" (docs/CONFIG.md: the server saw
 # no CLC Proposal; the client's Proposal got no SMC answer).
-PEER_REASONS = ("PEERNOSMC", "PEER_NO_SMC", "NOCLC", "CLNT_NOSMC", "NO_PROPOSAL")
+PEER_REASONS = ("PEERNOSMC",)
 # The reasons that mean "no rule asked for SMC-R here".
-RULE_REASONS = ("RULE_TCP", "RULE_NONE", "NORULE", "NO_RULE", "BPF_NOT_INSTALLED", "RULE")
+RULE_REASONS = ("RULE_TCP", "BPF_NOT_INSTALLED")
 
 
 def totals(lines):
-    t = {"procs": 0, "smcr": 0, "tcp": 0, "peer": 0, "rule": 0, "other": {},
-         "bytes_smcr": 0, "bytes_tcp": 0, "programs": []}
+    """Sums the lines (docs/CONFIG.md "SMCR_STATS": conns, fallback_local, fallback_peer,
+    handshake_errors, bytes_smcr, bytes_tcp)."""
+    t = {"procs": 0, "smcr": 0, "tcp": 0, "failed": 0, "peer": 0, "rule": 0, "other": {},
+         "errors": {}, "bytes_smcr": 0, "bytes_tcp": 0, "programs": []}
     for line in lines:
         line = line.strip()
         if not line:
             continue
         rec = json.loads(line)
         t["procs"] += 1
-        t["programs"].append("%s[%s]" % (rec.get("program", "?"), rec.get("pid", "?")))
-        conns = rec.get("connections", rec.get("conns", {}))
-        modes = conns.get("by_mode", conns) if isinstance(conns, dict) else {}
-        t["smcr"] += int(modes.get("smcr", 0))
-        t["tcp"] += int(modes.get("tcp", 0))
-        reasons = (conns.get("by_reason") if isinstance(conns, dict) else None) \
-            or rec.get("fallback", rec.get("reasons", {})) or {}
-        for side in ("local", "peer"):
-            if isinstance(reasons.get(side), dict):   # {"local": {...}, "peer": {...}}
-                reasons = dict(reasons, **reasons.pop(side))
-        for name, n in reasons.items():
-            if not isinstance(n, int):
-                continue
-            key = name.upper()
-            if any(r in key for r in RULE_REASONS):
+        t["programs"].append("%s[%s]%s" % (rec["program"], rec["pid"],
+                                          "" if rec.get("event") == "exit" else "(%s)" % rec.get("event")))
+        c = rec["conns"]
+        t["smcr"] += c["smcr"]
+        t["tcp"] += c["tcp"]
+        t["failed"] += c["failed"]
+        # fallback_local: this side's reason for each tcp connection (fallback_peer is the
+        # peer's Decline of some of the same connections: not counted twice)
+        for name, n in rec["fallback_local"].items():
+            if name in RULE_REASONS:
                 t["rule"] += n
-            elif any(r in key for r in PEER_REASONS):
+            elif name in PEER_REASONS:
                 t["peer"] += n
             else:
                 t["other"][name] = t["other"].get(name, 0) + n
-        b = rec.get("bytes", {})
-        t["bytes_smcr"] += int(b.get("smcr", rec.get("bytes_smcr", 0)) or 0)
-        t["bytes_tcp"] += int(b.get("tcp", rec.get("bytes_tcp", 0)) or 0)
+        for name, n in rec["fallback_peer"].items():
+            t["other"]["peer:" + name] = t["other"].get("peer:" + name, 0) + n
+        for name, n in rec["handshake_errors"].items():
+            t["errors"][name] = t["errors"].get(name, 0) + n
+        t["bytes_smcr"] += rec["bytes_smcr"]["sent"] + rec["bytes_smcr"]["received"]
+        t["bytes_tcp"] += rec["bytes_tcp"]["sent"] + rec["bytes_tcp"]["received"]
     return t
 
 
@@ -66,13 +66,17 @@ def main():
         return 1
     try:
         t = totals(lines)
-    except (ValueError, AttributeError, TypeError) as e:
+    except (ValueError, KeyError, AttributeError, TypeError) as e:
         print("stats: %s: not the SMCR_STATS format: %s" % (path, e))
         return 1
     fell = t["tcp"] - t["rule"]  # TCP connections a rule had sent to SMC-R
-    print("stats %s: %d process(es) %s; smcr %d, tcp %d (peer %d, rule %d, other %s), bytes smcr %d tcp %d"
+    print("stats %s: %d process(es) %s; smcr %d, tcp %d (peer %d, rule %d, other %s), failed %d %s, bytes smcr %d tcp %d"
           % (path.rsplit("/", 1)[-1], t["procs"], " ".join(t["programs"]), t["smcr"], t["tcp"],
-             t["peer"], t["rule"], t["other"] or "-", t["bytes_smcr"], t["bytes_tcp"]))
+             t["peer"], t["rule"], t["other"] or "-", t["failed"], t["errors"] or "",
+             t["bytes_smcr"], t["bytes_tcp"]))
+    if what != "show" and t["failed"]:
+        print("stats: %d connection(s) failed their handshake: %s" % (t["failed"], t["errors"]))
+        return 1
     if what == "show":
         return 0
     if what == "smcr":
