@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -62,6 +63,7 @@ static int pl_dup3(int fd, int nfd, int fl, bool is3)
 	if (fd == nfd) {
 		r = is3 ? (errno = EINVAL, -1) : PL_REAL(fcntl)(fd, F_GETFD) < 0 ? -1 : fd;
 	} else if (smcr_is_socket(fd)) {
+		sock_lazy_decline(fd); /* a copy of a lazy socket: TCP (sock.h) */
 		r = smcr_fcntl(fd, F_DUPFD, 0); /* refuses an fd it cannot copy */
 		if (r >= 0) {
 			PL_REAL(close)(r);
@@ -84,6 +86,7 @@ int dup3(int fd, int nfd, int fl) { return pl_dup3(fd, nfd, fl, true); }
 int dup(int fd)
 {
 	PL_ENTER(dup);
+	sock_lazy_decline(fd);
 	int r = smcr_fcntl(fd, F_DUPFD, 0);
 	PL_LEAVE(r >= 0);
 	return r;
@@ -92,6 +95,8 @@ int dup(int fd)
 static int pl_fcntl(int fd, int cmd, void *arg)
 {
 	PL_ENTER(fcntl);
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+		sock_lazy_decline(fd);
 	int r = smcr_fcntl(fd, cmd, arg);
 	PL_LEAVE(r != -1);
 	return r;
@@ -110,6 +115,8 @@ int __fcntl(int fd, int cmd, ...) { PL_VA_ARG(cmd, a); return pl_fcntl(fd, cmd, 
 int ioctl(int fd, unsigned long req, ...)
 {
 	PL_VA_ARG(req, a);
+	if (req == FIONREAD || req == SIOCOUTQ || req == SIOCOUTQNSD || req == SIOCATMARK)
+		PL_FIRST_USE(fd); /* they read the connection's state (SIOCINQ == FIONREAD) */
 	PL_ENTER(ioctl);
 	int r = smcr_ioctl(fd, req, a);
 	PL_LEAVE(r != -1);

@@ -21,6 +21,7 @@ extern void __chk_fail(void) __attribute__((noreturn));
 
 #define PL_DATA(name, call)               \
 	PL_FOREIGN(fd);                   \
+	PL_FIRST_USE(fd);                 \
 	PL_ENTER(name);                   \
 	ssize_t r = call;                 \
 	PL_LEAVE(r >= 0);                 \
@@ -89,6 +90,7 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int fl) { PL_DATA(sendmsg, smcr_
  * timeout of recvmmsg is checked only between entries, as the kernel's. */
 int recvmmsg(int fd, struct mmsghdr *v, unsigned n, int fl, struct timespec *t)
 {
+	PL_FIRST_USE(fd);
 	PL_FOREIGN(fd);
 	if (!smcr_is_socket(fd))
 		return PL_REAL(recvmmsg)(fd, v, n, fl, t);
@@ -113,6 +115,7 @@ int recvmmsg(int fd, struct mmsghdr *v, unsigned n, int fl, struct timespec *t)
 
 int sendmmsg(int fd, struct mmsghdr *v, unsigned n, int fl)
 {
+	PL_FIRST_USE(fd);
 	PL_FOREIGN(fd);
 	if (!smcr_is_socket(fd))
 		return PL_REAL(sendmmsg)(fd, v, n, fl);
@@ -134,6 +137,7 @@ int sendmmsg(int fd, struct mmsghdr *v, unsigned n, int fl)
  * kernel gives for a socket. */
 static ssize_t pl_prwv2(int fd, const struct iovec *v, int c, int64_t o, int fl, bool wr)
 {
+	PL_FIRST_USE(fd);
 	PL_FOREIGN(fd);
 	PL_ENTER(preadv2);
 	ssize_t r;
@@ -233,6 +237,7 @@ static ssize_t pl_file_to_sock(int out, int in, int64_t *off, size_t n)
 
 static ssize_t pl_sendfile(int out, int in, int64_t *off, size_t n)
 {
+	PL_FIRST_USE(out);
 	PL_FOREIGN(out);
 	PL_ENTER(sendfile);
 	ssize_t r = pl_file_to_sock(out, in, off, n);
@@ -285,6 +290,8 @@ static ssize_t pl_sock_to_pipe(int in, int out, size_t n, unsigned fl)
 
 ssize_t splice(int in, off64_t *oi, int out, off64_t *oo, size_t n, unsigned fl)
 {
+	PL_FIRST_USE(in);
+	PL_FIRST_USE(out);
 	PL_FOREIGN(in);
 	PL_FOREIGN(out);
 	bool si = smcr_is_socket(in), so = smcr_is_socket(out);

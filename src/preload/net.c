@@ -112,6 +112,7 @@ int __connect(int fd, const struct sockaddr *a, socklen_t l)
 int shutdown(int fd, int how)
 {
 	PL_FOREIGN(fd);
+	PL_FIRST_USE(fd);
 	PL_ENTER(shutdown);
 	int r = smcr_shutdown(fd, how);
 	PL_LEAVE(r == 0);

@@ -42,6 +42,19 @@
 			return pl_foreign_fail(fd);                 \
 	} while (0)
 
+/* Accept at first use (src/sock/lsn.c): a call that needs fd's mode starts its server
+ * handshake if it is still lazy. One relaxed load when no socket is lazy. */
+extern atomic_uint sock_lazy_pending;
+int sock_lazy_start(int fd);
+void sock_lazy_decline(int fd);
+void sock_lazy_decline_all(void);
+#define PL_FIRST_USE(fd)                                                                \
+	do {                                                                            \
+		if (__builtin_expect(atomic_load_explicit(&sock_lazy_pending,          \
+							  memory_order_relaxed), 0))   \
+			(void)sock_lazy_start(fd);                                     \
+	} while (0)
+
 /* True if fd is an smcr socket (one table lookup, no system call). */
 int smcr_is_socket(int fd);
 

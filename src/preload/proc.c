@@ -90,6 +90,19 @@ static char **pl_sticky_env(char *const e[])
 		}
 		out[k++] = e[i];
 	}
+	const char *mine = getenv("LD_PRELOAD");
+	if (!have_self && self[0] && mine && strstr(mine, self) &&
+	    !env_has(e, "LD_PRELOAD", 10)) {
+		/* this process's whole LD_PRELOAD: what came before the library (a sanitizer's
+		 * runtime must stay first) comes back too */
+		size_t l = strlen(mine) + 12;
+		char *v = malloc(l);
+		if (v) {
+			snprintf(v, l, "LD_PRELOAD=%s", mine);
+			out[k++] = v;
+			have_self = changed = true;
+		}
+	}
 	if (!have_self && self[0]) {
 		size_t l = strlen(self) + 12;
 		char *v = malloc(l);
@@ -117,6 +130,9 @@ static char **pl_sticky_env(char *const e[])
 /* The environment an exec passes on: e, or e with the sticky settings back. */
 static char *const *pl_exec_env(char *const e[])
 {
+	/* Connections accepted and never used would show the new image the client's CLC
+	 * bytes: each gets a Decline first and goes on as plain TCP (src/sock/lsn.c). */
+	sock_lazy_decline_all();
 	if (!pl_sticky())
 		return e;
 	char **n = pl_sticky_env(e);

@@ -13,6 +13,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+extern atomic_bool sock_lazy_accept; /* src/sock/sock.h */
+
 struct pl_real pl_real;
 atomic_bool pl_ready;
 _Thread_local unsigned pl_depth;
@@ -58,6 +60,8 @@ static void pl_resolve(void)
 #include "preload/wrap.def"
 #undef W
 #undef V
+	/* accept returns the kernel's socket, the handshake starts at first use (lsn.c) */
+	atomic_store(&sock_lazy_accept, true);
 	const char *c = getenv("SMCR_PRELOAD_CHECK");
 	pl_check = c && c[0] == '1';
 	pl_initing = false;

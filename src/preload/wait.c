@@ -21,8 +21,28 @@
 
 extern void __chk_fail(void) __attribute__((noreturn));
 
+/* Accept at first use: a wait on a lazy connection starts its handshake first, so the
+ * kernel's wait sees the placeholder and then the connection's real readiness. */
+static void pl_poll_first_use(const struct pollfd *p, nfds_t n)
+{
+	if (__builtin_expect(atomic_load_explicit(&sock_lazy_pending, memory_order_relaxed), 0))
+		for (nfds_t i = 0; i < n; i++)
+			if (p[i].fd >= 0)
+				(void)sock_lazy_start(p[i].fd);
+}
+
+static void pl_select_first_use(int n, const fd_set *r, const fd_set *w, const fd_set *e)
+{
+	if (!__builtin_expect(atomic_load_explicit(&sock_lazy_pending, memory_order_relaxed), 0))
+		return;
+	for (int fd = 0; fd < n && fd < FD_SETSIZE; fd++)
+		if ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e)))
+			(void)sock_lazy_start(fd);
+}
+
 static int pl_poll(struct pollfd *p, nfds_t n, int t)
 {
+	pl_poll_first_use(p, n);
 	return PL_REAL(poll)(p, n, t);
 }
 int poll(struct pollfd *p, nfds_t n, int t) { return pl_poll(p, n, t); }
@@ -36,6 +56,7 @@ int __poll_chk(struct pollfd *p, nfds_t n, int t, size_t pl)
 
 static int pl_ppoll(struct pollfd *p, nfds_t n, const struct timespec *t, const sigset_t *m)
 {
+	pl_poll_first_use(p, n);
 	return PL_REAL(ppoll)(p, n, t, m);
 }
 int ppoll(struct pollfd *p, nfds_t n, const struct timespec *t, const sigset_t *m)
@@ -52,6 +73,7 @@ int __ppoll_chk(struct pollfd *p, nfds_t n, const struct timespec *t, const sigs
 
 static int pl_select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t)
 {
+	pl_select_first_use(n, r, w, e);
 	return PL_REAL(select)(n, r, w, e, t);
 }
 int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t)
@@ -64,6 +86,7 @@ int __select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t)
 }
 int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t, const sigset_t *m)
 {
+	pl_select_first_use(n, r, w, e);
 	return PL_REAL(pselect)(n, r, w, e, t, m);
 }
 
@@ -73,6 +96,8 @@ int epoll_create1(int fl) { return PL_REAL(epoll_create1)(fl); }
 int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 {
 	PL_ENTER(epoll_ctl);
+	if (op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD)
+		PL_FIRST_USE(fd);
 	int r = smcr_epoll_ctl(ep, op, fd, ev);
 	PL_LEAVE(r == 0);
 	return r;

@@ -284,7 +284,8 @@ int smcr_accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
 		return sock_sys.accept4(lfd, addr, alen, flags);
 	pthread_mutex_lock(&ls->lock);
 	bool listening = atomic_load(&ls->state) == SS_LISTEN;
-	if (listening && ls->lq_want) {
+	if (listening && ls->lq_want && !atomic_load_explicit(&sock_lazy_accept,
+							      memory_order_relaxed)) {
 		/* SMC-R possible: concurrent handshakes, the first completed is returned */
 		pthread_mutex_unlock(&ls->lock);
 		int r = lsn_accept(ls, addr, alen, flags);
@@ -354,6 +355,16 @@ int smcr_accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
 			s->local_reason = why;
 			atomic_store(&s->state, SS_TCP);
 			stats_conn(STATS_MODE_TCP, why, 0);
+			pthread_mutex_unlock(&s->lock);
+			sock_put(s);
+			return nfd;
+		}
+		if (atomic_load_explicit(&sock_lazy_accept, memory_order_relaxed)) {
+			/* lsn.c "Accept at first use": the kernel's socket now, the handshake
+			 * when the connection is first used, in the process that uses it */
+			s->lazy = true;
+			atomic_fetch_add_explicit(&sock_lazy_pending, 1, memory_order_relaxed);
+			atomic_store(&s->state, SS_TCP);
 			pthread_mutex_unlock(&s->lock);
 			sock_put(s);
 			return nfd;
@@ -633,6 +644,10 @@ int sock_close(struct sock *s)
 		return -SMCR_E_SOCK_BADF;
 	}
 	s->closing = true;
+	if (s->lazy) {
+		s->lazy = false; /* never started: the TCP socket just closes */
+		atomic_fetch_sub_explicit(&sock_lazy_pending, 1, memory_order_relaxed);
+	}
 	sock_epoll_forget_locked(s); /* no token-free arrival is reported for it any more */
 	/* Out of the table first: once the number is closed the kernel may hand it out
 	 * again, and the new socket must find the slot free. */

@@ -860,7 +860,7 @@ int sock_conn_params_locked(struct sock *s, struct core_conn_params *p,
 /* The engine's connection and the deadlines; nothing watched yet. Caller holds lock. */
 static void hs_prepare_locked(struct sock *s)
 {
-	struct core_engine *e = sock_engine();
+	struct core_engine *e = s->decline_only ? NULL : sock_engine(); /* none: a Decline */
 	if (e) {
 		struct core_conn_params p;
 		struct core_ip_prefix pfx[CORE_MAX_PREFIXES];

@@ -948,3 +948,92 @@ void lsn_shutdown_locked(struct sock *ls)
 	pthread_mutex_unlock(&ls->lq_lock);
 	lsn_close_locked(ls);
 }
+
+/* ---- Accept at first use (the interposer) ----
+ *
+ * Under the interposer accept returns the kernel's established TCP socket at once, as
+ * TCP's accept does, and a connection the rules send to SMC-R is marked lazy: its server
+ * handshake starts at the first call that needs the connection's mode (a data call,
+ * shutdown, poll/select on it, epoll_ctl ADD/MOD, an ioctl that reads the mode), in
+ * whichever process makes it:
+ *   - accept-then-fork servers (PostgreSQL, socat fork, Python's ForkingMixIn): the child
+ *     that uses the connection runs the handshake with its own engine, and owns it;
+ *   - a listener is readable exactly when the kernel's is, and each accepting process
+ *     (pre-forked workers) takes connections from the kernel's queue itself, so no
+ *     process's background queue takes another's connection;
+ *   - clients that connect and stall (half a Proposal, slowloris) hold nothing back:
+ *     accept never waits for a handshake, and each handshake runs in the background of the
+ *     process that used its connection, as a non-blocking connect's does (hs.c), with the
+ *     placeholder (sock.h) showing no readiness until it ends.
+ * The accept queue (queue mode above) is for the smcr_* API, whose blocking accept returns
+ * a connection whose handshake is complete. */
+atomic_bool sock_lazy_accept;
+atomic_uint sock_lazy_pending;
+
+static int lazy_start_locked(struct sock *s)
+{
+	s->lazy = false;
+	atomic_fetch_sub_explicit(&sock_lazy_pending, 1, memory_order_relaxed);
+	s->background = true; /* the data calls wait for its end themselves (data.c route) */
+	int rc = sock_install_placeholder_locked(s);
+	if (rc == 0) {
+		atomic_store(&s->state, SS_HANDSHAKE);
+		rc = hs_start_locked(s);
+	}
+	if (rc < 0) {
+		LOG_WARN("lsn", "fd %d: cannot start the handshake (%s)", s->fd, sock_err_name(rc));
+		if (atomic_load(&s->state) != SS_HANDSHAKE)
+			atomic_store(&s->state, SS_HANDSHAKE);
+		hs_fail_start_locked(s, rc);
+	}
+	return rc;
+}
+
+int sock_lazy_start(int fd)
+{
+	struct sock *s = sock_get(fd);
+	if (!s)
+		return 0;
+	int rc = 0;
+	pthread_mutex_lock(&s->lock);
+	if (s->lazy && !s->closing)
+		rc = lazy_start_locked(s);
+	pthread_mutex_unlock(&s->lock);
+	sock_put(s);
+	return rc;
+}
+
+static void lazy_decline(struct sock *s, bool all)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->lazy && !s->closing && (!all || !s->cloexec)) {
+		s->decline_only = true;
+		if (lazy_start_locked(s) == 0)
+			hs_wait_locked(s); /* the Decline is out, or the client was silent */
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void sock_lazy_decline(int fd)
+{
+	if (!atomic_load_explicit(&sock_lazy_pending, memory_order_relaxed))
+		return;
+	struct sock *s = sock_get(fd);
+	if (!s)
+		return;
+	lazy_decline(s, false);
+	sock_put(s);
+}
+
+void sock_lazy_decline_all(void)
+{
+	if (!atomic_load_explicit(&sock_lazy_pending, memory_order_relaxed))
+		return;
+	for (int fd = fdtab_next(0); fd >= 0; fd = fdtab_next(fd + 1)) {
+		struct sock *s = sock_get(fd);
+		if (!s)
+			continue;
+		lazy_decline(s, true);
+		sock_put(s);
+	}
+}

@@ -59,7 +59,7 @@ static void fill_info(struct sock *s, struct smcr_info *in)
 	case SS_LISTEN: in->mode = SMCR_MODE_LISTEN; break;
 	case SS_HANDSHAKE: in->mode = SMCR_MODE_HANDSHAKE; break;
 	case SS_SMC: in->mode = SMCR_MODE_SMCR; break;
-	case SS_TCP: in->mode = SMCR_MODE_TCP; break;
+	case SS_TCP: in->mode = s->lazy ? SMCR_MODE_HANDSHAKE : SMCR_MODE_TCP; break;
 	case SS_FAILED: in->mode = SMCR_MODE_FAILED; break;
 	}
 	in->role = s->role == CORE_CLIENT ? SMCR_ROLE_CLIENT

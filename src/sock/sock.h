@@ -207,6 +207,13 @@ struct sock {
 	bool lq_rearm_pending;		  /* (lq_lock) lq_rearm armed, watch still disarmed */
 	struct prog_watch *lq_watch;	  /* (L and lq_lock to change; either to read) the hidden
 					   * listening socket's watch */
+	/* (L) Accepted by the interposer's accept, SMC-R to be tried, handshake not started
+	 * (lsn.c "Accept at first use"): the fd is the kernel's TCP socket (state SS_TCP)
+	 * until the first call that needs the mode starts the handshake (sock_lazy_start). */
+	bool lazy;
+	/* (L) The handshake may only decline (sock_lazy_decline, before exec): no engine
+	 * connection is made, the Proposal gets a Decline and both ends fall back. */
+	bool decline_only;
 	/* A listener's child: */
 	struct sock *lsn;		  /* (L) its listener (a reference), until accepted */
 	struct sock *lq_next;		  /* (listener's lq_lock) */
@@ -337,6 +344,22 @@ uint64_t sock_server_first_wait_ns(void);
 /* Starts the CLC handshake of s on the progress thread (state HANDSHAKE, placeholder
  * installed, conn created or NULL when there is no engine). Caller holds s->lock. */
 SMCR_MUST_CHECK int hs_start_locked(struct sock *s);
+
+/* Accept at first use (lsn.c): set once by the interposer before its first socket call;
+ * then accept returns the kernel's TCP socket at once and a connection that would try
+ * SMC-R is marked lazy. sock_lazy_pending counts lazy sockets (any thread, relaxed: a
+ * caller that reads 0 has nothing to start). */
+extern atomic_bool sock_lazy_accept;
+extern atomic_uint sock_lazy_pending;
+/* Starts fd's server handshake if it is lazy (in the background: its readiness and the
+ * data calls' waits follow as for a non-blocking connect). 0, or -errno-style code. */
+int sock_lazy_start(int fd);
+/* Every lazy socket without FD_CLOEXEC: handshake with a Decline (the connection goes on
+ * as TCP, no CLC byte left for the program), waiting until each ended (before exec). */
+void sock_lazy_decline_all(void);
+/* The same for fd alone, whatever its FD_CLOEXEC (before a dup: the copy, which the fd
+ * table does not know, must be the TCP socket with no CLC byte in it). */
+void sock_lazy_decline(int fd);
 /* Blocking connect: the calling thread runs the CLC exchange itself (no hand-off to the
  * progress thread and back); a first contact's wait for the link goes to the progress
  * thread and the caller waits. s->fd holds the TCP file (fd_is_tcp), s->tcp a hidden dup.

@@ -26,9 +26,7 @@ static void sleep_ms(int ms)
 /* a connected pair: *cl the client end, *sv the accepted one */
 static void pair(int lfd, uint16_t port, int *cl, int *sv)
 {
-	*cl = pl_connect(port);
-	*sv = accept(lfd, NULL, NULL);
-	CHECK(*sv >= 0);
+	pl_pair(lfd, port, cl, sv);
 	CHECK(pl_mode(*cl) == pl_expect() && pl_mode(*sv) == pl_expect());
 }
 
@@ -39,8 +37,7 @@ static void test_nonblocking_connect(uint16_t port, int lfd)
 	struct sockaddr_in a = pl_addr(port);
 	errno = 0;
 	CHECK(connect(c, (struct sockaddr *)&a, sizeof(a)) == -1 && errno == EINPROGRESS);
-	int s = accept(lfd, NULL, NULL); /* blocking listener: returns a usable connection */
-	CHECK(s >= 0);
+	int s = pl_accept_used(lfd); /* returns at once; the poll starts the server's side */
 	struct pollfd p = { .fd = c, .events = POLLOUT };
 	CHECK(poll(&p, 1, 10000) == 1 && (p.revents & POLLOUT) && !(p.revents & POLLERR));
 	int e = -1;

@@ -11,6 +11,8 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +73,44 @@ static inline int pl_connect(uint16_t port)
 	struct sockaddr_in a = pl_addr(port);
 	CHECK(connect(c, (struct sockaddr *)&a, sizeof(a)) == 0);
 	return c;
+}
+
+/* accept, then a first use (a poll that does not wait, as a server's event loop makes):
+ * under the interposer a connection's server handshake starts at its first use
+ * (docs/INTERPOSER.md), and a client's blocking connect returns when it is done. */
+static inline int pl_accept_used(int lfd)
+{
+	int s = accept(lfd, NULL, NULL);
+	CHECK(s >= 0);
+	struct pollfd p = { .fd = s, .events = POLLIN };
+	CHECK(poll(&p, 1, 0) >= 0);
+	return s;
+}
+
+struct pl_acceptor {
+	pthread_t t;
+	int lfd, fd;
+};
+
+static inline void *pl_acceptor_main(void *arg)
+{
+	struct pl_acceptor *a = arg;
+	a->fd = pl_accept_used(a->lfd);
+	return NULL;
+}
+
+/* A connected pair made the way a client and a server in two threads make it. */
+static inline void pl_pair(int lfd, uint16_t port, int *cl, int *sv)
+{
+	struct pl_acceptor a = { .lfd = lfd, .fd = -1 };
+	CHECK(pthread_create(&a.t, NULL, pl_acceptor_main, &a) == 0);
+	*cl = pl_connect(port);
+	CHECK(pthread_join(a.t, NULL) == 0);
+	*sv = a.fd;
+	/* the server's side is usable when it is writable (its handshake ran in the
+	 * background since the first use; until its end the fd shows nothing) */
+	struct pollfd p = { .fd = *sv, .events = POLLOUT };
+	CHECK(poll(&p, 1, 10000) == 1 && (p.revents & POLLOUT));
 }
 
 /* FNV-1a over a stream, and the pattern both ends can compute. */
