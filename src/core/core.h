@@ -93,6 +93,25 @@ struct core_conn;
  * was held: TCP's cork ceiling (200 ms, TCP_CORK in tcp(7)). */
 #define CORE_CORK_NS (200ull * 1000000ull)
 
+/* One traced event (core_engine_params.trace). Addresses are the link's: GIDs, MACs and
+ * QP numbers of both ends. */
+enum core_trace_kind {
+	CORE_TRACE_SEND,  /* an LLC or CDC message posted as a SEND (msg, len 44) */
+	CORE_TRACE_RECV,  /* one received (msg, len) */
+	CORE_TRACE_WRITE, /* an RDMA WRITE posted: len bytes at remote_addr, rkey (no msg) */
+};
+struct core_trace_ev {
+	enum core_trace_kind kind;
+	const uint8_t *msg;
+	size_t len;
+	uint64_t remote_addr;
+	uint32_t rkey;
+	bool solicited;
+	uint8_t local_gid[16], peer_gid[16];
+	uint8_t local_mac[6], peer_mac[6];
+	uint32_t local_qpn, peer_qpn;
+};
+
 struct core_engine_params {
 	/* Devices to open with dev_open() (e.g. "shm", "emu:..."), in order of preference.
 	 * The providers must already be registered (sock is the composition root). At least
@@ -123,6 +142,12 @@ struct core_engine_params {
 	 * wakes no sleeper at the peer, whose program has closed (close.c "Quiet final C").
 	 * Added by the connect4 branch. */
 	bool close_solicited;
+	/* Tracing (SMCR_TRACE, sock/trace.h): when set, called for every LLC or CDC message
+	 * a link sends or receives and every RDMA WRITE it posts, on the thread that does it,
+	 * with the link's lock state as it is there (the callback must not call core). NULL:
+	 * no tracing, one test of a pointer per post. */
+	void (*trace)(void *ctx, const struct core_trace_ev *ev);
+	void *trace_ctx;
 };
 
 /* Creates the engine: opens the devices, one CQ per device, picks the peer ID.

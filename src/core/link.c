@@ -285,8 +285,45 @@ void link_slot_send_wr(struct core_link *l, int slot, struct dev_send_wr *wr, st
 			 (l->inline_msgs ? DEV_SEND_INLINE : 0);
 }
 
+static void trace_fill(const struct core_link *l, struct core_trace_ev *ev)
+{
+	memcpy(ev->local_gid, l->cdev->gid.gid.raw, sizeof(ev->local_gid));
+	memcpy(ev->peer_gid, l->peer_gid.b, sizeof(ev->peer_gid));
+	memcpy(ev->local_mac, l->cdev->gid.mac, sizeof(ev->local_mac));
+	memcpy(ev->peer_mac, l->peer_mac.b, sizeof(ev->peer_mac));
+	ev->local_qpn = l->qp->qp_num;
+	ev->peer_qpn = l->peer_qpn;
+}
+
+/* SMCR_TRACE: each WR of the chain as it is posted (core_engine_params.trace). */
+static void trace_post(const struct core_link *l, const struct dev_send_wr *wr)
+{
+	const struct core_engine_params *p = &l->lg->eng->p;
+	for (; wr; wr = wr->next) {
+		struct core_trace_ev ev;
+		memset(&ev, 0, sizeof(ev));
+		trace_fill(l, &ev);
+		for (int i = 0; i < wr->num_sge; i++)
+			ev.len += wr->sg_list[i].length;
+		ev.solicited = wr->send_flags & DEV_SEND_SOLICITED;
+		if (wr->opcode == DEV_WR_SEND) {
+			if (wr->num_sge != 1)
+				continue; /* LLC and CDC messages are one 44-byte piece */
+			ev.kind = CORE_TRACE_SEND;
+			ev.msg = (const uint8_t *)(uintptr_t)wr->sg_list[0].addr;
+		} else {
+			ev.kind = CORE_TRACE_WRITE;
+			ev.remote_addr = wr->rdma.remote_addr;
+			ev.rkey = wr->rdma.rkey;
+		}
+		p->trace(p->trace_ctx, &ev);
+	}
+}
+
 int link_post(struct core_link *l, struct dev_send_wr *wr)
 {
+	if (l->lg->eng->p.trace)
+		trace_post(l, wr);
 	int rc = dev_post_send(l->qp, wr, NULL);
 	if (rc)
 		SMCR_LOG_RL(SMCR_LOG_WARN, CORE_UNIT, "link %u: post_send: %s", l->id,
@@ -389,6 +426,11 @@ void link_handle_wc(struct core_engine *e, const struct dev_wc *wc, uint64_t now
 	if (l->state != CORE_LINK_DOWN) {
 		const uint8_t *buf = recv_buf(l, idx);
 		size_t len = wc->byte_len > CORE_MSG_BUF ? CORE_MSG_BUF : wc->byte_len;
+		if (l->lg->eng->p.trace) {
+			struct core_trace_ev ev = { .kind = CORE_TRACE_RECV, .msg = buf, .len = len };
+			trace_fill(l, &ev);
+			l->lg->eng->p.trace(l->lg->eng->p.trace_ctx, &ev);
+		}
 		if (len >= 1 && buf[0] == CDC_TYPE)
 			rx_cdc(l, buf, len, now);
 		else

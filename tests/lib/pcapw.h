@@ -20,6 +20,20 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "util/netframe.h"
+
+/* The frame builders live in src/util/netframe.h; the tests keep their names. */
+#define pcapw_ep netframe_ep
+#define pcapw_tcp netframe_tcp
+#define pcapw_roce netframe_roce
+#define pcapw_build_tcp4 netframe_tcp4
+#define pcapw_build_roce_v1 netframe_roce_v1
+#define pcapw_build_roce_v2 netframe_roce_v2
+#define pcapw_crc32 netframe_crc32
+#define pcapw_icrc netframe_icrc
+#define pcapw_csum_add netframe_csum_add
+#define pcapw_csum_fold netframe_csum_fold
+
 #define PCAPW_LINKTYPE_ETHERNET 1
 #define PCAPW_SNAPLEN 65535
 #define PCAPW_FRAME_MAX 2048	/* every frame the builders make fits in this */
@@ -58,29 +72,6 @@ int pcapw_frame(struct pcapw *w, const void *frame, size_t len);
 /* Flushes and closes. 0 or -1. */
 int pcapw_close(struct pcapw *w);
 
-/* One side of a TCP/IPv4 or RoCE conversation. */
-struct pcapw_ep {
-	uint8_t mac[6];
-	uint32_t ip4;		/* host order, e.g. 0x0a000001 = 10.0.0.1 */
-	uint16_t port;		/* TCP port (TCP) or UDP source port (RoCE v2) */
-	uint8_t gid[16];	/* RoCE v1 GRH GID */
-};
-
-/* One TCP/IPv4 segment. */
-struct pcapw_tcp {
-	const struct pcapw_ep *src, *dst;
-	uint32_t seq, ack;
-	uint8_t flags;		/* TCPF_* */
-	uint16_t window;
-	uint16_t ip_id;
-	const uint8_t *opts;	/* raw TCP option bytes, zero-padded (EOL) to a multiple of 4 */
-	size_t optlen;		/* at most 40 */
-	const void *data;
-	size_t len;
-};
-
-size_t pcapw_build_tcp4(uint8_t *out, size_t cap, const struct pcapw_tcp *s);
-
 /* A TCP connection client <-> server, tracking the next sequence number of each side. */
 struct pcapw_flow {
 	struct pcapw_ep client, server;
@@ -106,36 +97,10 @@ int pcapw_flow_send_at(struct pcapw *w, struct pcapw_flow *fl, bool from_server,
 /* Advances a side's sequence number by n (after pcapw_flow_send_at filled the hole). */
 void pcapw_flow_advance(struct pcapw_flow *fl, bool from_server, uint32_t n);
 
-/* One RoCE packet (BTH + payload). */
-struct pcapw_roce {
-	const struct pcapw_ep *src, *dst;
-	uint8_t opcode;		/* BTH_OP_* */
-	bool se;		/* solicited event */
-	uint32_t dqpn;		/* 24 bits */
-	uint32_t psn;		/* 24 bits */
-	const void *payload;
-	size_t len;		/* multiple of 4 for SEND (no pad bytes are added) */
-};
-
-/* RoCE v1: Ethernet (0x8915) + GRH + BTH + payload + ICRC. */
-size_t pcapw_build_roce_v1(uint8_t *out, size_t cap, const struct pcapw_roce *p);
-/* RoCE v2: Ethernet + IPv4 + UDP(src->port -> 4791) + BTH + payload + ICRC. */
-size_t pcapw_build_roce_v2(uint8_t *out, size_t cap, const struct pcapw_roce *p);
 
 /* Builds and writes in one call. 0 or -1. */
 int pcapw_roce_v1(struct pcapw *w, const struct pcapw_roce *p);
 int pcapw_roce_v2(struct pcapw *w, const struct pcapw_roce *p);
 
-/* CRC-32 (IEEE 802.3, reflected, as Ethernet's FCS) continued from crc (start with 0). */
-uint32_t pcapw_crc32(uint32_t crc, const void *data, size_t len);
-/* ICRC of a RoCE v1 (grh_or_ip points at the GRH) or RoCE v2 (at the IPv4 header) packet
- * whose headers, BTH and payload are the `len` bytes at grh_or_ip (ICRC excluded).
- * Returned as the value whose little-endian bytes go on the wire (as the Ethernet FCS). */
-uint32_t pcapw_icrc(const uint8_t *grh_or_ip, size_t len, bool v2);
-
-/* The Internet checksum (RFC 1071) of data, continued from sum (start with 0);
- * pcapw_csum_fold gives the final 16-bit value to store. */
-uint32_t pcapw_csum_add(uint32_t sum, const void *data, size_t len);
-uint16_t pcapw_csum_fold(uint32_t sum);
 
 #endif

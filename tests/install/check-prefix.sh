@@ -1,0 +1,32 @@
+#!/bin/bash
+# check-prefix.sh BUILD_DIR: `cmake --install` into a fresh prefix, then, from there only:
+# every file the issue names is in place (library with its soname, header, smcr.pc, tools,
+# man pages, BPF object when built), pkg-config builds examples/ against it and they run
+# over SMC-R (run-examples.sh), `man smcr-perf` (and smcr-run when built) renders from the
+# prefix, and removing the prefix leaves nothing.
+set -eu
+build=${1:?usage: check-prefix.sh BUILD_DIR}
+here=$(cd "$(dirname "$0")" && pwd)
+pfx=$(mktemp -d /tmp/smcr-prefix-XXXXXX)
+trap 'rm -rf "$pfx"' EXIT
+cmake --install "$build" --prefix "$pfx" >/dev/null
+libdir=$(dirname "$(find "$pfx" -name 'libsmcr.so.0' | head -1)")
+[ -n "$libdir" ] || { echo "no libsmcr.so.0 under $pfx"; exit 1; }
+objdump -p "$libdir/libsmcr.so.0" | grep -q 'SONAME *libsmcr.so.0$' || { echo "soname"; exit 1; }
+for f in include/smcr/smcr.h bin/smcr-perf bin/smcr-decode share/man/man7/smcr.7 \
+	share/man/man1/smcr-perf.1 share/man/man1/smcr-run.1; do
+	[ -e "$pfx/$f" ] || { echo "missing $f"; exit 1; }
+done
+[ -e "$libdir/pkgconfig/smcr.pc" ] || { echo "missing smcr.pc"; exit 1; }
+if [ -n "$(find "$build/tools" -name smcr-bpf -type f)" ]; then
+	[ -x "$pfx/sbin/smcr-bpf" ] && [ -e "$pfx/lib/smcr/bpf/smcr_opt.bpf.o" ] ||
+		{ echo "missing smcr-bpf or its BPF object"; exit 1; }
+fi
+"$pfx/bin/smcr-decode" fe06e2d4c3d9 | grep -q "exid: 0xe2d4c3d9" || { echo "smcr-decode from the prefix"; exit 1; }
+for page in smcr-perf smcr-run smcr; do
+	MANPATH=$pfx/share/man MANWIDTH=80 man "$page" 2>/dev/null | grep -q "^NAME" ||
+		{ echo "man $page does not render from $pfx/share/man"; exit 1; }
+done
+PKG_CONFIG_PATH=$libdir/pkgconfig "$here/run-examples.sh" -Wl,-rpath,"$libdir"
+rm -rf "$pfx"
+[ ! -e "$pfx" ] && echo "prefix $pfx removed"
