@@ -94,7 +94,7 @@ a = [float(x) for x in a.split()]; b = [float(x) for x in b.split()]
 if not a or not b:
     print("| %s | - | - | - | - | %s |" % (name, mode)); sys.exit()
 ma, mb = statistics.median(a), statistics.median(b)
-f = lambda v: ("%.3g" % v)
+f = lambda v: ("%.0f" % v) if v >= 100 else ("%.3g" % v)
 print("| %s | %s %s (%s-%s) | %s %s (%s-%s) | %.2fx (%s) | %s |" % (name, f(ma), unit, f(min(a)), f(max(a)),
       f(mb), unit, f(min(b)), f(max(b)), mb / ma if ma else 0, better, mode))
 EOF
@@ -143,9 +143,8 @@ if want redis1 || want redis16; then
 		R16=("${ROW[@]}")
 	fi
 	stop "$st"; stop "$ss_"
-	md=$(mode_of "$T/redis-smcr.stats")
-	want redis1 && row "${R1[@]}" "$md"
-	want redis16 && row "${R16[@]}" "$md"
+	want redis1 && row "${R1[@]}" "server $(mode_of "$T/redis-smcr.stats"), client $(mode_of "$T/redis1-client.stats")"
+	want redis16 && row "${R16[@]}" "server $(mode_of "$T/redis-smcr.stats"), client $(mode_of "$T/redis16-client.stats")"
 fi
 
 if want nginx1k || want nginx64k; then
@@ -177,9 +176,8 @@ EOF
 		N64=("${ROW[@]}")
 	fi
 	stop "$npid_tcp" QUIT; stop "$npid_smcr" QUIT
-	md=$(mode_of "$T/nginx-smcr.stats")
-	want nginx1k && row "${N1[@]}" "$md"
-	want nginx64k && row "${N64[@]}" "$md"
+	want nginx1k && row "${N1[@]}" "server $(mode_of "$T/nginx-smcr.stats"), client $(mode_of "$T/wrk1k-client.stats")"
+	want nginx64k && row "${N64[@]}" "server $(mode_of "$T/nginx-smcr.stats"), client $(mode_of "$T/wrk64k-client.stats")"
 fi
 
 if want sockperf; then
@@ -190,7 +188,7 @@ if want sockperf; then
 		'sed -nE "s/.*Summary: Latency is ([0-9.]+) usec.*/\1/p"' \
 		bash -c "sockperf ping-pong --tcp -i 127.0.0.1 -p @PORT@ -m 64 -t $secs 2>&1"
 	stop "$st" INT; stop "$ss_" INT
-	row "${ROW[@]}" "$(mode_of "$T/sp-smcr.stats")"
+	row "${ROW[@]}" "server $(mode_of "$T/sp-smcr.stats"), client $(mode_of "$T/sockperf-client.stats")"
 fi
 
 if want iperf3; then
@@ -201,7 +199,7 @@ if want iperf3; then
 		'python3 -c "import json,sys; print(json.load(sys.stdin)[\"end\"][\"sum_received\"][\"bits_per_second\"]/1e9)"' \
 		iperf3 -c 127.0.0.1 -p @PORT@ -t "$secs" -J
 	stop "$st"; stop "$ss_"
-	row "${ROW[@]}" "$(mode_of "$T/ip-smcr.stats")"
+	row "${ROW[@]}" "server $(mode_of "$T/ip-smcr.stats"), client $(mode_of "$T/iperf3-client.stats")"
 fi
 
 if want memcached; then
@@ -213,7 +211,7 @@ if want memcached; then
 		"sed -nE 's/.*Time to get +([0-9]+) keys by +[0-9]+ threads: +([0-9.]+) seconds.*/\\1 \\2/p' | awk '{ printf \"%.0f\", \$1 / \$2 }'" \
 		memcslap --servers=127.0.0.1:@PORT@ -t get -c 4 -e "$n"
 	stop "$st"; stop "$ss_"
-	row "${ROW[@]}" "$(mode_of "$T/mc-smcr.stats")"
+	row "${ROW[@]}" "server $(mode_of "$T/mc-smcr.stats"), client $(mode_of "$T/memcached-client.stats")"
 fi
 
 if want perf && [ -x "$PERF" ]; then

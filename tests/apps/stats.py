@@ -6,6 +6,7 @@ line per process at its exit, docs/INTERPOSER.md) and checks the mode its connec
   stats.py FILE fallback MIN  at least MIN connections fell back to TCP (peer without SMC-R),
                               none in SMC-R mode
   stats.py FILE smcr-some MIN at least MIN connections in SMC-R mode (a test suite: others listed)
+  stats.py FILE tcp MIN       at least MIN connections in TCP mode by any reason, none in SMC-R
   stats.py FILE show          prints the totals
 
 Connections that no rule sent to SMC-R (a program's own other sockets) are neither: they are
@@ -95,6 +96,11 @@ def main():
         return 0
     if what == "smcr-some":  # a suite: at least MIN in SMC-R mode; fallbacks and failures listed
         return 0 if t["smcr"] >= want else 1
+    if what == "tcp":  # TCP by a decline (e.g. exec of a connection never used): none in SMC-R mode
+        if t["smcr"] != 0 or t["tcp"] < want:
+            print("stats: want %d+ TCP connection(s) and none in SMC-R mode" % want)
+            return 1
+        return 0
     if what == "fallback":
         if t["smcr"] != 0:
             print("stats: %d connection(s) in SMC-R mode, want none" % t["smcr"])
