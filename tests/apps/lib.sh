@@ -21,6 +21,9 @@ APP_TMP=
 APP_PIDS=()
 APP_FAILS=0
 APP_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# Debian's python3 (the one libpython3.11-testsuite belongs to), never a wrapper (pyenv's
+# shims are shell scripts that fork before they exec python)
+APP_PY=/usr/bin/python3
 
 app_log() { printf '[%s %s] %s\n' "$APP_NAME" "$(date +%H:%M:%S)" "$*"; }
 app_skip() { printf 'SKIP %s: %s\n' "$APP_NAME" "$*"; exit 77; }

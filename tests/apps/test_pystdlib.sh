@@ -8,16 +8,16 @@
 # connections must have some in SMC-R mode. SMCR_APPS_PYTESTS picks the modules.
 . "$(dirname "$0")/lib.sh"
 app_init pystdlib
-app_need python3:python3 /usr/lib/python3.11/test/test_socket.py:libpython3.11-testsuite
+app_need /usr/bin/python3:python3 /usr/lib/python3.11/test/test_socket.py:libpython3.11-testsuite
 MODULES=${SMCR_APPS_PYTESTS:-test_socket test_selectors test_epoll test_poll test_select test_socketserver test_eintr}
 APP_RULES='use smc both * 127.0.0.1/8;use smc both * [::1]'
 APP_TIMEOUT=${SMCR_APPS_PYTEST_TIMEOUT:-400}
 
 summary=()
 for m in $MODULES; do
-	app_run tcp "$m-plain" python3 -m test "$m"
+	app_run tcp "$m-plain" "$APP_PY" -m test "$m"
 	plain=$?
-	app_run smcr "$m" python3 -m test "$m"
+	app_run smcr "$m" "$APP_PY" -m test "$m"
 	under=$?
 	res=$(grep -E '^Tests result:|^== Tests result:|^Result:' "$APP_TMP/$m.out" | tail -1)
 	mode=$(python3 "$APP_HERE/stats.py" "$APP_TMP/$m.stats" show 2>&1 | sed -nE 's/.*; (smcr [0-9]+, tcp [0-9]+).*(failed [0-9]+).*/\1, \2/p')

@@ -6,8 +6,8 @@
 # asyncio, 1 MiB each in random-sized writes, sha256 of every echo.
 . "$(dirname "$0")/lib.sh"
 app_init python
-app_need python3:python3 curl:curl
-PY="python3 $APP_HERE/pyapps.py"
+app_need /usr/bin/python3:python3 curl:curl
+PY="$APP_PY $APP_HERE/pyapps.py"
 
 www=$APP_TMP/www
 mkdir -p "$www"
@@ -25,7 +25,7 @@ http_small() { # http_small MODE TAG
 scenario() { # scenario NAME CLIENT_MODE
 	local sc=$1 cm=$2 kind
 	port=$(app_port); APP_RULES=$(app_rules "$port")
-	app_start smcr "$sc-http" python3 -m http.server "$port" --bind 127.0.0.1 --directory "$www"
+	app_start smcr "$sc-http" "$APP_PY" -m http.server "$port" --bind 127.0.0.1 --directory "$www"
 	local srv=$APP_PID
 	app_wait_port "$port" 10
 	app_check "$sc: http.server 8 MiB to curl" app_run "$cm" "$sc-curl-big" curl -sSf -o "$APP_TMP/$sc.big" "http://127.0.0.1:$port/big"
