@@ -15,6 +15,9 @@ if [ "${1:-}" = test ]; then
   pkgs+=(clang libclang-rt-14-dev tshark iproute2 procps nftables libssl-dev)
   # man-db, groff-base: the man pages' test; dpkg-dev, fakeroot, lintian: the .deb's.
   pkgs+=(man-db groff-base dpkg-dev fakeroot lintian)
+  # tests/apps and bench/apps: real programs under smcr-run (docs/INTERPOSER.md "Proven programs")
+  pkgs+=(redis-server redis-tools nginx-light curl wrk iperf3 sockperf memcached libmemcached-tools
+         socat ncat python3 libpython3.11-testsuite)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
