@@ -45,9 +45,12 @@
  *   Both ends must agree: a client that proposes SMC-R to a plain TCP server sends it
  *   bytes it does not expect (the TCP-option discovery of a later part removes this).
  *
- * Not supported on an SMC-R-mode fd (documented in docs/parts/sock.md): dup/dup2/F_DUPFD
- * (EOPNOTSUPP from smcr_fcntl; raw dup(2) gives a copy of the AF_UNIX end that the engine
- * does not know), sendfile/splice, SCM_RIGHTS passing, use after fork() in the child,
+ * dup: smcr_fcntl(F_DUPFD, F_DUPFD_CLOEXEC) of an SMC-R-mode fd gives another number of
+ * the same connection (the last close ends it); a raw dup(2) gives a copy of the AF_UNIX
+ * end that the engine does not know (the interposer maps dup/dup2/dup3 to the former).
+ * Not supported on an SMC-R-mode fd (documented in docs/parts/sock.md): dup while the
+ * handshake runs, sendfile/splice (the interposer copies), SCM_RIGHTS passing, use after
+ * fork() in the child (the interposer makes such a connection foreign there),
  * MSG_OOB of more than one byte outstanding (TCP semantics: only the last urgent byte is
  * kept).
  *
@@ -134,7 +137,8 @@ int smcr_getpeername(int fd, struct sockaddr *addr, socklen_t *addrlen);
  * Level SOL_SMCR: see below. */
 int smcr_setsockopt(int fd, int level, int name, const void *val, socklen_t len);
 int smcr_getsockopt(int fd, int level, int name, void *val, socklen_t *len);
-/* F_GETFL/F_SETFL (O_NONBLOCK), F_GETFD/F_SETFD; F_DUPFD* on an SMC-R fd: EOPNOTSUPP. */
+/* F_GETFL/F_SETFL (O_NONBLOCK), F_GETFD/F_SETFD; F_DUPFD* on an SMC-R fd: another number
+ * of the connection (at most 8 more; EOPNOTSUPP beyond, or while the handshake runs). */
 int smcr_fcntl(int fd, int cmd, ...);
 /* FIONREAD, SIOCINQ, SIOCOUTQ (bytes the peer has not consumed + bytes in the send
  * buffer), SIOCATMARK, FIONBIO. */

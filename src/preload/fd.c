@@ -10,9 +10,11 @@
 #include <stdarg.h>
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
+#include <stdint.h>
 #include <unistd.h>
 
 #include "sock/fdtab.h"
+#include "sock/sock.h"
 
 static int pl_close(int fd)
 {
@@ -54,27 +56,48 @@ void closefrom(int lo)
 	PL_LEAVE(true);
 }
 
-/* dup2/dup3 onto an smcr socket close it first, as the kernel's dup2 closes newfd: the
- * protocol close runs and the table slot is free for what lands there. */
+/* dup, dup2, dup3: a copy of an SMC-R connection is a second number of the same
+ * connection (src/sock/sock.c "Numbers of one connection"); of anything else the kernel's
+ * copy. dup2/dup3 onto an smcr socket close it first through smcr_close, as the kernel's
+ * dup2 closes newfd. A connection accepted and never used is declined first (TCP, so the
+ * kernel's copy carries no CLC byte). */
+
+static int pl_dup_common(int fd, int nfd, int min, bool cloexec, bool is3)
+{
+	if (nfd >= 0 && fd == nfd) {
+		if (is3) {
+			errno = EINVAL;
+			return -1;
+		}
+		return PL_REAL(fcntl)(fd, F_GETFD) < 0 ? -1 : fd;
+	}
+	if (smcr_is_socket(fd))
+		sock_lazy_decline(fd);
+	if (nfd >= 0 && smcr_is_socket(nfd))
+		(void)smcr_close(nfd);
+	int r = sock_dup(fd, nfd, min, cloexec);
+	if (r == SOCK_DUP_PLAIN) {
+		if (nfd >= 0)
+			return is3 ? PL_REAL(dup3)(fd, nfd, cloexec ? O_CLOEXEC : 0)
+				   : PL_REAL(dup2)(fd, nfd);
+		return PL_REAL(fcntl)(fd, cloexec ? F_DUPFD_CLOEXEC : F_DUPFD, min);
+	}
+	if (r < 0) {
+		errno = smcr_err_errno(r);
+		return -1;
+	}
+	return r;
+}
+
 static int pl_dup3(int fd, int nfd, int fl, bool is3)
 {
 	PL_ENTER(dup3);
 	int r;
-	if (fd == nfd) {
-		r = is3 ? (errno = EINVAL, -1) : PL_REAL(fcntl)(fd, F_GETFD) < 0 ? -1 : fd;
-	} else if (smcr_is_socket(fd)) {
-		sock_lazy_decline(fd); /* a copy of a lazy socket: TCP (sock.h) */
-		r = smcr_fcntl(fd, F_DUPFD, 0); /* refuses an fd it cannot copy */
-		if (r >= 0) {
-			PL_REAL(close)(r);
-			if (smcr_is_socket(nfd))
-				(void)smcr_close(nfd);
-			r = is3 ? PL_REAL(dup3)(fd, nfd, fl) : PL_REAL(dup2)(fd, nfd);
-		}
+	if (is3 && (fl & ~O_CLOEXEC)) {
+		errno = EINVAL;
+		r = -1;
 	} else {
-		if (smcr_is_socket(nfd))
-			(void)smcr_close(nfd);
-		r = is3 ? PL_REAL(dup3)(fd, nfd, fl) : PL_REAL(dup2)(fd, nfd);
+		r = pl_dup_common(fd, nfd, 0, (fl & O_CLOEXEC) != 0, is3);
 	}
 	PL_LEAVE(r >= 0);
 	return r;
@@ -86,8 +109,7 @@ int dup3(int fd, int nfd, int fl) { return pl_dup3(fd, nfd, fl, true); }
 int dup(int fd)
 {
 	PL_ENTER(dup);
-	sock_lazy_decline(fd);
-	int r = smcr_fcntl(fd, F_DUPFD, 0);
+	int r = pl_dup_common(fd, -1, 0, false, false);
 	PL_LEAVE(r >= 0);
 	return r;
 }
@@ -95,9 +117,11 @@ int dup(int fd)
 static int pl_fcntl(int fd, int cmd, void *arg)
 {
 	PL_ENTER(fcntl);
+	int r;
 	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
-		sock_lazy_decline(fd);
-	int r = smcr_fcntl(fd, cmd, arg);
+		r = pl_dup_common(fd, -1, (int)(intptr_t)arg, cmd == F_DUPFD_CLOEXEC, false);
+	else
+		r = smcr_fcntl(fd, cmd, arg);
 	PL_LEAVE(r != -1);
 	return r;
 }

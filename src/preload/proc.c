@@ -18,6 +18,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -26,6 +27,30 @@ pid_t fork(void) { return PL_REAL(fork)(); }
 pid_t __fork(void) { return PL_REAL(__fork)(); }
 pid_t _Fork(void) { return PL_REAL(_Fork)(); }
 int daemon(int nochdir, int noclose) { return PL_REAL(daemon)(nochdir, noclose); }
+
+/* _exit and _Exit: the kernel closes a TCP socket's connection with a FIN after every
+ * byte; an SMC-R connection's close is protocol run by this process, which _exit would
+ * cut off (the peer then sees the link of a dead process fail: ECONNRESET instead of EOF,
+ * and the bytes of a just-closed connection may be lost). So they first do what exit()
+ * does for smcr (src/sock/engine.c): close what is open and let the closes finish, for at
+ * most SMCR_EXIT_WAIT_MS; a process with no SMC-R engine of its own (a forked child that
+ * never made a connection, a child after a failed exec) exits at once. */
+void sock_exit_flush(void);
+
+void _exit(int status)
+{
+	sock_exit_flush();
+	pl_ensure();
+	if (pl_real._exit)
+		pl_real._exit(status);
+	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
+}
+
+void _Exit(int status)
+{
+	_exit(status);
+}
 
 /* ---- the sticky environment ---- */
 

@@ -156,3 +156,16 @@ void smcr_real_closefrom(int lo)
 	else
 		(void)pl_missing("closefrom");
 }
+
+/* Never called by the archives (they do not exit); the names are mapped anyway. */
+void smcr_real__exit(int status)
+{
+	pl_ensure();
+	pl_real._exit(status);
+	__builtin_unreachable();
+}
+
+void smcr_real__Exit(int status)
+{
+	smcr_real__exit(status);
+}

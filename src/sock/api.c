@@ -626,6 +626,13 @@ int smcr_close(int fd)
 	struct sock *s = sock_get(fd);
 	if (!s)
 		return sock_sys.close(fd);
+	pthread_mutex_lock(&s->lock);
+	bool alias = sock_close_alias_locked(s, fd); /* one number of several (sock.c) */
+	pthread_mutex_unlock(&s->lock);
+	if (alias) {
+		sock_put(s);
+		return 0;
+	}
 	int rc = sock_close(s);
 	int e = errno;
 	sock_put(s);

@@ -300,6 +300,11 @@ static pid_t eng_pid;
 
 static void engine_exit(void)
 {
+	sock_exit_flush();
+}
+
+void sock_exit_flush(void)
+{
 	struct core_engine *e = atomic_load_explicit(&eng_fast, memory_order_acquire);
 	if (!e || getpid() != eng_pid)
 		return;

@@ -165,6 +165,9 @@ void lsn_listen_locked(struct sock *s, int backlog)
 	pthread_once(&lsn_once, lsn_init);
 	if (atomic_load(&s->state) != SS_LISTEN || s->lq_want)
 		return;
+	/* under the interposer the listener stays the kernel's: accept at first use (below) */
+	if (atomic_load_explicit(&sock_lazy_accept, memory_order_relaxed))
+		return;
 	s->lq_want = lsn_smc_possible(s);
 }
 

@@ -364,7 +364,9 @@ int smcr_fcntl(int fd, int cmd, ...)
 	case F_DUPFD:
 	case F_DUPFD_CLOEXEC:
 		if (pair) {
-			rc = sock_fail(-SMCR_E_SOCK_NOTSUP);
+			/* an SMC-R connection gets a second number (sock.c) */
+			rc = sock_dup_locked(s, -1, (int)iarg, cmd == F_DUPFD_CLOEXEC);
+			rc = rc == SOCK_DUP_PLAIN ? FCNTL_SYS(fd) : rc < 0 ? sock_fail(rc) : rc;
 			break;
 		}
 		rc = FCNTL_SYS(fd);

@@ -109,6 +109,13 @@ bool sig_close_later(struct sig *s)
 	return queued;
 }
 
+void sig_set_prog(struct sig *s, int fd)
+{
+	pthread_mutex_lock(&s->lock);
+	s->prog = fd;
+	pthread_mutex_unlock(&s->lock);
+}
+
 void sig_forget_prog(struct sig *s)
 {
 	pthread_mutex_lock(&s->lock);

@@ -119,6 +119,9 @@ bool sig_close_later(struct sig *s);
 /* The program's fd number stops being the program end (it is closed, or the TCP socket is
  * about to be put there): from now on nothing touches prog. */
 void sig_forget_prog(struct sig *s);
+/* The program end is now at number fd, another number of the same file (its previous
+ * number was closed: sock.c "Numbers of one connection"). */
+void sig_set_prog(struct sig *s, int fd);
 /* Clears prog's pending socket error (after the program was told of it, as TCP clears
  * sk_err when it reports it). */
 void sig_clear_error(struct sig *s);

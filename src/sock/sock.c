@@ -346,3 +346,73 @@ int sock_code_errno(int code)
 {
 	return sock_errno_of(code);
 }
+
+/* ---- Numbers of one connection ----
+ *
+ * dup(2) gives a second number for the same open file, and the connection ends only when
+ * the last number is closed. For a TCP-mode socket the kernel does it all (the number is
+ * the TCP socket). An SMC-R connection's program end is a socket pair end: the copy is a
+ * kernel dup of that end (the same readiness) and the new number goes into the fd table
+ * for the same object, so every call on it is a call on the connection. close of one
+ * number of several closes that number only; when it was s->fd, an alias becomes s->fd
+ * and the signal pair's program end (sig.prog) moves to it. Only in SS_SMC: before it the
+ * number may still be swapped (placeholder, fallback), which a copy could not follow. */
+int sock_dup_locked(struct sock *s, int target, int min, bool cloexec)
+{
+	int st = atomic_load(&s->state);
+	if (st == SS_NEW || st == SS_TCP || (st == SS_LISTEN && !s->lq_on))
+		return SOCK_DUP_PLAIN;
+	if (st != SS_SMC || s->closing)
+		return -SMCR_E_SOCK_NOTSUP;
+	if (s->nalias >= SOCK_ALIAS_MAX)
+		return -SMCR_E_SOCK_NOTSUP;
+	int n = target >= 0 ? sock_sys.dup3(s->fd, target, cloexec ? O_CLOEXEC : 0)
+			    : sock_sys.fcntl(s->fd, cloexec ? F_DUPFD_CLOEXEC : F_DUPFD, min);
+	if (n < 0)
+		return sock_err_sys(errno);
+	fdobj_hold(&s->h); /* the table's reference for the new number */
+	int rc = fdtab_set(n, &s->h);
+	if (rc < 0) {
+		sock_sys.close(n);
+		sock_put(s);
+		return rc;
+	}
+	s->alias[s->nalias++] = n;
+	return n;
+}
+
+int sock_dup(int fd, int target, int min, bool cloexec)
+{
+	struct sock *s = sock_get(fd);
+	if (!s)
+		return SOCK_DUP_PLAIN;
+	pthread_mutex_lock(&s->lock);
+	int rc = sock_dup_locked(s, target, min, cloexec);
+	pthread_mutex_unlock(&s->lock);
+	sock_put(s);
+	return rc;
+}
+
+bool sock_close_alias_locked(struct sock *s, int fd)
+{
+	if (!s->nalias || s->closing)
+		return false;
+	if (fd == s->fd) {
+		if (!fdtab_clear(fd, &s->h))
+			return false;
+		int a = s->alias[--s->nalias];
+		s->fd = a;
+		if (s->has_sig)
+			sig_set_prog(&s->sig, a);
+	} else {
+		unsigned i = 0;
+		while (i < s->nalias && s->alias[i] != fd)
+			i++;
+		if (i == s->nalias || !fdtab_clear(fd, &s->h))
+			return false;
+		s->alias[i] = s->alias[--s->nalias];
+	}
+	sock_sys.close(fd);
+	sock_put(s); /* the table's reference for that number (the caller holds another) */
+	return true;
+}

@@ -69,6 +69,8 @@ enum sock_state {
 	SS_FAILED,
 };
 
+#define SOCK_ALIAS_MAX 8 /* numbers of one SMC-R connection besides fd (sock.c) */
+
 /* One epoll registration of the program's fd, recorded by smcr_epoll_ctl. */
 struct sock_epreg {
 	int epfd;
@@ -214,6 +216,12 @@ struct sock {
 	/* (L) The handshake may only decline (sock_lazy_decline, before exec): no engine
 	 * connection is made, the Proposal gets a Decline and both ends fall back. */
 	bool decline_only;
+	/* (L) The program's other numbers for this connection (dup, dup2/dup3, F_DUPFD of an
+	 * SMC-R connection; sock.c "Numbers of one connection"): each is in the fd table with
+	 * a reference of its own. fd is always one of the numbers; when it is closed, an
+	 * alias takes its place. The last number's close ends the connection. */
+	int alias[SOCK_ALIAS_MAX];
+	unsigned nalias;
 	/* A listener's child: */
 	struct sock *lsn;		  /* (L) its listener (a reference), until accepted */
 	struct sock *lq_next;		  /* (listener's lq_lock) */
@@ -280,6 +288,22 @@ void sock_sync_after_call(struct sock *s);
 /* The process's engine, created on first use (NULL when no device could be opened: the
  * reason is logged once and connections fall back with SMCR_REASON_NODEV). */
 struct core_engine *sock_engine(void);
+/* What exit() does (engine.c's exit handler): closes the SMC-R connections left open and
+ * gives their close protocol up to $SMCR_EXIT_WAIT_MS; nothing in a process without an
+ * engine of its own. The interposer's _exit/_Exit call it too. */
+void sock_exit_flush(void);
+/* dup of fd (sock.c "Numbers of one connection"): on an SMC-R connection a new number of
+ * the same connection, at target (dup3; target >= 0, closed first by the caller) or the
+ * lowest free number >= min; cloexec as asked. Returns the number, -SMCR_E_SOCK_NOTSUP for
+ * a connection in a state that cannot be copied (handshaking, failed, a queue listener),
+ * or SOCK_DUP_PLAIN when fd is not an smcr socket in SMC-R mode (the kernel's dup is
+ * right). Called with s->lock held: sock_dup_locked. */
+#define SOCK_DUP_PLAIN (-100000)
+SMCR_MUST_CHECK int sock_dup(int fd, int target, int min, bool cloexec);
+SMCR_MUST_CHECK int sock_dup_locked(struct sock *s, int target, int min, bool cloexec);
+/* close of one number of a connection that has others: that number only (true), or false
+ * when it is the last (the caller closes the connection). Lock held. */
+bool sock_close_alias_locked(struct sock *s, int fd);
 /* The engine if it exists already (never creates it): NULL before the first SMC-R
  * connection of the process or when there is none. */
 struct core_engine *sock_engine_if_up(void);

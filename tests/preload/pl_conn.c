@@ -5,7 +5,12 @@
  *   - SO_RCVTIMEO: a blocking recv with nothing to read ends with EAGAIN;
  *   - a signal without SA_RESTART interrupts a blocking recv (EINTR); with SA_RESTART and no
  *     timeout the recv goes on and returns the data sent later;
- *   - shutdown(SHUT_RD) in one thread wakes another blocked in recv (returns 0). */
+ *   - shutdown(SHUT_RD) in one thread wakes another blocked in recv (returns 0);
+ *   - dup/dup2/dup3/F_DUPFD_CLOEXEC of an SMC-R connection: every copy is the same
+ *     connection (bytes written through any reach the peer, in order), closing all but one
+ *     ends nothing, the last close ends it (the peer reads EOF);
+ *   - fdopen on an SMC-R connection: fgets/fputs/fflush move the bytes, fclose ends the
+ *     connection (the peer reads EOF). */
 #include "pl_util.h"
 
 #include <fcntl.h>
@@ -145,6 +150,60 @@ static void test_shutdown_wakes(int lfd, uint16_t port)
 	close(s);
 }
 
+static void test_dup(int lfd, uint16_t port)
+{
+	int c, s;
+	pair(lfd, port, &c, &s);
+	int d = dup(c);
+	CHECK(d >= 0 && d != c && pl_mode(d) == pl_expect());
+	int e = fcntl(c, F_DUPFD_CLOEXEC, 50);
+	CHECK(e >= 50 && (fcntl(e, F_GETFD) & FD_CLOEXEC));
+	int f = 200;
+	CHECK(dup2(d, f) == f);
+	int g = 201;
+	CHECK(dup3(e, g, O_CLOEXEC) == g);
+	int nums[] = { c, d, e, f, g };
+	char b[2];
+	for (int i = 0; i < 5; i++) {
+		char m[2] = { 'a', (char)('0' + i) };
+		CHECK(write(nums[i], m, 2) == 2);
+		pl_read_all(s, b, 2);
+		CHECK(b[0] == 'a' && b[1] == '0' + i);
+		pl_write_all(s, m, 2); /* and back, read through the next number */
+		pl_read_all(nums[(i + 1) % 5], b, 2);
+		CHECK(b[1] == '0' + i);
+	}
+	/* close all but the last: the connection goes on */
+	CHECK(close(c) == 0 && close(e) == 0 && close(f) == 0 && close(g) == 0);
+	CHECK(write(d, "zz", 2) == 2);
+	pl_read_all(s, b, 2);
+	CHECK(!memcmp(b, "zz", 2));
+	CHECK(pl_mode(d) == pl_expect());
+	CHECK(close(d) == 0);
+	char x;
+	CHECK(read(s, &x, 1) == 0);
+	close(s);
+}
+
+static void test_fdopen(int lfd, uint16_t port)
+{
+	int c, s;
+	pair(lfd, port, &c, &s);
+	FILE *f = fdopen(s, "r+");
+	CHECK(f != NULL);
+	pl_write_all(c, "hello\n", 6);
+	char line[64];
+	CHECK(fgets(line, sizeof(line), f) != NULL && !strcmp(line, "hello\n"));
+	CHECK(fputs("world\n", f) >= 0 && fflush(f) == 0);
+	char b[6];
+	pl_read_all(c, b, 6);
+	CHECK(!memcmp(b, "world\n", 6));
+	CHECK(fclose(f) == 0);
+	char x;
+	CHECK(read(c, &x, 1) == 0);
+	close(c);
+}
+
 int main(void)
 {
 	pl_need_preload();
@@ -154,6 +213,8 @@ int main(void)
 	test_rcvtimeo(lfd, port);
 	test_signals(lfd, port);
 	test_shutdown_wakes(lfd, port);
+	test_fdopen(lfd, port);
+	test_dup(lfd, port);
 	close(lfd);
 	printf("pl_conn: ok\n");
 	return 0;
