@@ -79,7 +79,7 @@ scenario() { # scenario NAME CLIENT_MODE
 	app_wait_port "$port" 10 || { cat "$d/error.log" "$APP_TMP/$sc-server.err"; }
 	app_check "$sc: 2 workers" test "$(pgrep -c -P "$srv")" -eq 2
 
-	app_check "$sc: curl 64 MiB" app_run "$cm" "$sc-curl-big" curl -sSf -o "$APP_TMP/$sc.big" "http://127.0.0.1:$port/big"
+	APP_TIMEOUT=30 app_check "$sc: curl 64 MiB" app_run "$cm" "$sc-curl-big" curl -sSf -o "$APP_TMP/$sc.big" "http://127.0.0.1:$port/big"
 	app_check "$sc: 64 MiB sha256" app_same "$www/big" "$APP_TMP/$sc.big"
 	rm -f "$APP_TMP/$sc.big"
 	app_check "$sc: curl 100 small files, keep-alive" fetch_small "$cm" "$sc-curl-ka"
@@ -96,7 +96,9 @@ scenario() { # scenario NAME CLIENT_MODE
 		app_check "$sc: curl keep-alive in SMC-R mode" app_mode "$sc-curl-ka" smcr 1
 		app_check "$sc: curl Connection: close in SMC-R mode (100 connections)" app_mode "$sc-curl-close" smcr 100
 		app_check "$sc: wrk in SMC-R mode" app_mode "$sc-wrk-1k" smcr 8
-		app_check "$sc: wrk Connection: close in SMC-R mode" app_mode "$sc-wrk-close" smcr 8
+		# wrk closes the connections it is still opening when its time is up: their
+		# handshakes end ECONNABORTED by the program's own close
+		STATS_ALLOW=ECONNABORTED app_check "$sc: wrk Connection: close in SMC-R mode" app_mode "$sc-wrk-close" smcr 8
 	else
 		app_check "$sc: nginx fell back" app_mode "$sc-server" fallback 100
 	fi
