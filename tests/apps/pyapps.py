@@ -2,6 +2,9 @@
 """tests/apps/pyapps.py: the Python servers and client of test_python.sh, plain standard library
 (no smcr import: they are run under smcr-run like any program).
 
+  pyapps.py http-server PORT DIR     `python3 -m http.server PORT --bind 127.0.0.1 --directory
+                                     DIR` itself (runpy), with SIGTERM and SIGINT ending it
+                                     normally (a background job starts with SIGINT ignored)
   pyapps.py asyncio-server PORT      asyncio streams echo server
   pyapps.py forking-server PORT      socketserver.ForkingMixIn echo server
   pyapps.py threading-server PORT    socketserver.ThreadingMixIn echo server
@@ -149,6 +152,16 @@ def asyncio_client(port, conns, size):
 
 def main():
     cmd, port = sys.argv[1], int(sys.argv[2])
+    if cmd == "http-server":
+        import runpy
+        stop_on_term()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        sys.argv = ["http.server", str(port), "--bind", "127.0.0.1", "--directory", sys.argv[3]]
+        try:
+            runpy.run_module("http.server", run_name="__main__", alter_sys=True)
+        except SystemExit:
+            pass
+        return 0
     if cmd == "asyncio-server":
         asyncio_server(port)
     elif cmd == "forking-server":

@@ -25,13 +25,13 @@ http_small() { # http_small MODE TAG
 scenario() { # scenario NAME CLIENT_MODE
 	local sc=$1 cm=$2 kind
 	port=$(app_port); APP_RULES=$(app_rules "$port")
-	app_start smcr "$sc-http" "$APP_PY" -m http.server "$port" --bind 127.0.0.1 --directory "$www"
+	app_start smcr "$sc-http" $PY http-server "$port" "$www"   # python3 -m http.server
 	local srv=$APP_PID
 	app_wait_port "$port" 10
 	app_check "$sc: http.server 8 MiB to curl" app_run "$cm" "$sc-curl-big" curl -sSf -o "$APP_TMP/$sc.big" "http://127.0.0.1:$port/big"
 	app_check "$sc: 8 MiB sha256" app_same "$www/big" "$APP_TMP/$sc.big"
 	app_check "$sc: http.server 20 small files to curl" http_small "$cm" "$sc-curl-small"
-	app_stop "$srv" INT 10
+	app_stop "$srv" TERM 10
 	if [ "$cm" = smcr ]; then
 		app_check "$sc: http.server in SMC-R mode" app_mode "$sc-http" smcr 21
 		app_check "$sc: curl in SMC-R mode" app_mode "$sc-curl-big" smcr 1
