@@ -15,12 +15,12 @@ APP_TIMEOUT=${SMCR_APPS_PYTEST_TIMEOUT:-400}
 
 summary=()
 for m in $MODULES; do
-	app_run smcr "$m" "$APP_PY" -m test "$m"
+	app_run smcr "$m" "$APP_PY" -m test -u network "$m"
 	under=$?
 	res=$(grep -E '^Tests result:|^== Tests result:|^Result:' "$APP_TMP/$m.out" | tail -1)
 	mode=$(python3 "$APP_HERE/stats.py" "$APP_TMP/$m.stats" show 2>&1 | sed -nE 's/.*; (smcr [0-9]+, tcp [0-9]+).*(failed [0-9]+).*/\1, \2/p')
 	if [ $under -ne 0 ]; then
-		app_run tcp "$m-plain" "$APP_PY" -m test "$m"
+		app_run tcp "$m-plain" "$APP_PY" -m test -u network "$m"
 		plain=$?
 		grep -E '^(FAIL|ERROR):|Timeout' "$APP_TMP/$m.out" "$APP_TMP/$m.err" | head -20
 		if [ $plain -ne 0 ]; then
@@ -30,9 +30,9 @@ for m in $MODULES; do
 	fi
 	summary+=("$m: under smcr-run ${res:-exit $under}; ${mode:-no stats}")
 	app_check "$m under smcr-run" test $under -eq 0
-	if [ "${SMCR_APPS_PLAIN:-0}" != 1 ] && [ "$m" != test_epoll ] && [ "$m" != test_poll ] &&
+	if [ "${SMCR_APPS_PLAIN:-0}" != 1 ] && [ "$m" != test_epoll ] && [ "$m" != test_poll ] && [ "$m" != test_selectors ] &&
 		[ "$m" != test_select ]; then
-		# test_epoll/poll/select use socketpairs and pipes mostly: SMC-R not required there
+		# test_epoll/poll/select/selectors use socketpairs and pipes mostly: SMC-R not required there
 		app_check "$m: some connections in SMC-R mode" python3 "$APP_HERE/stats.py" "$APP_TMP/$m.stats" smcr-some 1
 	fi
 done
