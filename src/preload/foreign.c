@@ -23,9 +23,12 @@
 #define _GNU_SOURCE
 #include "preload/pl.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <smcr/smcr.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -83,6 +86,62 @@ int pl_foreign_close(int fd)
 }
 
 static pid_t pl_fork_parent;
+/* This process's pid as the fork handlers last saw it: an exec wrapper running where
+ * getpid() differs is in a vfork child (or a _Fork/clone child), which shares or copies
+ * memory without our handlers: it must change nothing (proc.c). */
+pid_t pl_pid;
+
+/* An unconnected TCP socket at fd (another file at the same number): a program's data
+ * calls on it fail with ENOTCONN, close closes it. */
+static void pl_dead_socket_at(int fd)
+{
+	int t = PL_REAL(socket)(AF_INET, SOCK_STREAM, 0);
+	if (t < 0)
+		return;
+	if (t != fd) {
+		(void)PL_REAL(dup3)(t, fd, 0);
+		PL_REAL(close)(t);
+	}
+}
+
+void pl_exec_prepare(void)
+{
+	if (getpid() != pl_pid)
+		return; /* vfork child: the parent's memory */
+	sock_lazy_decline_all();
+	/* SMC-R connections this process owns cannot live on in the new image (the engine is
+	 * the image's): abortive close (the peer: ECONNRESET), and the number becomes a dead
+	 * socket (the new image: ENOTCONN), unless close-on-exec. */
+	for (int fd = fdtab_next(0); fd >= 0; fd = fdtab_next(fd + 1)) {
+		struct sock *s = sock_get(fd);
+		if (!s)
+			continue;
+		int st = atomic_load(&s->state);
+		sock_put(s);
+		int fdf = PL_REAL(fcntl)(fd, F_GETFD);
+		if ((st != SS_SMC && st != SS_HANDSHAKE && st != SS_FAILED) || fdf < 0 ||
+		    (fdf & FD_CLOEXEC))
+			continue;
+		struct linger lg = { 1, 0 };
+		(void)smcr_setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		(void)smcr_close(fd);
+		pl_dead_socket_at(fd);
+		LOG_INFO("preload", "fd %d: SMC-R connection ended at exec (the new image gets "
+				    "an unconnected socket: ENOTCONN)", fd);
+	}
+	/* the parent's connections inherited by this child: the parent keeps them; the new
+	 * image gets a dead socket instead of their signalling end */
+	if (!pl_fg || !pl_foreign_any())
+		return;
+	for (int fd = 0; fd < FDTAB_MAX; fd++) {
+		if (!atomic_load_explicit(&pl_fg[fd].ino, memory_order_relaxed) || !pl_foreign(fd))
+			continue;
+		int fdf = PL_REAL(fcntl)(fd, F_GETFD);
+		atomic_store_explicit(&pl_fg[fd].ino, 0, memory_order_relaxed);
+		if (fdf >= 0 && !(fdf & FD_CLOEXEC))
+			pl_dead_socket_at(fd);
+	}
+}
 
 static void pl_fg_prepare(void)
 {
@@ -93,6 +152,7 @@ static void pl_fg_prepare(void)
 
 static void pl_fg_child(void)
 {
+	pl_pid = getpid();
 	if (!pl_fg)
 		return;
 	unsigned n = 0;
@@ -121,5 +181,6 @@ static void pl_fg_child(void)
 
 __attribute__((constructor)) static void pl_fg_init(void)
 {
+	pl_pid = getpid();
 	pthread_atfork(pl_fg_prepare, NULL, pl_fg_child);
 }

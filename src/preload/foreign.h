@@ -14,4 +14,9 @@ int pl_foreign_fail(int fd);
 /* close on such an fd: the number only. */
 int pl_foreign_close(int fd);
 
+/* Before an exec (proc.c): never-used connections declined, owned SMC-R connections
+ * without FD_CLOEXEC ended abortively and their numbers made dead sockets, inherited
+ * foreign ones replaced by dead sockets. Nothing in a vfork child. */
+void pl_exec_prepare(void);
+
 #endif

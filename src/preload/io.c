@@ -16,6 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/log.h"
+
 /* glibc's fortify failure ("buffer overflow detected"), as the real __*_chk would call. */
 extern void __chk_fail(void) __attribute__((noreturn));
 
@@ -82,7 +84,48 @@ ssize_t sendto(int fd, const void *b, size_t n, int fl, const struct sockaddr *a
 	return pl_sendto(fd, b, n, fl, a, l);
 }
 
-ssize_t sendmsg(int fd, const struct msghdr *m, int fl) { PL_DATA(sendmsg, smcr_sendmsg(fd, m, fl)); }
+/* SCM_RIGHTS: passing an SMC-R connection to another process cannot work (the receiver
+ * would get the signalling pair's end, and the connection's state stays here), so such a
+ * send fails with EOPNOTSUPP and a log line; a connection accepted and never used is
+ * declined first and passes as the TCP socket it then is. One look at the control data,
+ * only when there is some. */
+static bool pl_rights_ok(const struct msghdr *m)
+{
+	if (!m || !m->msg_control || m->msg_controllen < sizeof(struct cmsghdr))
+		return true;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR((struct msghdr *)m); c;
+	     c = CMSG_NXTHDR((struct msghdr *)m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			int pfd;
+			memcpy(&pfd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (!smcr_is_socket(pfd))
+				continue;
+			sock_lazy_decline(pfd);
+			struct smcr_info in;
+			socklen_t l = sizeof(in);
+			if (smcr_getsockopt(pfd, SOL_SMCR, SMCR_INFO, &in, &l) == 0 &&
+			    (in.mode == SMCR_MODE_SMCR || in.mode == SMCR_MODE_HANDSHAKE)) {
+				SMCR_LOG_RL(SMCR_LOG_WARN, "preload",
+					    "fd %d: an SMC-R connection cannot be passed with "
+					    "SCM_RIGHTS: EOPNOTSUPP", pfd);
+				return false;
+			}
+		}
+	}
+	return true;
+}
+
+ssize_t sendmsg(int fd, const struct msghdr *m, int fl)
+{
+	if (__builtin_expect(m && m->msg_controllen, 0) && !pl_rights_ok(m)) {
+		errno = EOPNOTSUPP;
+		return -1;
+	}
+	PL_DATA(sendmsg, smcr_sendmsg(fd, m, fl));
+}
 
 /* recvmmsg/sendmmsg on a stream socket are one recvmsg/sendmsg per entry, as the kernel
  * does them (net/socket.c's loop): MSG_WAITFORONE makes the entries after the first
@@ -119,6 +162,11 @@ int sendmmsg(int fd, struct mmsghdr *v, unsigned n, int fl)
 	PL_FOREIGN(fd);
 	if (!smcr_is_socket(fd))
 		return PL_REAL(sendmmsg)(fd, v, n, fl);
+	for (unsigned k = 0; k < n; k++)
+		if (!pl_rights_ok(&v[k].msg_hdr)) {
+			errno = EOPNOTSUPP;
+			return -1;
+		}
 	PL_ENTER(sendmmsg);
 	unsigned i = 0;
 	for (; i < n; i++) {

@@ -156,8 +156,19 @@ static char **pl_sticky_env(char *const e[])
 static char *const *pl_exec_env(char *const e[])
 {
 	/* Connections accepted and never used would show the new image the client's CLC
-	 * bytes: each gets a Decline first and goes on as plain TCP (src/sock/lsn.c). */
-	sock_lazy_decline_all();
+	 * bytes: each gets a Decline first and goes on as plain TCP (src/sock/lsn.c); SMC-R
+	 * connections end with a clear error at both ends (foreign.c). */
+	pl_exec_prepare();
+	if (!pl_sticky())
+		return e;
+	char **n = pl_sticky_env(e);
+	return n ? n : e;
+}
+
+/* posix_spawn runs here, in the parent, which keeps its connections: the environment
+ * only (a spawned image inherits what is not close-on-exec: docs/INTERPOSER.md). */
+static char *const *pl_spawn_env(char *const e[])
+{
 	if (!pl_sticky())
 		return e;
 	char **n = pl_sticky_env(e);
@@ -233,10 +244,10 @@ int execle(const char *p, const char *a0, ...)
 int posix_spawn(pid_t *pid, const char *p, const posix_spawn_file_actions_t *fa,
 		const posix_spawnattr_t *at, char *const a[], char *const e[])
 {
-	return PL_REAL(posix_spawn)(pid, p, fa, at, a, pl_exec_env(e));
+	return PL_REAL(posix_spawn)(pid, p, fa, at, a, pl_spawn_env(e));
 }
 int posix_spawnp(pid_t *pid, const char *p, const posix_spawn_file_actions_t *fa,
 		 const posix_spawnattr_t *at, char *const a[], char *const e[])
 {
-	return PL_REAL(posix_spawnp)(pid, p, fa, at, a, pl_exec_env(e));
+	return PL_REAL(posix_spawnp)(pid, p, fa, at, a, pl_spawn_env(e));
 }

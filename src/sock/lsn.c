@@ -49,6 +49,7 @@
 #include <smcr/smcr.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sock/closeq.h"
@@ -1008,7 +1009,22 @@ int sock_lazy_start(int fd)
 
 static void lazy_decline(struct sock *s, bool all)
 {
-	pthread_mutex_lock(&s->lock);
+	if (!atomic_load(&s->lazy))
+		return;
+	/* Before exec, possibly in a forked child: a lock that another thread of the parent
+	 * held at the fork stays held here. A lazy socket's lock is taken only briefly (its
+	 * accept, its first use), so a short wait tells the two cases apart. */
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += 100000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	if (pthread_mutex_timedlock(&s->lock, &until) != 0) {
+		LOG_WARN("lsn", "fd %d: not declined before exec (its lock is held)", s->fd);
+		return;
+	}
 	if (s->lazy && !s->closing && (!all || !s->cloexec)) {
 		s->decline_only = true;
 		if (lazy_start_locked(s) == 0)

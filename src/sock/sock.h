@@ -209,10 +209,12 @@ struct sock {
 	bool lq_rearm_pending;		  /* (lq_lock) lq_rearm armed, watch still disarmed */
 	struct prog_watch *lq_watch;	  /* (L and lq_lock to change; either to read) the hidden
 					   * listening socket's watch */
-	/* (L) Accepted by the interposer's accept, SMC-R to be tried, handshake not started
+	/* Accepted by the interposer's accept, SMC-R to be tried, handshake not started
 	 * (lsn.c "Accept at first use"): the fd is the kernel's TCP socket (state SS_TCP)
-	 * until the first call that needs the mode starts the handshake (sock_lazy_start). */
-	bool lazy;
+	 * until the first call that needs the mode starts the handshake (sock_lazy_start).
+	 * Written under lock; atomic so that an exec in a forked child can skip sockets
+	 * without taking their locks (another thread of the parent may have held one). */
+	_Atomic bool lazy;
 	/* (L) The handshake may only decline (sock_lazy_decline, before exec): no engine
 	 * connection is made, the Proposal gets a Decline and both ends fall back. */
 	bool decline_only;

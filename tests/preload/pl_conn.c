@@ -9,6 +9,8 @@
  *   - dup/dup2/dup3/F_DUPFD_CLOEXEC of an SMC-R connection: every copy is the same
  *     connection (bytes written through any reach the peer, in order), closing all but one
  *     ends nothing, the last close ends it (the peer reads EOF);
+ *   - SCM_RIGHTS: passing an SMC-R connection fails with EOPNOTSUPP (nothing is sent);
+ *     passing another fd over the same Unix socket works;
  *   - fdopen on an SMC-R connection: fgets/fputs/fflush move the bytes, fclose ends the
  *     connection (the peer reads EOF). */
 #include "pl_util.h"
@@ -185,6 +187,48 @@ static void test_dup(int lfd, uint16_t port)
 	close(s);
 }
 
+static int send_fd(int u, int fd)
+{
+	char byte = 'x';
+	struct iovec v = { &byte, 1 };
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(int))];
+	} cb;
+	memset(&cb, 0, sizeof(cb));
+	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1, .msg_control = cb.b,
+			    .msg_controllen = sizeof(cb.b) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	return (int)sendmsg(u, &m, 0);
+}
+
+static void test_scm_rights(int lfd, uint16_t port)
+{
+	int c, s;
+	pair(lfd, port, &c, &s);
+	int u[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, u) == 0);
+	if (pl_expect() == SMCR_MODE_SMCR) {
+		errno = 0;
+		CHECK(send_fd(u[0], c) == -1 && errno == EOPNOTSUPP);
+	}
+	int p[2];
+	CHECK(pipe(p) == 0);
+	CHECK(send_fd(u[0], p[0]) == 1);
+	char b;
+	CHECK(read(u[1], &b, 1) == 1 && b == 'x'); /* only the second message arrived */
+	close(p[0]);
+	close(p[1]);
+	close(u[0]);
+	close(u[1]);
+	close(c);
+	close(s);
+}
+
 static void test_fdopen(int lfd, uint16_t port)
 {
 	int c, s;
@@ -215,6 +259,7 @@ int main(void)
 	test_shutdown_wakes(lfd, port);
 	test_fdopen(lfd, port);
 	test_dup(lfd, port);
+	test_scm_rights(lfd, port);
 	close(lfd);
 	printf("pl_conn: ok\n");
 	return 0;
