@@ -91,7 +91,9 @@ scenario() { # scenario NAME CLIENT_MODE
 	app_stop "$srv" QUIT 15
 	app_check "$sc: no error in nginx's log" bash -c "! grep -E '\\[(alert|crit|emerg|error)\\]' '$d/error.log'"
 	if [ "$cm" = smcr ]; then
-		app_check "$sc: nginx (master and workers) in SMC-R mode" app_mode "$sc-server" smcr 100
+		# wrk's own closes of connections still in their handshake (end of its runs) reach
+		# nginx as a reset
+		STATS_ALLOW=ECONNRESET app_check "$sc: nginx (master and workers) in SMC-R mode" app_mode "$sc-server" smcr 100
 		app_check "$sc: curl 64 MiB in SMC-R mode" app_mode "$sc-curl-big" smcr 1
 		app_check "$sc: curl keep-alive in SMC-R mode" app_mode "$sc-curl-ka" smcr 1
 		app_check "$sc: curl Connection: close in SMC-R mode (100 connections)" app_mode "$sc-curl-close" smcr 100
