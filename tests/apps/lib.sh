@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # tests/apps/lib.sh: what every real-program test (tests/apps/test_*.sh) shares: installing a
 # Debian package or skipping, a free loopback port, running a program under smcr-run (or
 # not), stopping and cleaning up every process and file it made, and reading the SMCR_STATS
