@@ -6,7 +6,11 @@
 # over SMC-R in turns, 3 rounds of 1 s per transport after one uncounted warm-up round each.
 # Prints one short table: the transport the connections really used (read from the smcr
 # engine), throughput, round-trip time and the SMC-R / TCP ratio. About 20 s once built.
-# DEMO_SECONDS=N changes the seconds per run.
+# Then a real program pair: redis-server and redis-benchmark (Debian's redis-server and
+# redis-tools, installed when missing), once plain and once both under smcr-run, in turns
+# (bench/apps/run.sh --only redis1: 3 rounds each), with the mode read from both ends'
+# SMCR_STATS lines. About 20 s more. DEMO_SECONDS=N changes the seconds per run;
+# DEMO_NO_REDIS=1 leaves the redis part out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +18,8 @@ bash scripts/deps.sh
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B build/demo -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSMCR_TESTS=OFF >/dev/null
 cmake --build build/demo -j"$jobs" --target smcr-perf >/dev/null
+# the interposer (smcr-run and libsmcr-preload.so), for the redis part
+cmake --build build/demo -j"$jobs" --target smcr-run >/dev/null 2>&1 || true
 perf=build/demo/tools/smcr-perf/smcr-perf
 secs=${DEMO_SECONDS:-1}
 
@@ -52,6 +58,37 @@ END {
 	if (used != "smcr")
 		print "\n  SMC-R was not used for every connection: `" perf " compare -t pingpong` prints why."
 }' perf="$perf"
+
+redis_part() {
+	[ "${DEMO_NO_REDIS:-0}" = 1 ] && return 0
+	if [ ! -x build/demo/tools/smcr-run/smcr-run ]; then
+		echo; echo "  (no smcr-run in this build: the redis part is left out)"; return 0
+	fi
+	if ! command -v redis-benchmark >/dev/null || ! command -v redis-server >/dev/null; then
+		local sudo_cmd=()
+		[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+		echo; echo "demo: installing redis-server redis-tools (apt-get)"
+		DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
+			redis-server redis-tools >/dev/null 2>&1 || { echo "  (cannot install redis: the redis part is left out)"; return 0; }
+	fi
+	cat <<EOT
+
+An unmodified program pair: redis-server and redis-benchmark (SET and GET, 50 clients, no
+pipelining), once over plain TCP and once with both started by smcr-run, in turns, 3 rounds
+each; "mode" counts the connections each end's smcr library reports in SMC-R mode (SMCR_STATS).
+
+EOT
+	local out
+	out=$(bash bench/apps/run.sh --only redis1 -r 3 -d "$secs" --build build/demo | grep '^| redis')
+	# | name | tcp med (min-max) | smcr med (min-max) | ratio (higher) | mode |
+	awk -F' *[|] *' '{
+		printf "  %-30s %-14s %-14s %s\n", "", "TCP", "SMC-R", "SMC-R / TCP"
+		split($3, a, " "); split($4, b, " "); split($5, r, " ")
+		printf "  %-30s %-14s %-14s %s (higher is better)\n", "redis SET+GET ops/s", a[1], b[1], r[1]
+		printf "  %-30s %s\n", "mode under smcr-run", $6
+	}' <<<"$out"
+}
+redis_part
 
 cat <<EOF
 

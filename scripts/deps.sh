@@ -19,6 +19,9 @@ if [ "${1:-}" = test ]; then
   pkgs+=(man-db groff-base dpkg-dev fakeroot lintian python3)
   # qemu-system-x86, debootstrap: the verbs provider's Soft-RoCE guests (tests/vm).
   pkgs+=(qemu-system-x86 debootstrap)
+  # tests/apps and bench/apps: real programs under smcr-run (docs/INTERPOSER.md "Proven programs")
+  pkgs+=(redis-server redis-tools nginx-light curl wrk iperf3 sockperf memcached libmemcached-tools
+         socat ncat python3 libpython3.11-testsuite)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
