@@ -24,6 +24,41 @@ void close_abort_locked(struct core_conn *c, int err, bool send_a)
 					 CORE_EV_RDHUP);
 }
 
+/* A peer process that dies takes its link with it (its QP's error, a socket hang-up) and
+ * sends no C or A; its kernel ends its TCP connection: FIN when its socket held nothing
+ * unread, else RST. The survivor over TCP reads every byte that reached it, then EOF or
+ * ECONNRESET accordingly. Here: every byte written into our RMBE and announced by a CDC
+ * is data (the RMBE stays mapped until the connection is freed: keep_rmem); the end is
+ * a reset at once when the peer had not read all we sent (what its socket would have held
+ * unread) or our bytes can no longer reach it, EOF when its C or D came or its TCP FIN
+ * did, and otherwise waits for the TCP connection's FIN or RST (core_conn_tcp_event). */
+void close_peer_lost_locked(struct core_conn *c, int err)
+{
+	if (c->mode != CORE_MODE_SMC)
+		return;
+	if (c->reset_err || (c->cl & CL_RCVD_A)) {
+		close_abort_locked(c, err, false);
+		return;
+	}
+	c->keep_rmem = true;
+	bool unsent = c->sb_tail != c->sb_head || c->cl_pend;
+	if (c->tx_prod > c->tx_peer_cons || unsent) {
+		close_abort_locked(c, -SMCR_E_CORE_RESET, false);
+		return;
+	}
+	tx_discard_locked(c);
+	c->reset_err = err;	/* dead: nothing more is sent or taken */
+	c->err = 0;
+	c->tcp_action = CORE_TCP_SHUTDOWN;
+	unsigned raise = conn_events_locked(c) | CORE_EV_IN_NEW;
+	if (!(c->cl & (CL_RCVD_C | CL_RCVD_D)) && !c->tcp_fin) {
+		c->lost_wait = true;
+		/* Raised, not in the level: tells the socket layer to watch for the FIN. */
+		raise |= CORE_EV_RDHUP;
+	}
+	core_ev_raise(c, raise);
+}
+
 /* Sent means posted: CL_SENT_C / CL_SENT_A is set before the CDC finds a send slot, and a
  * CDC that found none (upd_pending) goes out when one frees, through the LG slot list
  * (tx.c wake_one). A connection detached before that never sent its C: the peer then held

@@ -159,7 +159,7 @@ unsigned conn_events_locked(struct core_conn *c)
 	if (c->mode != CORE_MODE_SMC)
 		return 0;
 	unsigned ev = 0;
-	bool dead = c->reset_err != 0;
+	bool dead = c->reset_err != 0 && !c->lost_wait; /* lost: no end shown yet */
 	bool wr_done = (c->cl & (CL_SENT_D | CL_SENT_C | CL_SENT_A)) || c->cl_pend;
 	bool rd_done = (c->cl & (CL_RCVD_D | CL_RCVD_C)) || c->shut_rd;
 	if (conn_readable_locked(c) || rd_done || dead)
@@ -284,6 +284,7 @@ void core_conn_info(struct core_conn *c, struct core_conn_info *in)
 	in->corked = c->sb_hold;
 	in->close_pending = c->cl_pend != 0;
 	in->peer_closed = (c->cl & (CL_RCVD_C | CL_RCVD_A)) != 0;
+	in->lost_wait = c->lost_wait;
 	in->inq = (uint32_t)(c->rmbe ? c->rx_peer_prod - c->rx_cons : 0);
 	if (c->rmbe && !c->oobinline && (c->urg == URG_VALID || c->urg == URG_READ) &&
 	    c->urg_abs > c->rx_cons && c->urg_abs <= c->rx_peer_prod)
@@ -315,9 +316,24 @@ void core_conn_set_fallback(struct core_conn *c, uint32_t reason)
 
 void core_conn_tcp_event(struct core_conn *c, bool rst, uint64_t now_ns)
 {
-	if (!rst)
-		return;	/* FIN: linux-interop.md 8, not the end of the SMC stream */
 	pthread_mutex_lock(&c->lock);
+	if (c->lost_wait) {
+		/* The peer died with its link (close_peer_lost_locked): its TCP end is ours. */
+		c->lost_wait = false;
+		if (rst) {
+			c->err = -SMCR_E_CORE_RESET;
+			c->tcp_action = CORE_TCP_RESET;
+		}
+		core_ev_raise(c, conn_events_locked(c) | CORE_EV_IN_NEW);
+		pthread_mutex_unlock(&c->lock);
+		close_maybe_finish(c, now_ns); /* fires the event */
+		return;
+	}
+	if (!rst) {
+		c->tcp_fin = true; /* FIN: linux-interop.md 8, not the end of the SMC stream */
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
 	bool act = c->mode == CORE_MODE_SMC && !c->reset_err;
 	if (act)
 		close_abort_locked(c, -SMCR_E_CORE_RESET, true);

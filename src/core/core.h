@@ -136,6 +136,10 @@ SMCR_MUST_CHECK int core_engine_new(const struct core_engine_params *p,
  * return -SMCR_E_CORE_RESET) until core_conn_release(); the engine memory is freed with the
  * last of them. Must not be called from an event callback. */
 void core_engine_free(struct core_engine *e);
+/* Ends every link group in order, as a process that exits should (DELETE LINK all, orderly;
+ * the peer's orderly end, not a link failure): the engine stays usable (a later connection
+ * makes a new LG). Bounded (100 ms for the messages to leave). Not from a callback. */
+void core_engine_end_lgs(struct core_engine *e, uint64_t now_ns);
 
 /* The engine's peer ID (wire-formats.md 2.3). */
 struct wire_peer_id core_engine_peer_id(const struct core_engine *e);
@@ -571,6 +575,9 @@ struct core_conn_info {
 	/* Added by the connect branch: the peer's C or A arrived (it will neither send nor
 	 * read any more; procedures.md 5.1), so its TCP FIN/RST tells nothing new. */
 	bool peer_closed;
+	/* The peer died with its link and sent no close: the end of the stream (EOF or a
+	 * reset) waits for its TCP connection's FIN or RST (core_conn_tcp_event). */
+	bool lost_wait;
 	/* Added by the closeq branch: the connection's link is on a software device (shm,
 	 * emu), whose peer is always smcr (sock/api.c: the RST of a closed peer's TCP side).
 	 * false once the connection left its link (a finished close). */

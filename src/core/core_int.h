@@ -265,6 +265,13 @@ struct core_conn {
 	uint32_t fb_local, fb_peer;	/* decline codes */
 	int err;			/* [C] pending error (SO_ERROR), 0 = none */
 	int reset_err;			/* [C] sticky: the connection is dead with this code */
+	/* A peer lost with its link (process killed, close_peer_lost_locked): what it wrote
+	 * and announced stays readable (keep_rmem: the RMBE outlives the detach); the end
+	 * after it is EOF or a reset as its TCP connection shows (lost_wait: not known yet;
+	 * tcp_fin: that connection ended with FIN). All [C]. */
+	bool lost_wait;
+	bool tcp_fin;
+	bool keep_rmem;
 
 	/* LG membership [EC]: set when attached, cleared (NULL) on detach */
 	struct core_lgr *lg;
@@ -518,6 +525,9 @@ void rx_cdc(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now);
 /* ---- close.c ---- */
 /* conn->lock held: sends A if possible, marks the connection reset with err. */
 void close_abort_locked(struct core_conn *c, int err, bool send_a);
+/* The link to the peer died under an open connection (err: why): TCP's end instead of an
+ * abort where TCP would give one (close.c). */
+void close_peer_lost_locked(struct core_conn *c, int err);
 /* Called after a close-relevant change with no lock held: detaches a finished conn. */
 void close_maybe_finish(struct core_conn *c, uint64_t now);
 void close_maybe_finish_elocked(struct core_conn *c, uint64_t now);	/* eng->lock held */

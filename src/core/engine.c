@@ -593,11 +593,11 @@ void core_engine_stats(struct core_engine *e, struct core_engine_stats *st)
 	pthread_mutex_unlock(&e->lock);
 }
 
-void core_engine_free(struct core_engine *e)
+/* Ends every link group in order (DELETE LINK all, orderly, reason "program initiated
+ * termination": what Linux sends when it frees a link group) and gives those messages up
+ * to 100 ms to leave. Caller holds poll_lock and lock. */
+static void end_lgs_locked(struct core_engine *e, uint64_t now)
 {
-	pthread_mutex_lock(&e->poll_lock);
-	pthread_mutex_lock(&e->lock);
-	uint64_t now = e->last_now;
 	for (struct core_lgr *lg = e->lgs; lg; lg = lg->next)
 		lgr_terminate(lg, LLC_DEL_PROG_INIT_TERM, true, true, -SMCR_E_CORE_RESET, now);
 	/* Handshakes without an LG fail too. */
@@ -622,6 +622,27 @@ void core_engine_free(struct core_engine *e)
 		struct timespec ts = { 0, 100000 };
 		nanosleep(&ts, NULL);
 	}
+}
+
+void core_engine_end_lgs(struct core_engine *e, uint64_t now)
+{
+	pthread_mutex_lock(&e->poll_lock);
+	pthread_mutex_lock(&e->lock);
+	if (now < e->last_now)
+		now = e->last_now;
+	end_lgs_locked(e, now);
+	lgr_free_dead(e, now, false);
+	pthread_mutex_unlock(&e->lock);
+	pthread_mutex_unlock(&e->poll_lock);
+	core_ev_fire(e);
+}
+
+void core_engine_free(struct core_engine *e)
+{
+	pthread_mutex_lock(&e->poll_lock);
+	pthread_mutex_lock(&e->lock);
+	uint64_t now = e->last_now;
+	end_lgs_locked(e, now);
 	lgr_free_dead(e, now, true);
 	e->freed = true;
 	for (int i = 0; i < e->ndevs; i++)

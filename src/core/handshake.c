@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <string.h>
 
+#include "wire/clc_v2.h"
 #include "wire/codes.h"
 
 #define DECL_PEERDECL 0x05000000u	/* local reason when the peer declined (5.2) */
@@ -417,8 +418,12 @@ static void on_proposal(struct core_conn *c, const struct clc_proposal *p, uint6
 	struct core_engine *e = c->eng;
 	c->peer_id = p->peer_id;
 	c->hs_lg_wait = false;
-	if (!p->offers_smcr_v1) {
-		hs_fallback(c, 0x03030000u, 0, true, false, now, false);	/* NOT_SMCR_V1 */
+	/* Version choice as Linux makes it (parts/wire-v2.md 6). No device of smcr has a RoCE
+	 * v2 path yet, so v2 is never possible: a v2-only client gets NOSMCDEV, one offering
+	 * both gets v1. */
+	uint32_t decl;
+	if (clc_choose_version(p, false, true, &decl) != CLC_VERSION_1) {
+		hs_fallback(c, decl, 0, true, false, now, false);
 		return;
 	}
 	if (!prefix_match(c, p)) {

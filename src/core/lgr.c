@@ -212,8 +212,12 @@ void lgr_detach(struct core_conn *c, bool pool_rmb, uint64_t now)
 	if (c->rmb)
 		c->rmb->dirty_len = used < c->rmb->size ? (uint32_t)used : c->rmb->size;
 	m = c->rmem;
-	c->rmem = NULL;
-	c->rmbe = NULL;
+	if (c->keep_rmem) {
+		m = NULL;	/* the unread bytes stay readable; freed with the connection */
+	} else {
+		c->rmem = NULL;
+		c->rmbe = NULL;
+	}
 	c->link = NULL;
 	c->lg = NULL;
 	pthread_mutex_unlock(&c->lock);
@@ -312,7 +316,10 @@ void lgr_terminate(struct core_lgr *lg, uint32_t reason, bool orderly, bool send
 				c->cl |= CL_SENT_A;
 				(void)tx_cdc_locked(c, false);
 			}
-			close_abort_locked(c, err, false);
+			if (err == -SMCR_E_CORE_LINK_DOWN && !usable)
+				close_peer_lost_locked(c, err);	/* TCP's end, not an abort */
+			else
+				close_abort_locked(c, err, false);
 		}
 		pthread_mutex_unlock(&c->lock);
 	}

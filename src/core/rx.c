@@ -246,6 +246,8 @@ long core_conn_recv(struct core_conn *c, const struct iovec *iov, int iovcnt, un
 		}
 		if (total == 0)
 			rc = 0;
+		else if (c->lost_wait)
+			rc = -SMCR_E_AGAIN;	/* the end waits for the TCP verdict */
 		else if (c->err) {
 			rc = c->err;	/* reset: reported once (then 0, as TCP) */
 			c->err = 0;

@@ -324,6 +324,9 @@ static void engine_exit(void)
 	}
 	LOG_INFO("engine", "exit: waited %llu ms for %u connection(s) to close",
 		 (unsigned long long)((smcr_now_ns() - t0) / SMCR_NS_PER_MS), st.conns);
+	/* Then end the link groups in order, as the kernel does when it frees one: the peers
+	 * see DELETE LINK (an orderly end), not a link that failed. */
+	core_engine_end_lgs(e, smcr_now_ns());
 }
 
 static void engine_atfork_child(void)
@@ -435,7 +438,7 @@ void sock_core_event(void *ctx, struct core_conn *c, unsigned events, unsigned r
 	if (atomic_load(&s->state) != SS_SMC)
 		return;
 	if (raised & CORE_EV_RDHUP)
-		hs_peer_closed(s); /* the TCP watch can go (connect branch, docs/parts/connect.md) */
+		hs_peer_closed(s, events); /* the TCP watch can go (connect branch, docs/parts/connect.md) */
 	/* An arrival for a thread spinning in recv on this socket: that thread takes the
 	 * data itself, so the POLLIN token (a send now, a recv to drain it when the read
 	 * empties the RMBE: 2 system calls per message) is skipped; the spinner writes it if

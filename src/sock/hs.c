@@ -165,30 +165,50 @@ static void hs_watch_fn(void *arg, uint32_t events)
  * tells nothing new, so the watch goes now, on the progress thread that took the C (no
  * lock or kick), instead of waking that thread again for the FIN and removing it in the
  * program's close (a wake-up and an epoll_ctl on each connection's path). */
-static void hs_peer_closed_fn(void *arg, uint32_t unused)
+static void hs_peer_closed_fn(void *arg, uint32_t lost_peer)
 {
-	(void)unused;
 	struct sock *s = arg;
+	bool lost = lost_peer != 0;
 	/* Busy: the program is in a call on it, most likely its close (which removes the
 	 * watch itself); waiting would be a futex sleep of this thread for nothing. If it was
-	 * another call, the FIN's event finds the watch as before. */
-	if (pthread_mutex_trylock(&s->lock) == 0) {
+	 * another call, the FIN's event finds the watch as before. A lost peer's end needs
+	 * the FIN seen: wait for the lock then. */
+	if (lost ? pthread_mutex_lock(&s->lock) == 0 : pthread_mutex_trylock(&s->lock) == 0) {
 		if (atomic_load(&s->state) == SS_SMC && !s->closing && s->watch && s->conn) {
 			struct core_conn_info ci;
 			core_conn_info(s->conn, &ci);
 			if (ci.peer_closed)
 				hs_unwatch_locked(s);
+			else if (ci.lost_wait &&
+				 progress_watch_modify(s->watch, EPOLLET | EPOLLRDHUP) < 0)
+				LOG_WARN("hs", "fd %d: cannot watch the TCP connection", s->fd);
 		}
+		/* not watched yet (deferred): its registration asks for EPOLLRDHUP */
 		pthread_mutex_unlock(&s->lock);
 	}
 	sock_put(s);
 }
 
-void hs_peer_closed(struct sock *s)
+static void hs_peer_closed_call(void *arg, uint32_t unused)
 {
-	/* Only on the progress thread: its queued call then runs before it sleeps again (no
-	 * eventfd kick); elsewhere the close removes the watch, as before. */
-	if (!progress_on_thread() || atomic_exchange(&s->peer_closed_seen, true))
+	(void)unused;
+	hs_peer_closed_fn(arg, 0);
+}
+
+static void hs_peer_lost_call(void *arg, uint32_t unused)
+{
+	(void)unused;
+	hs_peer_closed_fn(arg, 1);
+}
+
+void hs_peer_closed(struct sock *s, unsigned events)
+{
+	/* CORE_EV_RDHUP raised but not in the level: the peer was lost with its link
+	 * (close_peer_lost_locked) and its TCP FIN must now wake the watch, from any thread.
+	 * Otherwise only on the progress thread: its queued call then runs before it sleeps
+	 * again (no eventfd kick); elsewhere the close removes the watch, as before. */
+	bool lost = !(events & CORE_EV_RDHUP);
+	if ((!lost && !progress_on_thread()) || atomic_exchange(&s->peer_closed_seen, true))
 		return;
 	/* The engine's callback holds no reference: s may be in its recycle (count 0,
 	 * core_conn_release firing the last events). Take one only while others hold one. */
@@ -199,7 +219,7 @@ void hs_peer_closed(struct sock *s)
 	} while (!atomic_compare_exchange_weak_explicit(&s->h.ref, &r, r + 1,
 						       memory_order_acquire,
 						       memory_order_relaxed));
-	if (progress_call(hs_peer_closed_fn, s) < 0)
+	if (progress_call(lost ? hs_peer_lost_call : hs_peer_closed_call, s) < 0)
 		sock_put(s);
 }
 
@@ -282,7 +302,16 @@ static void hs_dw_arm_locked(void)
 static void hs_watch_now_locked(struct sock *s)
 {
 	sock_hold(s); /* the watch's, dropped by hs_watch_release */
-	if (progress_watch(s->tcp, EPOLLET, hs_watch_fn, s, hs_watch_release, &s->watch) < 0) {
+	/* Only a reset wakes the watch (EPOLLERR/EPOLLHUP): a FIN on an SMC-R connection's TCP
+	 * side says nothing, except after its peer was lost with its link (hs_peer_closed). */
+	uint32_t ev = EPOLLET;
+	if (s->conn) {
+		struct core_conn_info ci;
+		core_conn_info(s->conn, &ci);
+		if (ci.lost_wait)
+			ev |= EPOLLRDHUP;
+	}
+	if (progress_watch(s->tcp, ev, hs_watch_fn, s, hs_watch_release, &s->watch) < 0) {
 		sock_put(s);
 		s->watch = NULL;
 		LOG_WARN("hs", "fd %d: cannot watch the TCP connection", s->fd);
@@ -523,8 +552,10 @@ static enum hs_input hs_read(struct sock *s)
 		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? HS_IN_NONE
 										 : HS_IN_EOF;
 	s->got_bytes = true;
-	if (s->role == CORE_SERVER && s->in_len == 0) {
-		/* "SMCR" or "SMCD" (a Linux client may send an SMC-D Proposal or a Decline) */
+	if (s->role == CORE_SERVER && s->in_len == 0 && !s->clc_out) {
+		/* The client's first bytes: "SMCR" or "SMCD" (a Linux client may send an SMC-D
+		 * Proposal or a Decline), else a plain TCP client. Only here: once our Accept is
+		 * out we are committed (RFC 7609 3.5), and whatever follows is CLC or a reset. */
 		size_t k = (size_t)n < 4 ? (size_t)n : 4;
 		for (size_t i = 0; i < k; i++) {
 			if (hdr[i] != clc_eye[i] && !(i == 3 && hdr[i] == 0xC4))

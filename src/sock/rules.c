@@ -18,16 +18,6 @@
 #define RULE_FILE_MAX (1 << 20)
 #define RULE_DEFAULT_FILE "/etc/smcr.conf"
 
-const char *rule_action_name(enum rule_action a)
-{
-	switch (a) {
-	case RULE_TCP: return "tcp";
-	case RULE_SMC: return "smc";
-	case RULE_SMC_ONLY: return "smc-only";
-	}
-	return "?";
-}
-
 /* Splits the next whitespace-separated word off *p into w (NUL-terminated, at most cap-1
  * chars). Returns false at the end of the line or when the word is too long. */
 static bool next_word(const char **p, char *w, size_t cap)

@@ -69,7 +69,6 @@ SMCR_MUST_CHECK int rules_parse(struct rules *r, const char *text, const char *o
 enum rule_action rules_match(const struct rules *r, unsigned role, const char *prog,
 			     const struct sockaddr *sa, const struct rule **which);
 void rules_free(struct rules *r);
-const char *rule_action_name(enum rule_action a);
 
 /* The process's rules (see the top of this file). Never NULL. */
 const struct rules *rules_get(void);

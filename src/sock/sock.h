@@ -392,9 +392,11 @@ void hs_kick(struct sock *s);
 /* Stops watching the TCP socket (close of an SMC connection), or takes it off the list of
  * deferred watches. Caller holds s->lock. */
 void hs_unwatch_locked(struct sock *s);
-/* The engine's callback saw the peer stop (CORE_EV_RDHUP): on the progress thread, queues
- * the removal of the TCP watch if the peer closed (C or A). No lock held. */
-void hs_peer_closed(struct sock *s);
+/* The engine's callback saw the peer stop (CORE_EV_RDHUP raised; events: the level): on the
+ * progress thread, queues the removal of the TCP watch if the peer closed (C or A); from
+ * any thread, when the peer was lost with its link (RDHUP raised, not in the level), has
+ * the watch report the TCP FIN too (core_conn_info lost_wait). No lock held. */
+void hs_peer_closed(struct sock *s, unsigned events);
 
 /* Puts the program end of s->sig (opened, not yet installed) at s->fd, moving the
  * program's epoll registrations across the swap (sock_epoll_move_locked); block_out first

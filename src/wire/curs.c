@@ -2,20 +2,9 @@
  * See curs.h for the contract and the TCP equivalent of each helper. */
 #include "wire/curs.h"
 
-struct curs curs_add(struct curs c, uint64_t n, uint32_t size)
-{
-	if (size == 0)
-		return c;
-	/* 64-bit sum: count < 2^32 and n < 2^64 - 2^32 in any real use; laps beyond the
-	 * first add one wrap each, and the wrap counter is taken modulo 65536 (8.3). */
-	uint64_t total = (uint64_t)c.count + n;
-	uint64_t laps = total / size;
-	c.count = (uint32_t)(total % size);
-	c.wrap = (uint16_t)(c.wrap + (uint16_t)(laps & 0xFFFF));
-	return c;
-}
-
-uint64_t curs_diff(struct curs old, struct curs new_, uint32_t size)
+/* Bytes from old to new in a ring of size bytes (Linux smc_curs_diff), exact while they are
+ * at most one lap apart; 0 if new is behind. */
+static uint64_t curs_diff(struct curs old, struct curs new_, uint32_t size)
 {
 	/* procedures.md 4.2; negative results (new behind old) count as 0, as in Linux. */
 	int64_t d;
@@ -26,33 +15,8 @@ uint64_t curs_diff(struct curs old, struct curs new_, uint32_t size)
 	return d > 0 ? (uint64_t)d : 0;
 }
 
-bool curs_is_older(struct curs rcvd, struct curs known)
-{
-	/* wire-formats.md 7.1: a smaller non-zero wrap, or the same wrap and a smaller count. */
-	if (rcvd.wrap < known.wrap && rcvd.wrap != 0)
-		return true;
-	return rcvd.wrap == known.wrap && rcvd.count < known.count;
-}
-
-bool curs_take_newer(struct curs *known, struct curs rcvd)
-{
-	if (curs_is_older(rcvd, *known) || curs_eq(rcvd, *known))
-		return false;
-	*known = rcvd;
-	return true;
-}
-
-int curs_cmp(struct curs a, struct curs b)
-{
-	int dw = seq16_diff(a.wrap, b.wrap);
-	if (dw != 0)
-		return dw < 0 ? -1 : 1;
-	if (a.count != b.count)
-		return a.count < b.count ? -1 : 1;
-	return 0;
-}
-
-uint32_t curs_free_space(struct curs peer_cons, struct curs prod, uint32_t size)
+/* size - diff(peer_cons, prod), clamped to 0..size. */
+static uint32_t curs_free_space(struct curs peer_cons, struct curs prod, uint32_t size)
 {
 	uint64_t used = curs_diff(peer_cons, prod, size);
 	return used >= size ? 0 : (uint32_t)(size - used);

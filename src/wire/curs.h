@@ -1,19 +1,15 @@
-/* curs.h: THE ring-cursor module (STYLE.md 21, 29): RMBE cursors {wrap, count} and their
- * arithmetic, the window-update rule, the two-chunk split of a ring copy, and the 16-bit
- * CDC sequence-number compare.
+/* curs.h: the RMBE cursor as the wire carries it ({wrap, count}), the window-update rule,
+ * the two-chunk split of a ring copy, and the 16-bit CDC sequence-number compare. The
+ * cursor arithmetic the engine uses (absolute 64-bit positions, the newer-cursor check of a
+ * received cursor) is core's own (src/core: curs_to_abs, abs_to_curs): one model.
  *
  * Spec: wire-formats.md 8.3 (encoding), 7.1 (newer-cursor rule), 7.2 (sequence numbers);
  * procedures.md 4.2 (advance, diff, newer-than), 4.3 (free space, two pieces), 4.5 (window
  * update rule). Every helper is pure arithmetic; each names its TCP equivalent.
- *
- * A cursor is shared between threads only through struct curs_shared, which holds the
- * packed 64-bit value so wrap and count always travel together (a reader never sees the
- * new wrap with the old count). Who writes and who reads a given curs_shared is the owner's
- * business (core documents it per field); this module only guarantees the single copy. */
+ * */
 #ifndef SMCR_WIRE_CURS_H
 #define SMCR_WIRE_CURS_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -26,75 +22,10 @@ struct curs {
 	uint32_t count;
 };
 
-/* One 64-bit value: wrap in bits 32..47, count in bits 0..31. */
-static inline uint64_t curs_pack(struct curs c) { return (uint64_t)c.wrap << 32 | c.count; }
-static inline struct curs curs_unpack(uint64_t v)
-{
-	struct curs c = { (uint16_t)(v >> 32), (uint32_t)v };
-	return c;
-}
-
-/* A cursor cell read and written by different threads: always copied as one 64-bit atomic.
- * Store is a release, load an acquire: a reader that sees a producer cursor also sees the
- * ring bytes written before it was published (the writer stores after the data). */
-struct curs_shared {
-	_Atomic uint64_t v;
-};
-
-static inline struct curs curs_load(const struct curs_shared *s)
-{
-	return curs_unpack(atomic_load_explicit(&s->v, memory_order_acquire));
-}
-static inline void curs_store(struct curs_shared *s, struct curs c)
-{
-	atomic_store_explicit(&s->v, curs_pack(c), memory_order_release);
-}
-
 static inline bool curs_eq(struct curs a, struct curs b)
 {
 	return a.wrap == b.wrap && a.count == b.count;
 }
-
-/* count lies inside a ring of size bytes. A cursor received from the peer must pass this
- * before it is used (the codec cannot: it does not know the ring size). */
-static inline bool curs_valid(struct curs c, uint32_t size) { return c.count < size; }
-
-/* advance(c, n) of procedures.md 4.2: c moved n bytes forward in a ring of size bytes,
- * wrap counted modulo 65536. Works for any n (several laps add several wraps) and
- * normalises a count >= size. size 0 returns c unchanged.
- * TCP: SND.NXT += n (sequence space modulo 2^32). */
-struct curs curs_add(struct curs c, uint64_t n, uint32_t size);
-
-/* diff(old, new) of procedures.md 4.2 (Linux smc_curs_diff): bytes from old to new in a
- * ring of size bytes. Same wrap: new.count - old.count, or 0 if new is behind; different
- * wrap: size - old.count + new.count (0 if that is negative). Exact while the two cursors
- * are at most one lap apart, which the protocol keeps for producer vs consumer.
- * TCP: SND.NXT - SND.UNA (bytes in flight) or RCV.NXT - (bytes read). */
-uint64_t curs_diff(struct curs old, struct curs new_, uint32_t size);
-
-/* The receive rule of wire-formats.md 7.1 / procedures.md 4.2 (Linux
- * smc_cdc_cursor_to_host): a received cursor is OLDER than the known one, and is ignored,
- * if (rcvd.wrap < known.wrap and rcvd.wrap != 0) or (same wrap and rcvd.count <
- * known.count). A wrap of 0 below a larger known wrap counts as the 65535 -> 0 wrap-around.
- * Equal cursors are not older (taken again, harmlessly).
- * TCP: SEQ_LT(SEG.ACK, SND.UNA), "an old ACK is ignored" (RFC 9293 3.10.7.4). */
-bool curs_is_older(struct curs rcvd, struct curs known);
-
-/* Applies the receive rule: *known = rcvd unless rcvd is older. Returns true if *known
- * changed. TCP: SND.UNA = SEG.ACK for an acceptable ACK. */
-bool curs_take_newer(struct curs *known, struct curs rcvd);
-
-/* Serial-number order of two cursors of one ring that are less than 32768 laps apart:
- * wraps compared by signed 16-bit difference, then counts. < 0 if a is before b, 0 if
- * equal, > 0 if after. For local invariants (a cursor of ours never moves backwards);
- * received cursors go through curs_is_older, which is what Linux does.
- * TCP: SEQ_LT / SEQ_GT (RFC 1982 serial arithmetic). */
-int curs_cmp(struct curs a, struct curs b);
-
-/* Free space the writer may still use in the peer's RMBE: size - diff(peer_cons, prod),
- * clamped to 0..size (procedures.md 4.2 sender state).
- * TCP: SND.UNA + SND.WND - SND.NXT (usable window). */
-uint32_t curs_free_space(struct curs peer_cons, struct curs prod, uint32_t size);
 
 /* Window update rule (procedures.md 4.5, Linux smc_tx_consumer_update). */
 #define CURS_WND_MIN 2304u	/* SOCK_MIN_SNDBUF / 2 on x86_64 Linux (about 2.3 KB) */

@@ -1,8 +1,9 @@
 /* fuzz_roundtrip.c: libFuzzer decode -> encode -> decode stability over every codec
  * (wire-formats.md 1-7). The first byte selects the codec: 0 CLC (clc_decode), 1 LLC
- * (llc_decode), 2 CDC (cdc_decode), 3 TCP option (tcpopt_decode / tcpopt_find), anything
- * else: detection as smcr-decode does it (tools/smcr-decode/dec.h), message by message,
- * through the decoder and its printers. For every message that decodes, encoding must
+ * (llc_decode), 2 CDC (cdc_decode), 3 TCP option (tcpopt_decode / tcpopt_find), 4 SMC-R v2
+ * CLC (v2 Accept/Confirm, v2 extension), 5 SMC-R v2 LLC (llc2_decode), anything else:
+ * detection as smcr-decode does it (tools/smcr-decode/dec.h), message by message, through
+ * the decoder and its printers. For every message that decodes, encoding must
  * succeed, the bytes must decode to an equal message, and encoding that gives the same bytes
  * (abort otherwise). */
 #include <stdbool.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "lib/clc_check.h"
+#include "lib/v2_check.h"
 #include "smcr-decode/dec.h"
 #include "smcr-decode/out.h"
 #include "wire/cdc.h"
@@ -117,6 +119,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 1: llc_roundtrip(p, n); break;
 	case 2: cdc_roundtrip(p, n); break;
 	case 3: tcpopt_roundtrip(p, n); break;
+	case 4: (void)clc_v2_check_roundtrip(p, n); break;
+	case 5: (void)llc2_check_roundtrip(p, n); break;
 	default: if (n) auto_roundtrip(p, n); break;
 	}
 	return 0;

@@ -539,6 +539,74 @@ static void test_pcap_truncated_stream(void **state)
 	runcmd_free(&r);
 }
 
+/* The real Linux 6.12 SMC-R v2 capture (docs/parts/wire-v2.md 8): every CLC and LLC
+ * message of it decodes (exit 0, nothing on stderr) with the fields the capture holds; the
+ * text form names the v2 fields too; a v2 LLC message as hex decodes by its 16-bit length. */
+static void test_linux_v2_capture(void **state)
+{
+	(void)state;
+	char path[1200];
+	struct runcmd r;
+	size_t cdc = 0;
+	snprintf(path, sizeof(path), "%s/tests/vectors/linux-6.12-smcr-v2-rxe.pcap", srcdir);
+	assert_int_equal(runcmd(&r, "%s --json -r %s", shq(decoder), shq(path)), 0);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(line_count(r.err), 0);
+	/* 4 TCP options, Decline, Proposal, Accept, Confirm, 8 LLC v2, 35 CDC */
+	assert_int_equal(line_count(r.out), 4 + 4 + 8 + 35);
+	for (const char *q = r.out; (q = strstr(q, "{\"kind\":\"cdc\"")); q++)
+		cdc++;
+	assert_int_equal(cdc, 35);
+	expect_line(r.out, 2, "{\"kind\":\"clc.decline\",\"frame\":4,\"version\":1,"
+			      "\"diagnosis\":\"0x03030000\",\"diagnosis_name\":\"NOSMCDEV\"}");
+	expect_line(r.out, 5, "{\"kind\":\"clc.proposal\",\"frame\":62,\"length\":156,"
+			      "\"version\":2,\"typev1_name\":\"none\",\"typev2_name\":\"SMC-R\","
+			      "\"v2ext_roce_gid\":\"::ffff:10.0.0.1\",\"v2ext_max_conns\":255,"
+			      "\"v2ext_max_links\":2,\"user_eids\":[\"SPIKE-UEID\"]}");
+	expect_line(r.out, 6, "{\"kind\":\"clc.accept\",\"frame\":64,\"length\":160,"
+			      "\"version\":2,\"first_contact\":true,\"qpn\":18,"
+			      "\"rmb_rkey\":\"0x0000042f\",\"eid\":\"SPIKE-UEID\",\"os_type\":2,"
+			      "\"release\":1,\"hostname\":\"srv\",\"max_conns\":255,"
+			      "\"max_links\":2}");
+	expect_line(r.out, 7, "{\"kind\":\"clc.confirm\",\"frame\":66,\"length\":180,"
+			      "\"stream_offset\":156,\"hostname\":\"cli\","
+			      "\"gids\":[\"::ffff:10.0.0.1\"]}");
+	expect_line(r.out, 8, "{\"kind\":\"llc2.confirm_link\",\"frame\":67,"
+			      "\"transport\":\"roce_v2\",\"response\":false,"
+			      "\"no_rmbe_eyecatcher\":3,\"link_num\":1,\"max_links\":2,"
+			      "\"max_conns\":255}");
+	expect_line(r.out, 10, "{\"kind\":\"llc2.add_link\",\"frame\":71,\"length\":88,"
+			       "\"qpn\":19,\"link_num\":2,\"num_rkeys\":1,"
+			       "\"rkeys\":[{\"rkey\":\"0x0000042f\",\"rkey_new\":\"0x00000677\","
+			       "\"vaddr_new\":\"0xffff888008440000\"}]}");
+	expect_line(r.out, 11, "{\"kind\":\"llc2.add_link\",\"frame\":74,\"response\":true,"
+			       "\"rejected\":true}");
+	runcmd_free(&r);
+
+	assert_int_equal(runcmd(&r, "%s -r %s", shq(decoder), shq(path)), 0);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "llc2.delete_rkey\n  frame: 164\n"));
+	assert_non_null(strstr(r.out, "  eid: SPIKE-UEID\n"));
+	assert_non_null(strstr(r.out, "  target_gid: ::ffff:10.0.0.2\n"));
+	runcmd_free(&r);
+
+	/* frame 67 as hex; then with its length field big-endian (as a network-order reader
+	 * would write it): 11264 bytes do not fit, so nothing decodes as v2 */
+	const char *cl = "212c000352540000000200000000000000000000ffff0a000002000012010000010102ff"
+			 "0000000000000000";
+	assert_int_equal(runcmd(&r, "%s --json %s", shq(decoder), cl), 0);
+	assert_int_equal(r.status, 0);
+	expect_line(r.out, 0, "{\"kind\":\"llc2.confirm_link\",\"length\":44,"
+			      "\"qpn\":18,\"max_conns\":255}");
+	runcmd_free(&r);
+	assert_int_equal(runcmd(&r, "%s --json 21002c03525400000002000000000000000000"
+				    "00ffff0a000002000012010000010102ff0000000000000000",
+				shq(decoder)), 0);
+	assert_int_not_equal(r.status, 0);
+	assert_null(strstr(r.out, "llc2."));
+	runcmd_free(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -551,6 +619,7 @@ int main(void)
 		cmocka_unit_test(test_usage),
 		cmocka_unit_test(test_pcap_input),
 		cmocka_unit_test(test_pcap_truncated_stream),
+		cmocka_unit_test(test_linux_v2_capture),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

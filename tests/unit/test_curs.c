@@ -1,7 +1,6 @@
-/* test_curs.c: the ring-cursor module (procedures.md 4.2-4.5, wire-formats.md 7.1, 7.2,
- * 8.3): exact cases from the spec, and properties: add then diff gives the amount; a
- * cursor never moves backwards; wrap at the ring size and at 65536; the two-chunk split
- * covers exactly the range; 16-bit sequence compare. */
+/* test_curs.c: wire/curs (procedures.md 4.3-4.5, wire-formats.md 7.2): the window-update
+ * rule, the two-chunk split covers exactly the range, 16-bit sequence compare. Core's own
+ * cursor arithmetic is tested in tests/unit/test_core_curs.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,166 +18,10 @@ static struct curs C(uint16_t wrap, uint32_t count)
 	return c;
 }
 
-static void assert_curs(struct curs c, uint16_t wrap, uint32_t count)
-{
-	if (c.wrap != wrap || c.count != count)
-		fail_msg("cursor (%u, %u), want (%u, %u)", c.wrap, c.count, wrap, count);
-}
-
-static void test_pack_shared(void **state)
-{
-	(void)state;
-	struct curs c = C(0xABCD, 0x12345678);
-	assert_true(curs_pack(c) == 0x0000ABCD12345678ull);
-	/* Bits 48..63 are unused. */
-	assert_curs(curs_unpack(0x9999ABCD12345678ull), 0xABCD, 0x12345678);
-	assert_curs(curs_unpack(curs_pack(C(0xFFFF, 0xFFFFFFFF))), 0xFFFF, 0xFFFFFFFF);
-	struct curs_shared s;
-	atomic_init(&s.v, 0);
-	assert_curs(curs_load(&s), 0, 0);
-	curs_store(&s, c);
-	assert_curs(curs_load(&s), 0xABCD, 0x12345678);
-	assert_true(atomic_load(&s.v) == 0x0000ABCD12345678ull);
-	assert_true(atomic_is_lock_free(&s.v));		/* one 64-bit copy, no lock */
-}
-
-static void test_add(void **state)
-{
-	(void)state;
-	const uint32_t S = 16384;
-	assert_curs(curs_add(C(0, 0), 0x1000, S), 0, 0x1000);
-	assert_curs(curs_add(C(0, 0x3ff0), 0x10, S), 1, 0);	/* count reaches S: wraps */
-	assert_curs(curs_add(C(0, 0x3ff0), 0x20, S), 1, 0x10);
-	assert_curs(curs_add(C(0, 0x3fff), 1, S), 1, 0);
-	assert_curs(curs_add(C(0, 0), S, S), 1, 0);		/* a full ring */
-	assert_curs(curs_add(C(3, 5), 3 * (uint64_t)S, S), 6, 5);	/* several laps */
-	assert_curs(curs_add(C(0xFFFF, 0x3ff0), 0x20, S), 0, 0x10);	/* wrap mod 65536 */
-	assert_curs(curs_add(C(0xFFFF, 0), 0x10000ull * S, S), 0xFFFF, 0);
-	assert_curs(curs_add(C(2, 7), 0, S), 2, 7);
-	assert_curs(curs_add(C(2, 7), 100, 0), 2, 7);		/* size 0: unchanged */
-	assert_curs(curs_add(C(0, S + 3), 0, S), 1, 3);		/* normalises count */
-	/* The largest RMBE (code 15, 512 MiB). */
-	uint32_t big = (uint32_t)wire_rmbe_size(15);
-	assert_curs(curs_add(C(0, big - 1), big, big), 1, big - 1);
-}
-
-static void test_diff(void **state)
+static void test_window(void **state)
 {
 	(void)state;
 	const uint32_t S = 65536;
-	assert_int_equal(curs_diff(C(0, 0), C(0, 0x1000), S), 0x1000);
-	assert_int_equal(curs_diff(C(0, 0x1000), C(0, 0x1000), S), 0);
-	assert_int_equal(curs_diff(C(0, 0x2000), C(0, 0x1000), S), 0);	/* behind: 0 */
-	assert_int_equal(curs_diff(C(0, 0xfff0), C(1, 0x10), S), 0x20);	/* 9 example */
-	assert_int_equal(curs_diff(C(0, 0x100), C(1, 0x100), S), S);	/* one full lap */
-	assert_int_equal(curs_diff(C(0xFFFF, 0xfff0), C(0, 0x10), S), 0x20);	/* 65535 -> 0 */
-	/* Counts the peer could send out of range do not underflow. */
-	assert_int_equal(curs_diff(C(0, 0xFFFFFFFF), C(1, 0), S), 0);
-	assert_true(curs_diff(C(0, 0), C(1, 0xFFFFFFFF), S) == (uint64_t)S + 0xFFFFFFFFull);
-}
-
-/* Property: from any cursor, add(n) then diff gives n (n <= size), the new cursor is
- * valid, never older than the old one and after it in serial order. */
-static void test_add_diff_property(void **state)
-{
-	(void)state;
-	uint64_t s = 0xc0de;
-	for (int n = 0; n < 200000; n++) {
-		uint64_t r = llccdc_rand(&s);
-		uint32_t size = (uint32_t)wire_rmbe_size((unsigned)(r % 16));
-		if (n % 3 == 0)
-			size = (uint32_t)(1 + (r >> 8) % 100);	/* small rings reach every edge */
-		struct curs a = C((uint16_t)(r >> 16), (uint32_t)((r >> 32) % size));
-		if (n % 7 == 0)
-			a.wrap = 0xFFFF;
-		uint32_t amt = (uint32_t)(llccdc_rand(&s) % ((uint64_t)size + 1));
-		struct curs b = curs_add(a, amt, size);
-		assert_true(curs_valid(b, size));
-		assert_true(curs_diff(a, b, size) == amt);
-		assert_false(curs_is_older(b, a));		/* never backwards (7.1 rule) */
-		assert_true(curs_cmp(b, a) >= 0);
-		if (amt > 0)
-			assert_true(curs_cmp(b, a) > 0);
-		/* The wrap moves by exactly the laps completed. */
-		uint16_t laps = (uint16_t)(b.wrap - a.wrap);
-		assert_int_equal(laps, ((uint64_t)a.count + amt) / size);
-		/* Free space of a writer at b whose peer consumed up to a. */
-		assert_int_equal(curs_free_space(a, b, size), size - amt);
-	}
-}
-
-/* A long walk: many small steps around a small ring, through the 65536-wrap. */
-static void test_walk_never_backwards(void **state)
-{
-	(void)state;
-	const uint32_t S = 16;
-	struct curs c = C(0xFFF0, 3), known = c;
-	uint64_t s = 7, total = 0;
-	for (int n = 0; n < 100000; n++) {
-		uint32_t step = (uint32_t)(llccdc_rand(&s) % (S + 1));
-		struct curs next = curs_add(c, step, S);
-		assert_false(curs_is_older(next, c));
-		assert_true(curs_cmp(next, c) >= 0);
-		if (step)
-			assert_true(curs_take_newer(&known, next));
-		else
-			assert_false(curs_take_newer(&known, next));
-		assert_true(curs_eq(known, next));
-		c = next;
-		total += step;
-	}
-	/* The position is the sum of all steps, modulo S * 65536 bytes. */
-	uint64_t pos = (0xFFF0ull * S + 3 + total) % (65536ull * S);
-	assert_curs(c, (uint16_t)(pos / S), (uint32_t)(pos % S));
-}
-
-static void test_is_older(void **state)
-{
-	(void)state;
-	/* wire-formats.md 7.1: smaller non-zero wrap, or same wrap and smaller count. */
-	assert_true(curs_is_older(C(1, 0x100), C(2, 0)));
-	assert_true(curs_is_older(C(2, 0xff), C(2, 0x100)));
-	assert_false(curs_is_older(C(2, 0x100), C(2, 0x100)));	/* equal: taken again */
-	assert_false(curs_is_older(C(2, 0x101), C(2, 0x100)));
-	assert_false(curs_is_older(C(3, 0), C(2, 0x100)));
-	assert_false(curs_is_older(C(0, 0x10), C(0xFFFF, 0xfff0)));	/* 65535 -> 0 */
-	assert_false(curs_is_older(C(0, 0x10), C(5, 0x10)));	/* wrap 0: never "smaller" */
-	assert_true(curs_is_older(C(0, 0x0f), C(0, 0x10)));
-	/* Linux's rule is not symmetric at the wrap-around: the old cursor (0xFFFF, x) is
-	 * not "older" than (1, y) by it. curs_cmp is the serial order. */
-	assert_false(curs_is_older(C(0xFFFF, 0), C(1, 0)));
-	assert_true(curs_cmp(C(0xFFFF, 0), C(1, 0)) < 0);
-
-	struct curs k = C(2, 0x100);
-	assert_false(curs_take_newer(&k, C(2, 0x80)));
-	assert_curs(k, 2, 0x100);
-	assert_false(curs_take_newer(&k, C(1, 0x200)));
-	assert_true(curs_take_newer(&k, C(2, 0x180)));
-	assert_curs(k, 2, 0x180);
-	assert_true(curs_take_newer(&k, C(0, 0x10)));		/* wrap 0 taken */
-	assert_curs(k, 0, 0x10);
-}
-
-static void test_cmp(void **state)
-{
-	(void)state;
-	assert_int_equal(curs_cmp(C(1, 5), C(1, 5)), 0);
-	assert_int_equal(curs_cmp(C(1, 4), C(1, 5)), -1);
-	assert_int_equal(curs_cmp(C(2, 0), C(1, 5)), 1);
-	assert_int_equal(curs_cmp(C(0, 0), C(0xFFFF, 0xFFFF)), 1);	/* across the wrap */
-	assert_int_equal(curs_cmp(C(0x7FFF, 0), C(0, 0)), 1);
-	assert_int_equal(curs_cmp(C(0x8000, 0), C(0, 0)), -1);	/* half-way: earlier */
-}
-
-static void test_free_space_and_window(void **state)
-{
-	(void)state;
-	const uint32_t S = 65536;
-	assert_int_equal(curs_free_space(C(0, 0), C(0, 0), S), S);	/* S at start */
-	assert_int_equal(curs_free_space(C(0, 0x1000), C(1, 0x1000), S), 0);	/* full */
-	assert_int_equal(curs_free_space(C(0, 0xfff0), C(1, 0x10), S), S - 0x20);
-	assert_int_equal(curs_free_space(C(0, 0), C(1, 0x10), S), 0);	/* > S: clamped */
-
 	/* limit = max(S / 10, about 2.3 KB). */
 	assert_int_equal(curs_wnd_limit(16384), CURS_WND_MIN);
 	assert_int_equal(curs_wnd_limit(65536), 6553);
@@ -289,14 +132,7 @@ static void test_seq16(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_pack_shared),
-		cmocka_unit_test(test_add),
-		cmocka_unit_test(test_diff),
-		cmocka_unit_test(test_add_diff_property),
-		cmocka_unit_test(test_walk_never_backwards),
-		cmocka_unit_test(test_is_older),
-		cmocka_unit_test(test_cmp),
-		cmocka_unit_test(test_free_space_and_window),
+		cmocka_unit_test(test_window),
 		cmocka_unit_test(test_split),
 		cmocka_unit_test(test_seq16),
 	};

@@ -1,4 +1,5 @@
 /* smcr-decode: decodes SMC-R v1 messages (TCP option, CLC, LLC, CDC; wire-formats.md 1-7)
+ * and SMC-R v2 ones (v2 CLC and LLC; docs/parts/wire-v2.md)
  * from hex text, binary files or pcap/pcapng captures and prints their fields as text or
  * JSON lines. Usage and keys: docs/parts/decode.md, or smcr-decode --help.
  *
@@ -26,7 +27,8 @@ static const char usage[] =
 	"\n"
 	"Decodes SMC-R v1 messages and prints their fields (RFC 7609; the project's\n"
 	"wire-formats.md): TCP option, CLC Proposal/Accept/Confirm/Decline, the 8 LLC\n"
-	"messages, CDC.\n"
+	"messages, CDC; and SMC-R v2 (docs/parts/wire-v2.md): the v2 Proposal extension,\n"
+	"v2 Accept/Confirm, the v2 LLC messages (kinds llc2.*).\n"
 	"\n"
 	"input (one of; default: HEX arguments, or hex text on stdin if there are none)\n"
 	"  HEX...           hex text in the arguments (joined by newlines)\n"

@@ -160,10 +160,11 @@ static void print_proposal(struct out *o, const struct clc_proposal *p)
 		out_uint(o, "v2ext_release", p->v2ext.release);
 		out_bool(o, "v2ext_seid", p->v2ext.seid);
 		out_uint(o, "v2ext_length", p->v2ext.len);
+		print_v2ext(o, p);
 	}
 }
 
-static void print_accept(struct out *o, const struct clc_accept *a)
+void print_accept(struct out *o, const struct clc_accept *a)
 {
 	frame_fields(o, &a->f);
 	out_bool(o, "first_contact", a->first_contact);
@@ -326,6 +327,12 @@ static void print_delete_rkey(struct out *o, const struct llc_delete_rkey *d)
 void print_llc(struct out *o, const struct llc_msg *m, const struct dec_where *w)
 {
 	print_begin(o, print_llc_kind((uint8_t)m->type), w, LLC_MSG_LEN);
+	print_llc_body(o, m);
+	out_end(o);
+}
+
+void print_llc_body(struct out *o, const struct llc_msg *m)
+{
 	out_bool(o, "response", m->resp);
 	switch (m->type) {
 	case LLC_CONFIRM_LINK:
@@ -353,7 +360,6 @@ void print_llc(struct out *o, const struct llc_msg *m, const struct dec_where *w
 		out_bytes(o, "user_data", m->test_link.data, LLC_TL_DATA_LEN);
 		break;
 	}
-	out_end(o);
 }
 
 void print_cdc(struct out *o, const struct cdc_msg *m, const struct dec_where *w, size_t len)

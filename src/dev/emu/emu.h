@@ -59,10 +59,6 @@
 /* Registers the provider "emu" (idempotent, thread-safe). */
 SMCR_MUST_CHECK int dev_emu_register(void);
 
-/* The provider itself, for test wrappers that open emu devices under another provider name
- * (tests/lib/emu_netns.c runs the conformance suite across network namespaces). */
-const struct dev_provider *dev_emu_provider(void);
-
 /* The TCP port the device listens on (useful after "port=0"). */
 SMCR_MUST_CHECK int dev_emu_port(struct dev_device *dev, uint16_t *port);
 

@@ -916,11 +916,6 @@ int dev_emu_register(void)
 	return dev_provider_register(&emu_provider);
 }
 
-const struct dev_provider *dev_emu_provider(void)
-{
-	return &emu_provider;
-}
-
 int dev_emu_port(struct dev_device *dev, uint16_t *port)
 {
 	if (!emu_is_emu_dev(dev))

@@ -1,0 +1,33 @@
+/* v2cap.h: the frames of the real Linux 6.12 SMC-R v2 capture
+ * (tests/vectors/linux-6.12-smcr-v2-rxe.pcap, docs/parts/wire-v2.md 8) for the golden
+ * tests: the TCP payload or RoCE payload (after the BTH, before the ICRC) of every frame,
+ * by frame number, read with libpcap and smcr-decode's frame walker. */
+#ifndef SMCR_TEST_V2CAP_H
+#define SMCR_TEST_V2CAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define V2CAP_MAX_FRAMES 256
+#define V2CAP_MAX_PAYLOAD 2048
+
+enum v2cap_kind { V2CAP_OTHER, V2CAP_TCP, V2CAP_ROCE };
+
+struct v2cap_frame {
+	enum v2cap_kind kind;
+	uint8_t opcode;			/* RoCE BTH opcode */
+	size_t len;
+	uint8_t data[V2CAP_MAX_PAYLOAD];
+};
+
+struct v2cap {
+	size_t count;			/* frames; frame n (1-based) is f[n - 1] */
+	struct v2cap_frame f[V2CAP_MAX_FRAMES];
+};
+
+/* Path of the capture in the source tree (SMCR_SOURCE_DIR), in a static buffer. */
+const char *v2cap_path(void);
+/* Loads the capture into c (heap: the struct is large). 0, or -1 with a message on stderr. */
+int v2cap_load(struct v2cap *c);
+
+#endif

@@ -1,0 +1,215 @@
+/* it_clc_commit.c: a server that has sent its Accept is committed to SMC-R (RFC 7609 3.5;
+ * docs/PROTOCOL.md "Fallback"): fallback to TCP is possible only before that point, while
+ * the TCP stream still holds nothing but the client's first bytes. What the client sends in
+ * place of its Confirm is CLC or nothing: anything else (random bytes, zeros, text) drops
+ * the connection with a TCP reset, and the program never sees it nor those bytes.
+ *
+ * A Proposal that starts with the SMC-D eyecatcher but asks for SMC-R is not a plain TCP
+ * client either (it spoke CLC): it is served or declined by the CLC rules, never taken for
+ * stream data.
+ *
+ * The test process is the fake client (libc sockets and the wire codecs); an smcr server
+ * child accepts in a loop and records what it got. A real smcr client comes last: it must
+ * be the first and only connection the program accepted. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <string.h>
+
+#include "itlib.h"
+#include "wire/clc.h"
+
+static int lfd;
+static uint16_t port;
+
+#define MAXCONN 8
+struct shared {
+	int n; /* connections the server program accepted */
+	int mode[MAXCONN];
+	uint32_t local[MAXCONN];
+	char data[MAXCONN][8];
+};
+static struct shared *sh;
+
+static int raw_connect(uint16_t p)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(p),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+/* The server ended the connection with a reset within timeout_ms (a fallback would keep it
+ * open and echo; an orderly close would give EOF). */
+static void raw_expect_reset(int fd, int timeout_ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	uint8_t b[256];
+	for (;;) {
+		assert_int_equal(poll(&p, 1, timeout_ms), 1);
+		ssize_t n = read(fd, b, sizeof(b));
+		if (n < 0) {
+			assert_int_equal(errno, ECONNRESET);
+			return;
+		}
+		assert_true(n > 0); /* EOF: not the reset the server owes */
+	}
+}
+
+/* Accepts n connections; each one's mode and first 5 bytes (echoed back). */
+static int server(void *arg)
+{
+	int expect = (int)(intptr_t)arg;
+	it_child_env(0);
+	for (int i = 0; i < expect; i++) {
+		int fd = smcr_accept(lfd, NULL, NULL);
+		IT_CHECK(fd >= 0);
+		struct smcr_info in;
+		IT_CHECK(it_info(fd, &in));
+		sh->mode[i] = in.mode;
+		sh->local[i] = in.local_reason;
+		ssize_t n = smcr_recv(fd, sh->data[i], 5, MSG_WAITALL);
+		IT_CHECK(n == 5);
+		IT_CHECK(it_write_all(fd, sh->data[i], 5));
+		sh->n = i + 1;
+		smcr_close(fd);
+	}
+	return 0;
+}
+
+static int real_client(void *arg)
+{
+	(void)arg;
+	int fd = it_client_smc(lfd, port);
+	IT_CHECK(it_write_all(fd, "real!", 5));
+	char b[5];
+	IT_CHECK(it_read_all(fd, b, 5) && memcmp(b, "real!", 5) == 0);
+	smcr_close(fd);
+	return 0;
+}
+
+/* A valid Proposal, the server's Accept read, then junk where the Confirm belongs. */
+static void after_accept(const uint8_t *junk, size_t n)
+{
+	uint8_t b[CLC_MSG_MAX_LEN];
+	size_t pn = it_clc_proposal(b, sizeof(b), 0x4343, 97, 0x7f000000, 8, CLC_PATH_R);
+	int fd = raw_connect(port);
+	it_raw_write(fd, b, pn);
+	uint8_t ans[CLC_MSG_MAX_LEN];
+	size_t an = it_raw_read_clc(fd, ans, sizeof(ans), 5000);
+	struct clc_msg got;
+	assert_int_equal(clc_decode(ans, an, &got), 0);
+	assert_int_equal(got.type, CLC_ACCEPT);
+	it_raw_write(fd, junk, n);
+	raw_expect_reset(fd, 5000);
+	close(fd);
+}
+
+static void test_junk_after_accept(void **state)
+{
+	(void)state;
+	memset(sh, 0, sizeof(*sh));
+	setenv("SMCR_CLC_WAIT_MS", "300", 1);
+	it_rules("use smc both * *");
+	lfd = it_listen(false, &port);
+	assert_true(lfd >= 0);
+	pid_t s = it_fork(server, (void *)(intptr_t)1);
+
+	uint8_t junk[68];
+	uint64_t seed = 0x9e3779b97f4a7c15ull;
+	it_fill_random(junk, sizeof(junk), &seed);
+	junk[0] = 0x47; /* not 0xE2: a byte no CLC message starts with */
+	after_accept(junk, sizeof(junk));
+	memset(junk, 0, sizeof(junk));
+	after_accept(junk, sizeof(junk));
+	static const char text[] = "GET / HTTP/1.0\r\nHost: x\r\n\r\n";
+	after_accept((const uint8_t *)text, sizeof(text) - 1);
+
+	pid_t c = it_fork(real_client, NULL);
+	assert_int_equal(it_wait(c, 20000), 0);
+	assert_int_equal(it_wait(s, 20000), 0);
+	smcr_close(lfd);
+	unsetenv("SMCR_CLC_WAIT_MS");
+	assert_int_equal(sh->n, 1);
+	assert_int_equal(sh->mode[0], SMCR_MODE_SMCR);
+	assert_memory_equal(sh->data[0], "real!", 5);
+}
+
+/* The SMC-D eyecatcher at both ends of a Proposal that offers SMC-R: CLC, not stream
+ * data. The server answers it with CLC (an Accept: SMC-R is offered), and junk after
+ * that Accept resets as above; the program never sees the Proposal's bytes. */
+static void test_smcd_eye_proposal(void **state)
+{
+	(void)state;
+	memset(sh, 0, sizeof(*sh));
+	setenv("SMCR_CLC_WAIT_MS", "300", 1);
+	it_rules("use smc both * *");
+	lfd = it_listen(false, &port);
+	assert_true(lfd >= 0);
+	pid_t s = it_fork(server, (void *)(intptr_t)1);
+
+	struct clc_msg m;
+	memset(&m, 0, sizeof(m));
+	m.type = CLC_PROPOSAL;
+	clc_proposal_init(&m.proposal);
+	m.proposal.f.eye = CLC_EYE_SMCD;
+	m.proposal.f.trail = CLC_EYE_SMCD;
+	m.proposal.peer_id.instance = 0x4444;
+	m.proposal.gid.b[10] = 0xff;
+	m.proposal.gid.b[11] = 0xff;
+	m.proposal.gid.b[12] = 127;
+	m.proposal.gid.b[15] = 96;
+	m.proposal.ipv4_subnet = 0x7f000000;
+	m.proposal.ipv4_prefix_len = 8;
+	m.proposal.typev1 = CLC_PATH_R;
+	uint8_t b[CLC_MSG_MAX_LEN];
+	size_t n = it_clc_enc(&m, b, sizeof(b));
+	assert_int_equal(b[3], 0xC4);
+	int fd = raw_connect(port);
+	it_raw_write(fd, b, n);
+	uint8_t ans[CLC_MSG_MAX_LEN];
+	size_t an = it_raw_read_clc(fd, ans, sizeof(ans), 5000);
+	struct clc_msg got;
+	assert_int_equal(clc_decode(ans, an, &got), 0);
+	assert_true(got.type == CLC_ACCEPT || got.type == CLC_DECLINE);
+	if (got.type == CLC_ACCEPT) {
+		uint8_t z[68];
+		memset(z, 0, sizeof(z));
+		it_raw_write(fd, z, sizeof(z));
+		raw_expect_reset(fd, 5000);
+	}
+	close(fd);
+
+	pid_t c = it_fork(real_client, NULL);
+	assert_int_equal(it_wait(c, 20000), 0);
+	assert_int_equal(it_wait(s, 20000), 0);
+	smcr_close(lfd);
+	unsetenv("SMCR_CLC_WAIT_MS");
+	assert_int_equal(sh->n, 1);
+	assert_int_equal(sh->mode[0], SMCR_MODE_SMCR);
+	assert_memory_equal(sh->data[0], "real!", 5);
+}
+
+int main(void)
+{
+	char port_s[16];
+	snprintf(port_s, sizeof(port_s), "%d", 20000 + (int)(getpid() % 20000));
+	setenv("IT_EMU_PORT", port_s, 1);
+	sh = it_shared(sizeof(*sh));
+	if (getenv("IT_FILTER"))
+		cmocka_set_test_filter(getenv("IT_FILTER"));
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_junk_after_accept),
+		cmocka_unit_test(test_smcd_eye_proposal),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
