@@ -93,6 +93,22 @@ struct core_conn;
  * was held: TCP's cork ceiling (200 ms, TCP_CORK in tcp(7)). */
 #define CORE_CORK_NS (200ull * 1000000ull)
 
+/* The user EID table (the kernel's UEID table, docs/CONFIG.md SMCR_UEID): up to 8 EIDs of
+ * 32 bytes each, upper case and blank padded (docs/parts/wire-v2.md 2.3). SMC-R v2 is
+ * offered and accepted only with at least one. */
+#define CORE_MAX_UEIDS 8
+#define CORE_EID_LEN 32
+struct core_ueid_table {
+	uint8_t n;
+	uint8_t eid[CORE_MAX_UEIDS][CORE_EID_LEN];
+};
+
+/* Adds the EIDs of text (separated by blanks or commas) to t as the kernel's UEID table
+ * takes them: each normalised by the rules of wire-v2.md 2.3 (lower case made upper); an
+ * invalid one, a duplicate or one past the 8th is not added. Returns how many entries were
+ * not added (0: all were), so the caller can warn. */
+int core_ueid_parse(const char *text, struct core_ueid_table *t);
+
 struct core_engine_params {
 	/* Devices to open with dev_open() (e.g. "shm", "emu:..."), in order of preference.
 	 * The providers must already be registered (sock is the composition root). At least
@@ -123,6 +139,8 @@ struct core_engine_params {
 	 * wakes no sleeper at the peer, whose program has closed (close.c "Quiet final C").
 	 * Added by the connect4 branch. */
 	bool close_solicited;
+	/* The user EIDs (SMC-R v2); n = 0: v2 is neither offered nor accepted. */
+	struct core_ueid_table ueids;
 };
 
 /* Creates the engine: opens the devices, one CQ per device, picks the peer ID.
