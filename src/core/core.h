@@ -551,6 +551,7 @@ struct core_conn_info {
 	uint32_t fallback_peer;		/* decline code the peer sent; 0 = none */
 	int error;			/* pending error (not cleared), 0 = none */
 	bool first_contact;		/* this connection created its LG */
+	uint8_t smc_version;		/* SMC-R version of the handshake: 1, or 2 (v2 ran) */
 	uint32_t lg_id;			/* engine-local LG number (0 = none) */
 	uint8_t link_num;		/* link the connection uses (wire link number) */
 	struct wire_peer_id peer_id;	/* the peer's SMC-R instance */

@@ -49,7 +49,8 @@ void core_timer_at(struct core_engine *e, uint64_t deadline)
 /* ---- devices ----------------------------------------------------------------------------- */
 
 /* Picks port 1 and its best GID: RoCE v1 first (what SMC-R v1 uses, linux-interop.md 6),
- * else a software provider's GID, else index 0. */
+ * else a software provider's GID, else index 0; and, apart, its first RoCE v2 GID (SMC-R
+ * v2's, docs/parts/wire-v2.md 6). */
 static int dev_setup(struct core_engine *e, struct core_dev *cd, const char *spec)
 {
 	int rc = dev_open(spec, &cd->dev);
@@ -67,6 +68,11 @@ static int dev_setup(struct core_engine *e, struct core_dev *cd, const char *spe
 		struct dev_gid_entry ge;
 		if (dev_query_gid(cd->dev, cd->port_num, (int)i, &ge))
 			continue;
+		if (ge.type == DEV_GID_TYPE_ROCE_V2 && !cd->has_v2) {
+			cd->has_v2 = true;
+			cd->gid_v2_index = (uint8_t)i;
+			cd->gid_v2 = ge;
+		}
 		int rank = ge.type == DEV_GID_TYPE_ROCE_V1 ? 3 : ge.type == DEV_GID_TYPE_SOFT ? 2 : 1;
 		if (rank > best_rank) {
 			best = (int)i;

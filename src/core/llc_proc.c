@@ -22,8 +22,8 @@ int llc_send(struct core_link *l, const struct llc_msg *m)
 
 static void fill_gid_mac(struct core_link *l, struct wire_gid *gid, struct wire_mac *mac)
 {
-	memcpy(gid->b, l->cdev->gid.gid.raw, WIRE_GID_LEN);
-	memcpy(mac->b, l->cdev->gid.mac, WIRE_MAC_LEN);
+	memcpy(gid->b, lgr_gid(l->lg)->gid.raw, WIRE_GID_LEN);
+	memcpy(mac->b, lgr_gid(l->lg)->mac, WIRE_MAC_LEN);
 }
 
 /* CONFIRM LINK request (server) or response (client), flags 0x03: no RMBE eyecatchers

@@ -6,7 +6,8 @@
  * (ordering, access checks per PD/rkey/bounds, flush on error, peer loss).
  *
  * dev_open("loop") or dev_open("loop:inline=N") (N = max inline bytes, default 128;
- * a large N exercises the engine's zero-staging path). */
+ * a large N exercises the engine's zero-staging path); "gid=v2" (also "loop:gid=v2,inline=N")
+ * gives the device an IPv4-mapped GID of type RoCE v2 (::ffff:10.x.y.z), SMC-R v2's path. */
 #ifndef SMCR_TESTS_LOOPDEV_H
 #define SMCR_TESTS_LOOPDEV_H
 
