@@ -21,10 +21,13 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "core/core_int.h"
 #include "lib/core_pair.h"
+#include "lib/loopdev.h"
 #include "lib/v2cap.h"
 #include "wire/clc.h"
 #include "wire/clc_v2.h"
+#include "wire/llc_v2.h"
 
 #define T0 (100ull * 1000000000ull)
 
@@ -247,7 +250,14 @@ static void test_v2_smcr_to_smcr(void **state)
 	assert_non_null(se);
 	struct cp_pair pp = { 0 };
 	struct v2run v;
+	struct loopdev_stats st0, st1;
+	loopdev_stats(&st0);
 	run_hs(ce, se, &pp, &v);
+	/* the link came up with CONFIRM LINK v2 (request and response), no v1 LLC message */
+	loopdev_stats(&st1);
+	assert_int_equal(st1.send_type[LLC2_CONFIRM_LINK] - st0.send_type[LLC2_CONFIRM_LINK], 2);
+	for (int ty = 1; ty <= 9; ty++)
+		assert_int_equal(st1.send_type[ty], st0.send_type[ty]);
 	/* the client offered v1 and v2 (the v1 part as before, then the v2 extension) */
 	assert_int_equal(v.prop[7], 0x20);
 	struct clc_msg m;
@@ -302,6 +312,11 @@ static void test_v2_smcr_to_smcr(void **state)
 	cp_release(&pp);
 	core_engine_free(ce);
 	core_engine_free(se);
+	/* ... and ended with DELETE LINK v2; still no v1 LLC message in the v2 LG */
+	loopdev_stats(&st1);
+	assert_true(st1.send_type[LLC2_DELETE_LINK] > st0.send_type[LLC2_DELETE_LINK]);
+	for (int ty = 1; ty <= 9; ty++)
+		assert_int_equal(st1.send_type[ty], st0.send_type[ty]);
 }
 
 /* Cases that end in v1: each with both engines as given; the handshake is v1 (Accept 68). */
@@ -314,7 +329,14 @@ static void expect_v1(const char *cspec, const char *cueid, const char *sspec,
 	assert_non_null(se);
 	struct cp_pair pp = { 0 };
 	struct v2run v;
+	struct loopdev_stats st0, st1;
+	loopdev_stats(&st0);
 	run_hs(ce, se, &pp, &v);
+	loopdev_stats(&st1);
+	/* a v1 LG: CONFIRM LINK v1, no v2 LLC message */
+	assert_int_equal(st1.send_type[LLC_CONFIRM_LINK] - st0.send_type[LLC_CONFIRM_LINK], 2);
+	for (int ty = 0x21; ty <= 0x29; ty++)
+		assert_int_equal(st1.send_type[ty], st0.send_type[ty]);
 	assert_int_equal(v.prop[7], byte7);
 	assert_int_equal(v.acc_len, CLC_ACCEPT_LEN);
 	assert_int_equal(v.conf_len, CLC_ACCEPT_LEN);
@@ -394,6 +416,138 @@ static void test_linux_proposal_to_v2_server(void **state)
 	free(cap);
 }
 
+/* ---- LLC v2 in a v2 LG -------------------------------------------------------------------- */
+
+/* Sends a 44-byte message on from's link, lets both engines run, returns the last SEND (the
+ * answer, if any) in st. */
+static void llc_inject(struct cp_pair *pp, struct core_conn *from, const uint8_t msg[44],
+		       struct loopdev_stats *st)
+{
+	struct core_engine *e = from == pp->cli ? pp->ce : pp->se;
+	pthread_mutex_lock(&e->lock);
+	assert_int_equal(link_send_msg(from->lg->link, msg), 0);
+	pthread_mutex_unlock(&e->lock);
+	cp_progress(pp, 3);
+	loopdev_stats(st);
+}
+
+static void v2_hdr(uint8_t m[44], uint8_t type, uint8_t flags)
+{
+	memset(m, 0, 44);
+	m[0] = type;
+	m[1] = 44;	/* length, little-endian as Linux on x86-64 sends it */
+	m[2] = 0;
+	m[3] = flags;
+}
+
+static void test_llc_v2_answers(void **state)
+{
+	(void)state;
+	struct core_engine *ce = v2_engine("loop:gid=v2", "E");
+	struct core_engine *se = v2_engine("loop:gid=v2", "E");
+	struct cp_pair pp = { 0 };
+	struct v2run v;
+	struct loopdev_stats st;
+	uint8_t m[44];
+	run_hs(ce, se, &pp, &v);
+	expect_mode(&pp, CORE_CLC_SMC, 2);
+
+	/* TEST LINK v2 (request) from the client: echoed with the response flag */
+	v2_hdr(m, LLC2_TEST_LINK, 0);
+	memcpy(m + 4, "user-data-1234", 14);	/* 16 bytes of user data at 4 */
+	llc_inject(&pp, pp.cli, m, &st);
+	assert_int_equal(st.last_send_len, 44);
+	assert_int_equal(st.last_send[0], 0x27);
+	assert_int_equal(st.last_send[1], 44);
+	assert_int_equal(st.last_send[2], 0);
+	assert_int_equal(st.last_send[3], 0x80);
+	assert_memory_equal(st.last_send + 4, "user-data-1234", 14);
+
+	/* DELETE RKEY v2 of two keys the server does not know: the v2 response counts them */
+	v2_hdr(m, LLC2_DELETE_RKEY, 0);
+	m[4] = 2;
+	m[8] = 0x11;
+	m[12] = 0x22;
+	llc_inject(&pp, pp.cli, m, &st);
+	assert_int_equal(st.last_send[0], 0x29);
+	assert_int_equal(st.last_send[3], 0x80 | 0x20);	/* response, negative */
+	assert_int_equal(st.last_send[4], 2);
+	assert_int_equal(st.last_send[5], 2);		/* the number not deleted */
+
+	/* REQUEST ADD LINK v2 from the client: the server answers, adds nothing */
+	struct llc2_msg r;
+	memset(&r, 0, sizeof(r));
+	r.type = LLC2_REQ_ADD_LINK;
+	r.req_add_link.gid_count = 1;
+	memset(r.req_add_link.gids[0].b, 0xab, 16);
+	size_t n = 0;
+	assert_int_equal(llc2_encode(&r, m, sizeof(m), &n), 0);
+	assert_int_equal(n, 44);
+	llc_inject(&pp, pp.cli, m, &st);
+	assert_int_equal(st.last_send[0], 0x25);
+	assert_int_equal(st.last_send[3], 0x80);
+	uint8_t zero[40] = { 0 };
+	assert_memory_equal(st.last_send + 4, zero, 40);
+
+	/* ADD LINK v2 from the server (the capture's request, without its RKey extension):
+	 * the single-link client rejects it with the request's 44 bytes, length 44 */
+	struct v2cap *cap = malloc(sizeof(*cap));
+	assert_non_null(cap);
+	assert_int_equal(v2cap_load(cap), 0);
+	const struct v2cap_frame *f = &cap->f[71 - 1];
+	assert_int_equal(f->data[0], 0x22);
+	memcpy(m, f->data, 44);
+	m[1] = 44;
+	m[2] = 0;
+	llc_inject(&pp, pp.srv, m, &st);
+	assert_int_equal(st.last_send_len, 44);
+	assert_int_equal(st.last_send[0], 0x22);
+	assert_int_equal(st.last_send[1], 44);
+	assert_int_equal(st.last_send[2], 0);
+	assert_int_equal(st.last_send[3] & 0xC0, 0xC0);	/* response, rejected */
+	assert_memory_equal(st.last_send + 4, m + 4, 40);
+	free(cap);
+
+	/* the connection still carries data */
+	data_both_ways(&pp, 20000, 11);
+	struct core_engine_stats es;
+	core_engine_stats(se, &es);
+	/* the one the server dropped: the client's reject of an ADD LINK the server's engine
+	 * never sent (the test put it on its link) */
+	assert_int_equal(es.llc_rx_dropped, 1);
+	/* and the client's: the REQUEST ADD LINK response to a request its engine never sent */
+	core_engine_stats(ce, &es);
+	assert_int_equal(es.llc_rx_dropped, 1);
+	cp_release(&pp);
+	core_engine_free(ce);
+	core_engine_free(se);
+}
+
+/* A v2 LLC message in a v1 LG is dropped without an answer, as Linux drops types it has no
+ * handler for. */
+static void test_llc_v2_in_v1_lg_dropped(void **state)
+{
+	(void)state;
+	struct core_engine *ce = v2_engine("loop", NULL);
+	struct core_engine *se = v2_engine("loop", NULL);
+	struct cp_pair pp = { 0 };
+	struct v2run v;
+	struct loopdev_stats st0, st;
+	uint8_t m[44];
+	run_hs(ce, se, &pp, &v);
+	expect_mode(&pp, CORE_CLC_SMC, 1);
+	v2_hdr(m, LLC2_TEST_LINK, 0);
+	loopdev_stats(&st0);
+	llc_inject(&pp, pp.cli, m, &st);
+	assert_int_equal(st.sends, st0.sends + 1);	/* ours only: no answer */
+	struct core_engine_stats es;
+	core_engine_stats(se, &es);
+	assert_int_equal(es.llc_rx_dropped, 1);
+	cp_release(&pp);
+	core_engine_free(ce);
+	core_engine_free(se);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -403,6 +557,8 @@ int main(void)
 		cmocka_unit_test(test_v2_smcr_to_smcr),
 		cmocka_unit_test(test_v2_fallbacks_to_v1),
 		cmocka_unit_test(test_linux_proposal_to_v2_server),
+		cmocka_unit_test(test_llc_v2_answers),
+		cmocka_unit_test(test_llc_v2_in_v1_lg_dropped),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -521,6 +521,11 @@ static int l_post_send(struct dev_qp *dq, const struct dev_send_wr *wr,
 			loop_st.write_bytes += len;
 		} else if (wr->opcode == DEV_WR_SEND) {
 			loop_st.sends++;
+			if (len >= 1)
+				loop_st.send_type[loop_scratch[0]]++;
+			loop_st.last_send_len = len < sizeof(loop_st.last_send) ? len
+								: sizeof(loop_st.last_send);
+			memcpy(loop_st.last_send, loop_scratch, loop_st.last_send_len);
 			bool sol = wr->send_flags & DEV_SEND_SOLICITED;
 			if (!deliver_locked(t, loop_scratch, len, sol, q->qp.qp_num)) {
 				if (t->pend_n == t->pend_cap || len > sizeof(t->pend[0].data)) {

@@ -26,6 +26,9 @@ struct dev_device *loopdev_last_opened(void);
 /* Counters for tests: WRITE and SEND work requests executed, bytes written. */
 struct loopdev_stats {
 	unsigned long writes, sends, write_bytes, access_errors;
+	unsigned long send_type[256];	/* SENDs by their first byte (LLC/CDC type) */
+	uint8_t last_send[64];		/* the last SEND's first bytes */
+	size_t last_send_len;
 };
 void loopdev_stats(struct loopdev_stats *st);
 
