@@ -214,7 +214,7 @@ struct smcr_info {
 	uint8_t peer_id[8];	/* the peer instance's peer ID (RFC 7609 App. A.2.1) */
 	uint16_t lgr_conns;	/* connections in the link group now */
 	uint8_t lgr_links;	/* active links in the link group */
-	uint8_t rsvd0;
+	uint8_t smc_version;	/* SMC-R version the handshake ran: 1, or 2 (SMC-R v2) */
 	uint32_t local_qpn;	/* QP of the link carrying the connection */
 	uint32_t peer_qpn;
 	uint32_t local_token;	/* our RMBE alert token (the peer puts it in its CDCs) */

@@ -284,6 +284,7 @@ void core_conn_info(struct core_conn *c, struct core_conn_info *in)
 	in->fallback_peer = c->fb_peer;
 	in->error = c->err ? c->err : c->reset_err;
 	in->first_contact = c->first_contact;
+	in->smc_version = c->v2 ? 2 : 1;
 	in->lg_id = c->lg_id;
 	in->link_num = c->link_num;
 	in->peer_id = c->peer_id;

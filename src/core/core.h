@@ -112,6 +112,22 @@ struct core_trace_ev {
 	uint32_t local_qpn, peer_qpn;
 };
 
+/* The user EID table (the kernel's UEID table, docs/CONFIG.md SMCR_UEID): up to 8 EIDs of
+ * 32 bytes each, upper case and blank padded (docs/parts/wire-v2.md 2.3). SMC-R v2 is
+ * offered and accepted only with at least one. */
+#define CORE_MAX_UEIDS 8
+#define CORE_EID_LEN 32
+struct core_ueid_table {
+	uint8_t n;
+	uint8_t eid[CORE_MAX_UEIDS][CORE_EID_LEN];
+};
+
+/* Adds the EIDs of text (separated by blanks or commas) to t as the kernel's UEID table
+ * takes them: each normalised by the rules of wire-v2.md 2.3 (lower case made upper); an
+ * invalid one, a duplicate or one past the 8th is not added. Returns how many entries were
+ * not added (0: all were), so the caller can warn. */
+int core_ueid_parse(const char *text, struct core_ueid_table *t);
+
 struct core_engine_params {
 	/* Devices to open with dev_open() (e.g. "shm", "emu:..."), in order of preference.
 	 * The providers must already be registered (sock is the composition root). At least
@@ -148,6 +164,8 @@ struct core_engine_params {
 	 * no tracing, one test of a pointer per post. */
 	void (*trace)(void *ctx, const struct core_trace_ev *ev);
 	void *trace_ctx;
+	/* The user EIDs (SMC-R v2); n = 0: v2 is neither offered nor accepted. */
+	struct core_ueid_table ueids;
 };
 
 /* Creates the engine: opens the devices, one CQ per device, picks the peer ID.
@@ -540,6 +558,7 @@ struct core_conn_info {
 	uint32_t fallback_peer;		/* decline code the peer sent; 0 = none */
 	int error;			/* pending error (not cleared), 0 = none */
 	bool first_contact;		/* this connection created its LG */
+	uint8_t smc_version;		/* SMC-R version of the handshake: 1, or 2 (v2 ran) */
 	uint32_t lg_id;			/* engine-local LG number (0 = none) */
 	uint8_t link_num;		/* link the connection uses (wire link number) */
 	struct wire_peer_id peer_id;	/* the peer's SMC-R instance */

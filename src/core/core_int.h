@@ -25,6 +25,7 @@
 #include "util/log.h"
 #include "wire/cdc.h"
 #include "wire/clc.h"
+#include "wire/clc_v2.h"
 #include "wire/llc.h"
 
 #define CORE_UNIT "core"
@@ -73,7 +74,11 @@ struct core_dev {
 	struct dev_port_attr port;
 	uint8_t port_num;
 	uint8_t gid_index;
-	struct dev_gid_entry gid;	/* our GID and MAC for CLC/LLC */
+	struct dev_gid_entry gid;	/* our GID and MAC for CLC/LLC (SMC-R v1) */
+	/* The first RoCE v2 GID of the port, if any: SMC-R v2's path (wire-v2.md 6) */
+	bool has_v2;
+	uint8_t gid_v2_index;
+	struct dev_gid_entry gid_v2;
 	struct dev_cq *cq;		/* send + receive completions of every QP on it */
 };
 
@@ -206,7 +211,23 @@ struct core_lgr {
 	/* [E] the LG's timer on eng->timers: the earliest of idle_deadline, flow_deadline,
 	 * its link's TEST LINK times and drain_deadline (lgr_timer_fn checks them all) */
 	struct core_timer tmr;
+	/* SMC-R v2 (docs/parts/wire-v2.md): set at creation from the first contact's CLC. A
+	 * v2 LG uses the device's RoCE v2 GID and v2 LLC messages; v1 and v2 LGs are never
+	 * shared between the versions. [I] after the first contact's Accept/Confirm. */
+	bool v2;
+	uint8_t max_conns;		/* v2.1 negotiated (0 for release 0 and v1) */
+	uint8_t max_links;
 };
+
+/* The GID entry (and its index) a link of this LG uses. */
+static inline const struct dev_gid_entry *lgr_gid(const struct core_lgr *lg)
+{
+	return lg->v2 ? &lg->cdev->gid_v2 : &lg->cdev->gid;
+}
+static inline uint8_t lgr_gid_index(const struct core_lgr *lg)
+{
+	return lg->v2 ? lg->cdev->gid_v2_index : lg->cdev->gid_index;
+}
 
 /* Handshake states (procedures.md 2.2, 2.3). */
 enum core_hs {
@@ -272,6 +293,14 @@ struct core_conn {
 	struct core_conn *rkey_next;	/* lgr->rkey_wait_* queue */
 	struct clc_accept peer_clc;	/* the peer's Accept/Confirm */
 	struct wire_peer_id peer_id;
+	/* SMC-R v2 handshake (docs/parts/wire-v2.md 6) [E]: v2 = this connection runs v2 (the
+	 * server chose it; the client got a v2 Accept); v2_offered = the client offered it;
+	 * decl_v2 = a Decline goes out in the 44-byte version-2 form (the server answering a
+	 * version-2 Proposal, the client after a v2 Accept, as Linux). */
+	bool v2, v2_offered, decl_v2;
+	struct clc_eid v2_eid;		/* the EID the server chose (Accept, Confirm) */
+	struct clc_fce v2_fce;		/* server: what its Accept says; client: the Accept's */
+	struct wire_gid v2_peer_gid;	/* server: the client's RoCE v2 GID (Proposal) */
 
 	/* mode and errors [EC] */
 	enum core_mode mode;
@@ -450,7 +479,8 @@ const char *conn_state_name_locked(struct core_conn *c);
 int lgr_create(struct core_engine *e, enum core_role role, struct core_dev *cdev,
 	       const struct wire_peer_id *peer_id, struct core_lgr **out);
 struct core_lgr *lgr_find_server(struct core_engine *e, const struct clc_proposal *p);
-struct core_lgr *lgr_find_client(struct core_engine *e, const struct clc_accept *a);
+struct core_lgr *lgr_find_server_v2(struct core_engine *e, const struct wire_gid *gid);
+struct core_lgr *lgr_find_client(struct core_engine *e, const struct clc_accept *a, bool v2);
 /* Attaches c to lg: slot, token, RMB from the pool (*need_rkey set if the RMB is new and
  * must be announced with CONFIRM RKEY). */
 int lgr_attach(struct core_lgr *lg, struct core_conn *c, bool *need_rkey, uint64_t now);

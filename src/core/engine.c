@@ -43,7 +43,8 @@ static uint64_t seed64(void)
 /* Picks port 1 and its best GID: RoCE v1 first (what SMC-R v1 uses, linux-interop.md 6),
  * else a software provider's GID or a RoCE v2 GID of an IPv4 address (::ffff:a.b.c.d,
  * routable, what Linux's SMC-R v2 uses; Soft-RoCE has only v2 GIDs, docs/parts/verbs.md),
- * else index 0 (e.g. an fe80:: link-local v2 GID). */
+ * else index 0 (e.g. an fe80:: link-local v2 GID); and, apart, the RoCE v2 GID SMC-R v2
+ * uses (docs/parts/wire-v2.md 6): the first IPv4-mapped one, else the first v2 one. */
 static int dev_setup(struct core_engine *e, struct core_dev *cd, const char *spec)
 {
 	int rc = dev_open(spec, &cd->dev);
@@ -64,6 +65,12 @@ static int dev_setup(struct core_engine *e, struct core_dev *cd, const char *spe
 		static const uint8_t v4mapped[12] = { [10] = 0xff, [11] = 0xff };
 		bool v2_ipv4 = ge.type == DEV_GID_TYPE_ROCE_V2 &&
 			       memcmp(ge.gid.raw, v4mapped, sizeof v4mapped) == 0;
+		if (ge.type == DEV_GID_TYPE_ROCE_V2 &&
+		    (!cd->has_v2 || (v2_ipv4 && memcmp(cd->gid_v2.gid.raw, v4mapped, sizeof v4mapped)))) {
+			cd->has_v2 = true;
+			cd->gid_v2_index = (uint8_t)i;
+			cd->gid_v2 = ge;
+		}
 		int rank = ge.type == DEV_GID_TYPE_ROCE_V1		? 3
 			   : ge.type == DEV_GID_TYPE_SOFT || v2_ipv4 ? 2
 								     : 1;

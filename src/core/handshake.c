@@ -4,10 +4,12 @@
  * Decline with the diagnosis code of wire-formats.md 5.2 in every failure the spec lists,
  * fallback on the same TCP connection, and the local and peer reasons recorded.
  * Everything here runs with eng->lock held. */
+#define _GNU_SOURCE /* gethostname, strnlen */
 #include "core/core_int.h"
 
 #include <netinet/in.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "wire/clc_v2.h"
 #include "wire/codes.h"
@@ -32,7 +34,11 @@ static void send_decline(struct core_conn *c, uint32_t code, bool oos)
 {
 	struct clc_decline d;
 	memset(&d, 0, sizeof(d));
-	d.f.version = CLC_VERSION_1;	/* 28 bytes (wire-formats.md 5.1) */
+	/* 28 bytes (wire-formats.md 5.1), or 44 in answer to a version-2 Proposal and after a
+	 * v2 Accept, as Linux sends them (wire-v2.md 3) */
+	d.f.version = c->decl_v2 ? CLC_VERSION_2 : CLC_VERSION_1;
+	if (c->decl_v2)
+		d.os_type = CLC_OS_LINUX;
 	d.out_of_sync = oos;
 	d.path = CLC_PATH_R;
 	d.peer_id = c->eng->peer_id;
@@ -42,6 +48,56 @@ static void send_decline(struct core_conn *c, uint32_t code, bool oos)
 		LOG_ERR(CORE_UNIT, "Decline encode failed");
 	else
 		c->out_len += n;
+}
+
+/* The host name of the first-contact extension (wire-v2.md 4.2): blank padded, as Linux
+ * puts its utsname nodename (cut at 32). */
+static void fce_hostname(uint8_t out[CLC_HOSTNAME_LEN])
+{
+	char h[256] = "";
+	memset(out, ' ', CLC_HOSTNAME_LEN);
+	if (gethostname(h, sizeof(h) - 1) == 0) {
+		size_t n = strnlen(h, CLC_HOSTNAME_LEN);
+		memcpy(out, h, n);
+	}
+}
+
+/* The SMC-R v2 form of an Accept/Confirm (wire-v2.md 4) from the v1 fields in v1: the
+ * chosen EID, on first contact the first-contact extension (c->v2_fce's release and
+ * limits, our OS type and host name) and, in a Confirm, our RoCE v2 GID as the list of
+ * GIDs the server may use for more links. */
+static int send_accept_v2(struct core_conn *c, const struct clc_accept *v1, enum clc_type type,
+			  size_t *n)
+{
+	struct clc_accept_v2 a;
+	memset(&a, 0, sizeof(a));
+	a.f.version = CLC_VERSION_2;
+	a.first_contact = v1->first_contact;
+	a.peer_id = v1->peer_id;
+	a.gid = v1->gid;
+	a.mac = v1->mac;
+	a.qpn = v1->qpn;
+	a.rkey = v1->rkey;
+	a.rmbe_idx = v1->rmbe_idx;
+	a.token = v1->token;
+	a.rmbe_size_code = v1->rmbe_size_code;
+	a.mtu_code = v1->mtu_code;
+	a.rmb_vaddr = v1->rmb_vaddr;
+	a.psn = v1->psn;
+	a.eid = c->v2_eid;
+	if (a.first_contact) {
+		a.fce = c->v2_fce;
+		a.fce.os_type = CLC_OS_LINUX;
+		a.fce.v2_direct = true;	/* no gateway: routed peers are not supported yet */
+		a.fce.vendor_exp = 0;
+		fce_hostname(a.fce.hostname);
+		if (type == CLC_CONFIRM) {
+			a.has_gids = true;
+			a.gid_count = 1;
+			a.gids[0] = v1->gid;
+		}
+	}
+	return clc_accept_v2_encode(&a, type, c->out + c->out_len, sizeof(c->out) - c->out_len, n);
 }
 
 /* Accept (server) or Confirm (client), 68 bytes (wire-formats.md 4). */
@@ -54,8 +110,9 @@ static int send_accept(struct core_conn *c, enum clc_type type, bool first, uint
 	a.f.version = CLC_VERSION_1;
 	a.first_contact = first;
 	a.peer_id = c->eng->peer_id;
-	memcpy(a.gid.b, cd->gid.gid.raw, WIRE_GID_LEN);
-	memcpy(a.mac.b, cd->gid.mac, WIRE_MAC_LEN);
+	(void)cd;
+	memcpy(a.gid.b, lgr_gid(c->lg)->gid.raw, WIRE_GID_LEN);
+	memcpy(a.mac.b, lgr_gid(c->lg)->mac, WIRE_MAC_LEN);
 	a.qpn = l->qp->qp_num;
 	a.rkey = c->rmb->mr->rkey;
 	a.rmbe_idx = 1;		/* one RMBE per RMB, as Linux */
@@ -65,7 +122,11 @@ static int send_accept(struct core_conn *c, enum clc_type type, bool first, uint
 	a.rmb_vaddr = (uint64_t)(uintptr_t)c->rmb->mr->addr;
 	a.psn = l->psn;
 	size_t n = 0;
-	int rc = clc_accept_encode(&a, type, c->out + c->out_len, sizeof(c->out) - c->out_len, &n);
+	int rc;
+	if (c->v2)
+		rc = send_accept_v2(c, &a, type, &n);
+	else
+		rc = clc_accept_encode(&a, type, c->out + c->out_len, sizeof(c->out) - c->out_len, &n);
 	if (rc) {
 		LOG_ERR(CORE_UNIT, "%s encode failed: %s", clc_type_name(type), smcr_err_msg(rc));
 		return -SMCR_E_INTERNAL;
@@ -297,6 +358,40 @@ static int local_prefixes(const struct core_conn *c, bool v4, struct core_ip_pre
 	return 0;
 }
 
+/* The v2.1 limits smcr offers and accepts (wire-v2.md 6): its connections per LG (at least
+ * Linux's minimum), one link per LG (the engine runs single-link LGs), no supplemental
+ * features (Linux's one is SMC-D's emulated ISM). */
+#define HS_V2_MAX_LINKS 1
+#define HS_V2_FEATURES 0
+
+static uint8_t v2_max_conns(const struct core_engine *e)
+{
+	unsigned n = e->p.conns_per_lg;
+	return (uint8_t)(n < CLC_CONNS_MIN ? CLC_CONNS_MIN : n > CLC_CONNS_MAX ? CLC_CONNS_MAX : n);
+}
+
+/* An active device with a RoCE v2 GID (SMC-R v2's path), or NULL. */
+static struct core_dev *pick_dev_v2(struct core_engine *e, int *idx)
+{
+	for (int i = 0; i < e->ndevs; i++) {
+		struct dev_port_attr pa;
+		if (e->devs[i].has_v2 &&
+		    dev_query_port(e->devs[i].dev, e->devs[i].port_num, &pa) == 0 &&
+		    pa.state == DEV_PORT_ACTIVE) {
+			if (idx)
+				*idx = i;
+			return &e->devs[i];
+		}
+	}
+	return NULL;
+}
+
+static void ueid_table(const struct core_engine *e, struct clc_eid t[CORE_MAX_UEIDS])
+{
+	for (unsigned i = 0; i < e->p.ueids.n; i++)
+		memcpy(t[i].b, e->p.ueids.eid[i], CLC_EID_LEN);
+}
+
 static int build_proposal(struct core_conn *c, struct core_dev *cd)
 {
 	struct clc_proposal p;
@@ -329,6 +424,25 @@ static int build_proposal(struct core_conn *c, struct core_dev *cd)
 			k++;
 		}
 		p.ipv6_count = (uint8_t)k;
+	}
+	/* SMC-R v2 besides v1 (wire-v2.md 6), as Linux offers it: an IPv4 connection, a user
+	 * EID configured and a RoCE v2 GID on the device. v1 stays offered as before. */
+	struct core_engine *e = c->eng;
+	if (cd->has_v2 && e->p.ueids.n && sa_ipv4(&c->local, &a4)) {
+		struct clc_v2ext_info x;
+		memset(&x, 0, sizeof(x));
+		x.release = CLC_RELEASE_SMCR;
+		x.eid_count = e->p.ueids.n;
+		ueid_table(e, x.eids);
+		memcpy(x.roce_gid.b, cd->gid_v2.gid.raw, WIRE_GID_LEN);
+		x.max_conns = v2_max_conns(e);
+		x.max_links = HS_V2_MAX_LINKS;
+		x.feature_mask = HS_V2_FEATURES;
+		if (clc_proposal_offer(&p, true, true, &x)) {
+			LOG_ERR(CORE_UNIT, "v2 Proposal layout failed");
+			return -SMCR_E_INTERNAL;
+		}
+		c->v2_offered = true;
 	}
 	size_t n = 0;
 	int rc = clc_proposal_encode(&p, c->out + c->out_len, sizeof(c->out) - c->out_len, &n);
@@ -413,31 +527,72 @@ static void on_decline(struct core_conn *c, const struct clc_decline *d, uint64_
 	hs_fallback(c, DECL_PEERDECL, d->diag, false, false, now, false);
 }
 
+/* Server: can this Proposal have SMC-R v2 (wire-v2.md 6)? Its extension read, a user EID in
+ * common (the first of the client's in our table), an IPv4 connection and client GID, and
+ * a device with a RoCE v2 GID. Fills *x and c->v2_eid. */
+static bool v2_possible_server(struct core_conn *c, const struct clc_proposal *p,
+			       struct clc_v2ext_info *x)
+{
+	struct core_engine *e = c->eng;
+	uint32_t ip;
+	if (!p->has_v2ext || e->p.ueids.n == 0 || clc_v2ext_get(&p->v2ext, p->typev2, x))
+		return false;
+	struct clc_eid t[CORE_MAX_UEIDS];
+	ueid_table(e, t);
+	int k = clc_eid_match(x, t, e->p.ueids.n);
+	if (k < 0 || !sa_ipv4(&c->local, &ip) || !clc_gid_ipv4(&x->roce_gid, &ip) ||
+	    !pick_dev_v2(e, NULL))
+		return false;
+	c->v2_eid = x->eids[k];
+	return true;
+}
+
 static void on_proposal(struct core_conn *c, const struct clc_proposal *p, uint64_t now)
 {
 	struct core_engine *e = c->eng;
 	c->peer_id = p->peer_id;
 	c->hs_lg_wait = false;
-	/* Version choice as Linux makes it (parts/wire-v2.md 6). No device of smcr has a RoCE
-	 * v2 path yet, so v2 is never possible: a v2-only client gets NOSMCDEV, one offering
-	 * both gets v1. */
+	/* Linux answers a version-2 Proposal with a version-2 Decline (wire-v2.md 3). */
+	c->decl_v2 = p->f.version >= CLC_VERSION_2;
+	/* Version choice as Linux makes it (parts/wire-v2.md 6): SMC-R v2 first when it is
+	 * possible, else v1 (every smcr device can do v1), else a Decline. */
+	struct clc_v2ext_info x;
+	memset(&x, 0, sizeof(x));
+	bool can_v2 = v2_possible_server(c, p, &x);
 	uint32_t decl;
-	if (clc_choose_version(p, false, true, &decl) != CLC_VERSION_1) {
+	uint8_t ver = clc_choose_version(p, can_v2, true, &decl);
+	if (!ver) {
 		hs_fallback(c, decl, 0, true, false, now, false);
 		return;
 	}
-	if (!prefix_match(c, p)) {
-		hs_fallback(c, 0x03070000u, 0, true, false, now, false);	/* DIFFPREFIX */
-		return;
-	}
-	struct core_dev *cd = pick_dev(e, NULL);
-	if (!cd) {
-		hs_fallback(c, 0x03030002u, 0, true, false, now, false);	/* NOSMCRDEV */
-		return;
+	struct core_dev *cd;
+	struct core_lgr *lg;
+	if (ver == CLC_VERSION_2) {
+		decl = clc_v2x_server_pick(&x, v2_max_conns(e), HS_V2_MAX_LINKS, HS_V2_FEATURES,
+					   &c->v2_fce);
+		if (decl) {
+			hs_fallback(c, decl, 0, true, false, now, false);
+			return;
+		}
+		c->v2 = true;
+		c->v2_peer_gid = x.roce_gid;
+		/* no IP prefix check: SMC-R v2 peers need not share a subnet */
+		cd = pick_dev_v2(e, NULL);
+		lg = lgr_find_server_v2(e, &x.roce_gid);
+	} else {
+		if (!prefix_match(c, p)) {
+			hs_fallback(c, 0x03070000u, 0, true, false, now, false);	/* DIFFPREFIX */
+			return;
+		}
+		cd = pick_dev(e, NULL);
+		if (!cd) {
+			hs_fallback(c, 0x03030002u, 0, true, false, now, false);	/* NOSMCRDEV */
+			return;
+		}
+		lg = lgr_find_server(e, p);
 	}
 	bool need_rkey = false;
 	int rc;
-	struct core_lgr *lg = lgr_find_server(e, p);
 	if (!lg && lg_setup_with(e, &p->peer_id)) {
 		/* This peer's first contact is in progress (its CONFIRM LINK exchange): a second
 		 * one would make a second LG (the client then holds two). As Linux serializes
@@ -470,8 +625,11 @@ static void on_proposal(struct core_conn *c, const struct clc_proposal *p, uint6
 			hs_fallback(c, decline_code(rc, 0x09990002u), 0, true, false, now, false);
 			return;
 		}
+		lg->v2 = c->v2;
+		lg->max_conns = c->v2_fce.max_conns;
+		lg->max_links = c->v2_fce.max_links;
 		/* The client's port, for matching later connections (procedures.md 2.5). */
-		lg->links[0]->peer_gid = p->gid;
+		lg->links[0]->peer_gid = c->v2 ? x.roce_gid : p->gid;
 		lg->links[0]->peer_mac = p->mac;
 		c->first_contact = true;
 		lg->fc_conn = c;
@@ -504,6 +662,9 @@ static void on_accept(struct core_conn *c, const struct clc_accept *a, uint64_t 
 			hs_fallback(c, decline_code(rc, 0x09990002u), 0, true, false, now, false);
 			return;
 		}
+		lg->v2 = c->v2;
+		lg->max_conns = c->v2_fce.max_conns;
+		lg->max_links = c->v2_fce.max_links;
 		c->first_contact = true;
 		lg->fc_conn = c;
 		conn_hold(c);
@@ -530,7 +691,7 @@ static void on_accept(struct core_conn *c, const struct clc_accept *a, uint64_t 
 		c->hs_deadline = now + e->p.llc_wait_first_ns;
 		return;
 	}
-	struct core_lgr *lg = lgr_find_client(e, a);
+	struct core_lgr *lg = lgr_find_client(e, a, c->v2);
 	if (!lg) {
 		/* procedures.md 2.5: reuse of an LG we do not have -> SYNCERR, out of sync. */
 		hs_fallback(c, 0x04000000u, 0, true, true, now, false);
@@ -580,10 +741,98 @@ static void on_confirm(struct core_conn *c, const struct clc_accept *a, uint64_t
 	c->hs_deadline = now + e->p.llc_wait_ns;
 }
 
+/* The v1 fields of an SMC-R v2 Accept/Confirm: the v1 procedures take them unchanged. */
+static void accept_v1_fields(const struct clc_accept_v2 *a2, struct clc_accept *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->f = a2->f;
+	a->first_contact = a2->first_contact;
+	a->peer_id = a2->peer_id;
+	a->gid = a2->gid;
+	a->mac = a2->mac;
+	a->qpn = a2->qpn;
+	a->rkey = a2->rkey;
+	a->rmbe_idx = a2->rmbe_idx;
+	a->token = a2->token;
+	a->rmbe_size_code = a2->rmbe_size_code;
+	a->mtu_code = a2->mtu_code;
+	a->rmb_vaddr = a2->rmb_vaddr;
+	a->psn = a2->psn;
+}
+
+static bool eid_ours(const struct core_engine *e, const struct clc_eid *eid)
+{
+	for (unsigned i = 0; i < e->p.ueids.n; i++)
+		if (!memcmp(e->p.ueids.eid[i], eid->b, CLC_EID_LEN))
+			return true;
+	return false;
+}
+
+/* An SMC-R v2 Accept (client) or Confirm (server), wire-v2.md 4 and 6. */
+static void on_message_v2(struct core_conn *c, const uint8_t *buf, size_t len,
+			  enum clc_type type, uint64_t now)
+{
+	struct clc_accept_v2 a2;
+	struct clc_accept a;
+	int rc = clc_accept_v2_decode(buf, len, type, &a2);
+	if (rc) {
+		uint32_t d = smcr_err_decline(rc);
+		SMCR_LOG_RL(SMCR_LOG_INFO, CORE_UNIT, "CLC v2 %s rejected: %s", clc_type_name(type),
+			    smcr_err_msg(rc));
+		if (!d)
+			hs_fail(c, rc, now, false);
+		else
+			hs_fallback(c, d, 0, true, false, now, false);
+		return;
+	}
+	accept_v1_fields(&a2, &a);
+	if (type == CLC_ACCEPT && c->hs == HS_C_WAIT_ACCEPT && c->v2_offered) {
+		/* From here on our Declines are version 2, as the Accept's (Linux). */
+		c->v2 = true;
+		c->decl_v2 = true;
+		uint32_t d = 0;
+		if (!eid_ours(c->eng, &a2.eid))
+			d = CLC2_DECL_NOUEID;	/* an EID we never offered */
+		else if (a2.first_contact)
+			d = clc_v2x_client_check(&a2.fce, CLC_RELEASE_SMCR);
+		if (d) {
+			hs_fallback(c, d, 0, true, false, now, false);
+			return;
+		}
+		c->v2_eid = a2.eid;
+		if (a2.first_contact)
+			c->v2_fce = a2.fce;
+		on_accept(c, &a, now);
+		return;
+	}
+	if (type == CLC_CONFIRM && c->hs == HS_S_WAIT_CONFIRM && c->v2) {
+		uint32_t d = 0;
+		if (memcmp(a2.eid.b, c->v2_eid.b, CLC_EID_LEN))
+			d = CLC2_DECL_NOUEID;	/* not the EID of our Accept */
+		else if (c->first_contact)
+			d = clc_v2x_confirm_check(&c->v2_fce, &a2.fce);
+		if (d) {
+			hs_fallback(c, d, 0, true, false, now, false);
+			return;
+		}
+		on_confirm(c, &a, now);
+		return;
+	}
+	/* A v2 message where v1 runs (or v2 was never offered): wire-formats.md 2.4 item 3. */
+	SMCR_LOG_RL(SMCR_LOG_INFO, CORE_UNIT, "unexpected CLC v2 %s", clc_type_name(type));
+	hs_fail(c, -SMCR_E_CORE_CLC_UNEXPECTED, now, false);
+}
+
 /* One whole message of len bytes in the expected state. */
 static void on_message(struct core_conn *c, const uint8_t *buf, size_t len, uint64_t now)
 {
 	struct clc_msg m;
+	/* header: eyecatcher (4), type (4), length (5-6), version nibble of byte 7 */
+	if (len >= CLC_HDR_LEN && (buf[4] == CLC_ACCEPT || buf[4] == CLC_CONFIRM) &&
+	    (buf[7] >> 4) >= CLC_VERSION_2) {
+		on_message_v2(c, buf, len, (enum clc_type)buf[4], now);
+		return;
+	}
 	int rc = clc_decode(buf, len, &m);
 	if (rc) {
 		uint32_t d = smcr_err_decline(rc);
@@ -601,6 +850,7 @@ static void on_message(struct core_conn *c, const uint8_t *buf, size_t len, uint
 	switch (c->hs) {
 	case HS_C_WAIT_ACCEPT:
 		if (m.type == CLC_ACCEPT) {
+			/* a v1 Accept to a Proposal that offered both: v1 runs */
 			on_accept(c, &m.accept, now);
 			return;
 		}
@@ -612,7 +862,7 @@ static void on_message(struct core_conn *c, const uint8_t *buf, size_t len, uint
 		}
 		break;
 	case HS_S_WAIT_CONFIRM:
-		if (m.type == CLC_CONFIRM) {
+		if (m.type == CLC_CONFIRM && !c->v2) {	/* a v2 Accept wants a v2 Confirm */
 			on_confirm(c, &m.accept, now);
 			return;
 		}

@@ -69,7 +69,7 @@ struct core_lgr *lgr_find_server(struct core_engine *e, const struct clc_proposa
 {
 	for (struct core_lgr *lg = e->lgs; lg; lg = lg->next) {
 		if (lg->role != CORE_SERVER || lg->state != CORE_LG_ACTIVE || lg->sync_err ||
-		    !peer_id_eq(&lg->peer_id, &p->peer_id) || lg->nconns >= e->p.conns_per_lg)
+		    !peer_id_eq(&lg->peer_id, &p->peer_id) || lg->nconns >= e->p.conns_per_lg || lg->v2)
 			continue;
 		for (int i = 0; i < CORE_LG_LINKS; i++) {
 			struct core_link *l = lg->links[i];
@@ -82,13 +82,32 @@ struct core_lgr *lgr_find_server(struct core_engine *e, const struct clc_proposa
 	return NULL;
 }
 
+/* Server, SMC-R v2: a v2 LG whose link goes to the client's RoCE v2 GID (a v2-only
+ * Proposal carries no peer ID, GID or MAC in its v1 part: Linux matches on the GID). */
+struct core_lgr *lgr_find_server_v2(struct core_engine *e, const struct wire_gid *gid)
+{
+	for (struct core_lgr *lg = e->lgs; lg; lg = lg->next) {
+		if (lg->role != CORE_SERVER || lg->state != CORE_LG_ACTIVE || lg->sync_err ||
+		    !lg->v2 || lg->nconns >= e->p.conns_per_lg ||
+		    (lg->max_conns && lg->nconns >= lg->max_conns))
+			continue;
+		for (int i = 0; i < CORE_LG_LINKS; i++) {
+			struct core_link *l = lg->links[i];
+			if (l && l->state == CORE_LINK_ACTIVE &&
+			    !memcmp(&l->peer_gid, gid, sizeof(*gid)))
+				return lg;
+		}
+	}
+	return NULL;
+}
+
 /* Client: the Accept decides; same peer ID and a link whose peer QPN, GID and MAC equal
- * the Accept's (the QPN tells parallel LGs apart). */
-struct core_lgr *lgr_find_client(struct core_engine *e, const struct clc_accept *a)
+ * the Accept's (the QPN tells parallel LGs apart), of the Accept's SMC-R version. */
+struct core_lgr *lgr_find_client(struct core_engine *e, const struct clc_accept *a, bool v2)
 {
 	for (struct core_lgr *lg = e->lgs; lg; lg = lg->next) {
 		if (lg->role != CORE_CLIENT || lg->state != CORE_LG_ACTIVE || lg->sync_err ||
-		    !peer_id_eq(&lg->peer_id, &a->peer_id))
+		    !peer_id_eq(&lg->peer_id, &a->peer_id) || lg->v2 != v2)
 			continue;
 		for (int i = 0; i < CORE_LG_LINKS; i++) {
 			struct core_link *l = lg->links[i];

@@ -156,7 +156,7 @@ int link_rtr(struct core_link *l, uint32_t peer_qpn, uint32_t peer_psn, uint8_t 
 	};
 	memcpy(at.ah_attr.dgid.raw, gid->b, DEV_GID_LEN);
 	memcpy(at.ah_attr.dmac, mac->b, DEV_MAC_LEN);
-	at.ah_attr.sgid_index = l->cdev->gid_index;
+	at.ah_attr.sgid_index = lgr_gid_index(l->lg);
 	at.ah_attr.hop_limit = 1;
 	at.ah_attr.port_num = l->cdev->port_num;
 	int rc = dev_modify_qp(l->qp, &at, DEV_QP_MASK_RTR);

@@ -8,8 +8,50 @@
 
 #include <string.h>
 
+#include "wire/llc_v2.h"
+
+/* In a v2 LG every message goes out in its 44-byte v2 form (docs/parts/wire-v2.md 7): the
+ * version in the type byte, bytes 1-2 the length; CONFIRM LINK adds the v2.1 max
+ * connections, DELETE RKEY its v2 layout (a count of keys not deleted in the response).
+ * The continuation types have no v2 form and are never sent there. */
+static int llc_send_v2(struct core_link *l, const struct llc_msg *m)
+{
+	struct llc2_msg m2;
+	memset(&m2, 0, sizeof(m2));
+	m2.type = (uint8_t)(LLC2_VERSION << 4 | ((uint8_t)m->type & 0x0F));
+	m2.resp = m->resp;
+	if (!llc2_is_v2_type(m2.type))
+		return -SMCR_E_INTERNAL;
+	m2.base = *m;
+	if (m->type == LLC_CONFIRM_LINK)
+		m2.max_conns = l->lg->max_conns;
+	if (m->type == LLC_ADD_LINK)
+		m2.base.add_link.rej_reason = 0;	/* byte 2 is the length's in v2 */
+	if (m->type == LLC_DELETE_RKEY) {
+		m2.delete_rkey.count = m->delete_rkey.count;
+		m2.delete_rkey.negative = m->delete_rkey.negative;
+		for (unsigned i = 0; i < m->delete_rkey.count && i < LLC_DR_MAX; i++) {
+			m2.delete_rkey.rkey[i] = m->delete_rkey.rkey[i];
+			if (m->delete_rkey.err_mask & (0x80u >> i))
+				m2.delete_rkey.num_invalid++;
+		}
+		if (m->resp)
+			memset(m2.delete_rkey.rkey, 0, sizeof(m2.delete_rkey.rkey));
+	}
+	uint8_t buf[LLC_MSG_LEN];
+	size_t n = 0;
+	int rc = llc2_encode(&m2, buf, sizeof(buf), &n);
+	if (rc || n != LLC_MSG_LEN) {
+		LOG_ERR(CORE_UNIT, "LLC v2 encode (%#x): %s", m2.type, smcr_err_msg(rc));
+		return rc ? rc : -SMCR_E_INTERNAL;
+	}
+	return link_send_msg(l, buf);
+}
+
 int llc_send(struct core_link *l, const struct llc_msg *m)
 {
+	if (l->lg->v2)
+		return llc_send_v2(l, m);
 	uint8_t buf[LLC_MSG_LEN];
 	int rc = llc_encode(m, buf);
 	if (rc) {
@@ -23,8 +65,8 @@ int llc_send(struct core_link *l, const struct llc_msg *m)
 
 static void fill_gid_mac(struct core_link *l, struct wire_gid *gid, struct wire_mac *mac)
 {
-	memcpy(gid->b, l->cdev->gid.gid.raw, WIRE_GID_LEN);
-	memcpy(mac->b, l->cdev->gid.mac, WIRE_MAC_LEN);
+	memcpy(gid->b, lgr_gid(l->lg)->gid.raw, WIRE_GID_LEN);
+	memcpy(mac->b, lgr_gid(l->lg)->mac, WIRE_MAC_LEN);
 }
 
 /* CONFIRM LINK request (server) or response (client), flags 0x03: no RMBE eyecatchers
@@ -37,7 +79,9 @@ int llc_send_confirm_link(struct core_link *l, bool resp)
 	m.confirm_link.qpn = l->qp->qp_num;
 	m.confirm_link.link_num = l->link_num;
 	m.confirm_link.link_uid = l->link_uid;
-	m.confirm_link.max_links = LLC_CL_MAX_LINKS;
+	/* a v2.1 LG says what was negotiated in the CLC (wire-v2.md 7.2) */
+	m.confirm_link.max_links = l->lg->v2 && l->lg->max_links ? l->lg->max_links
+								   : LLC_CL_MAX_LINKS;
 	return llc_send(l, &m);
 }
 
@@ -127,6 +171,12 @@ static void on_add_link(struct core_link *l, struct llc_msg *m, const uint8_t *r
 		uint8_t out[LLC_MSG_LEN];
 		llc_add_link_reject_raw(raw, LLC_AL_REJ_NO_ALT_PATH, out);
 		CORE_CTR_INC(lg->eng, ctr_llc_tx);
+		if (lg->v2) {
+			/* v2: the request's first 44 bytes, its length field 44 (the reason had
+			 * no room: Linux's reject carries 0 there too, wire-v2.md 7.1) */
+			out[1] = LLC_MSG_LEN;
+			out[2] = 0;
+		}
 		if (link_send_msg(l, out))
 			LOG_WARN(CORE_UNIT, "LG %u: ADD LINK reject not sent", lg->id);
 		return;
@@ -261,9 +311,80 @@ static const llc_handler llc_handlers[256] = {
 	[LLC_DELETE_RKEY] = on_delete_rkey,
 };
 
+/* A v2 LLC message (wire-v2.md 7). Only a v2 LG takes them (Linux never sends v2 types in
+ * a v1 LG, and drops unknown types silently). The 44-byte base of the types that keep v1's
+ * layout goes to the v1 handlers; what is v2 only is answered here. */
+static void llc_rx_v2(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now)
+{
+	struct core_lgr *lg = l->lg;
+	static _Thread_local struct llc2_msg m2;	/* 5 KiB: not on the stack */
+	if (!lg->v2) {
+		dropped(l, "of version 2 in a v1 link group");
+		return;
+	}
+	int rc = llc2_decode(buf, len, &m2);
+	if (rc) {
+		SMCR_LOG_RL(SMCR_LOG_INFO, CORE_UNIT, "LG %u: LLC v2 message dropped: %s", lg->id,
+			    smcr_err_msg(rc));
+		atomic_fetch_add(&lg->eng->llc_rx_dropped, 1);
+		return;
+	}
+	if (lg->state == CORE_LG_DEAD)
+		return;
+	switch (m2.type) {
+	case LLC2_REQ_ADD_LINK: {
+		/* The client asks for a second link: a single-link server answers the request
+		 * (header, response flag, zeros) and adds none; a client never gets one. */
+		if (lg->role != CORE_SERVER || m2.resp) {
+			dropped(l, "REQUEST ADD LINK to a client, or its response");
+			return;
+		}
+		struct llc2_msg r;
+		memset(&r, 0, sizeof(r));
+		r.type = LLC2_REQ_ADD_LINK;
+		r.resp = true;
+		uint8_t out[LLC_MSG_LEN];
+		size_t n = 0;
+		if (llc2_encode(&r, out, sizeof(out), &n) || n != LLC_MSG_LEN ||
+		    link_send_msg(l, out))
+			LOG_WARN(CORE_UNIT, "LG %u: REQUEST ADD LINK response not sent", lg->id);
+		return;
+	}
+	case LLC2_DELETE_RKEY: {
+		if (m2.resp)
+			return;	/* we never send DELETE RKEY */
+		struct llc_msg r = { .type = LLC_DELETE_RKEY, .resp = true };
+		unsigned n = m2.delete_rkey.count, bad = 0;
+		for (unsigned i = 0; i < n && i < LLC2_DR_MAX; i++)
+			if (!lgr_rtoken_del(lg, m2.delete_rkey.rkey[i]))
+				bad++;
+		/* the v2 response: the count echoed, the number not deleted (llc_send_v2
+		 * counts the mask's bits; more than 8 saturate there) */
+		r.delete_rkey.count = (uint8_t)(n > LLC_DR_MAX ? LLC_DR_MAX : n);
+		for (unsigned i = 0; i < bad && i < 8; i++)
+			r.delete_rkey.err_mask |= (uint8_t)(0x80u >> i);
+		r.delete_rkey.negative = bad != 0;
+		(void)llc_send(l, &r);
+		return;
+	}
+	default:
+		break;
+	}
+	llc_handler h = llc_handlers[m2.base.type & 0xFF];
+	if (!h) {
+		dropped(l, "of unknown v2 type");
+		return;
+	}
+	h(l, &m2.base, buf, now);
+}
+
 void llc_rx(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now)
 {
 	CORE_CTR_INC(l->lg->eng, ctr_llc_rx);
+	if (len >= 1 && (buf[0] >> 4) == LLC2_VERSION) {
+		llc_rx_v2(l, buf, len, now);
+		return;
+	}
 	struct llc_msg m;
 	int rc = llc_decode(buf, len, &m);
 	if (rc) {
@@ -288,6 +409,10 @@ void llc_rx(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now)
 
 void llc_start_add_link_offer(struct core_lgr *lg, uint64_t now)
 {
+	/* A v2 LG negotiated at most one link (smcr offers and accepts max links 1): Linux
+	 * offers no ADD LINK then, nor does smcr. */
+	if (lg->v2)
+		return;
 	/* Queued as a flag: llc_flow_kick starts it when no other flow runs. */
 	lg->want_add_link = true;
 	llc_flow_kick(lg, now);

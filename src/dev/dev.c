@@ -616,3 +616,13 @@ void dev_gid_str(const struct dev_gid *gid, char out[DEV_GID_STR_LEN])
 		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
 		 b[13], b[14], b[15]);
 }
+
+int dev_gid_ipv4(const struct dev_gid *gid, uint32_t *ip)
+{
+	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	if (memcmp(gid->raw, mapped, sizeof mapped) != 0)
+		return 0;
+	*ip = (uint32_t)gid->raw[12] << 24 | (uint32_t)gid->raw[13] << 16 |
+	      (uint32_t)gid->raw[14] << 8 | gid->raw[15];
+	return 1;
+}

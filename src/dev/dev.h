@@ -91,7 +91,9 @@ struct dev_gid {
 enum dev_gid_type {
 	DEV_GID_TYPE_IB = 0,		/* InfiniBand */
 	DEV_GID_TYPE_ROCE_V1 = 1,	/* what SMC-R v1 uses (linux-interop.md 6) */
-	DEV_GID_TYPE_ROCE_V2 = 2,
+	DEV_GID_TYPE_ROCE_V2 = 2,	/* routable (UDP 4791): the GID is the port's IP address,
+					 * ::ffff:a.b.c.d for IPv4 (dev_gid_ipv4); what SMC-R
+					 * v2 needs (docs/parts/wire-v2.md 6) */
 	DEV_GID_TYPE_SOFT = 3,		/* software provider (shm, emu): no wire format */
 };
 
@@ -605,5 +607,8 @@ const char *dev_event_type_str(enum dev_event_type t);
 /* "fd00:...": 39 characters + NUL. */
 #define DEV_GID_STR_LEN 40
 void dev_gid_str(const struct dev_gid *gid, char out[DEV_GID_STR_LEN]);
+/* The IPv4 address (host order) a RoCE v2 GID maps to, when it is IPv4-mapped
+ * (::ffff:a.b.c.d); 0 when it is not (an IPv6 GID). */
+SMCR_MUST_CHECK int dev_gid_ipv4(const struct dev_gid *gid, uint32_t *ip);
 
 #endif

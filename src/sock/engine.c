@@ -399,6 +399,12 @@ struct core_engine *sock_engine(void)
 		.conns_per_lg = (unsigned)smcr_env_num_or("SMCR_CONNS_PER_LG", 1,
 							  CORE_CONNS_PER_LG_MAX, 0),
 	};
+	/* SMCR_UEID: the user EIDs of SMC-R v2 (docs/CONFIG.md). */
+	const char *ueid = getenv("SMCR_UEID");
+	if (ueid && core_ueid_parse(ueid, &p.ueids))
+		LOG_WARN("engine", "SMCR_UEID=%s: entries that are not valid EIDs (A-Z 0-9 . -, "
+			 "at most 32, first a letter or digit), repeated, or past the 8th are "
+			 "ignored; %u in use", ueid, (unsigned)p.ueids.n);
 	int rc = ndev ? core_engine_new(&p, &e) : -SMCR_E_DEV_NO_DEVICE; /* none listed or found */
 	free(specs);
 	if (rc < 0) {

@@ -81,6 +81,7 @@ static void fill_info(struct sock *s, struct smcr_info *in)
 	if (!in->error)
 		in->error = ci.error ? sock_code_errno(ci.error) : 0;
 	in->first_contact = ci.first_contact;
+	in->smc_version = ci.mode == CORE_MODE_SMC ? ci.smc_version : 0;
 	in->link_id = ci.link_num;
 	in->lgr_id = ci.lg_id;
 	in->peer_id[0] = (uint8_t)(ci.peer_id.instance >> 8);

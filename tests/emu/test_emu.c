@@ -182,6 +182,16 @@ static void test_open_identity(void **state)
 	dev_close(d2);
 	dev_close(d);
 	assert_int_equal(dev_open_by_gid(&ge.gid, &d3), -SMCR_E_DEV_NO_DEVICE);
+
+	/* gid=v2: the same IP-derived GID, presented as RoCE v2 (SMC-R v2's path). */
+	d = eh_open("emu:ip=127.0.0.1,port=0,gid=v2");
+	assert_int_equal(dev_query_gid(d, 1, 0, &ge), 0);
+	assert_int_equal(ge.type, DEV_GID_TYPE_ROCE_V2);
+	uint32_t ip = 0;
+	assert_int_equal(dev_gid_ipv4(&ge.gid, &ip), 1);
+	assert_int_equal(ip, 0x7f000001u);
+	dev_close(d);
+	assert_int_equal(dev_open("emu:ip=127.0.0.1,port=0,gid=v1", &d3), -SMCR_E_EMU_ARGS);
 }
 
 static void write_then_send(struct eh_side *x, struct eh_side *y, uint8_t tag);

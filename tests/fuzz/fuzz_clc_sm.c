@@ -3,7 +3,10 @@
  * link-group and link set-up they start, over two engines in this process on the in-process
  * provider (tests/lib/core_pair, loopdev). fuzz_clc covers the decoder alone.
  *
- * Input: byte 0 picks the mode, the rest is a list of chunks, each [n][n bytes]:
+ * Input: byte 0 picks the mode (byte 0 % 3) and the engines ((byte 0 / 3) & 1: 0 = the
+ * default devices, SMC-R v1 only; 1 = devices with RoCE v2 GIDs and the user EID
+ * SPIKE-UEID, so the SMC-R v2 paths run, docs/parts/wire-v2.md 6), the rest is a list of
+ * chunks, each [n][n bytes]:
  *   mode 0  the server under attack: the chunks are the client's TCP bytes
  *   mode 1  the client under attack: after its Proposal, the chunks are the server's bytes
  *   mode 2  a real client and server, every message in flight XORed with the next chunk
@@ -13,7 +16,8 @@
  * too) and the connections are released. Checks (abort): a step never fails, never
  * consumes more than it was given, a finished handshake stays finished, and afterwards
  * neither engine holds a connection or a link group (nothing leaks across inputs).
- * Seed corpus: tests/fuzz/corpus/fuzz_clc_sm/ (a real Proposal, Accept, Confirm). */
+ * Seed corpus: tests/fuzz/corpus/fuzz_clc_sm/ (a real Proposal, Accept, Confirm; v2_*: the
+ * Linux 6.12 capture's v2 Proposal and Accept, and a v2 pair in flight). */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
@@ -26,15 +30,27 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static struct core_engine *ce, *se;
+static struct core_engine *ce, *se;		/* the pair this input runs on */
+static struct core_engine *ce1, *se1, *ce2, *se2;	/* v1 only; v2 capable */
 static uint64_t now = 1000000000ull;
+
+static struct core_engine *v2_engine(void)
+{
+	struct core_engine_params p;
+	memset(&p, 0, sizeof(p));
+	if (core_ueid_parse("SPIKE-UEID", &p.ueids))
+		abort();
+	return cp_engine("loop:gid=v2", &p);
+}
 
 static void setup(void)
 {
 	smcr_log_set_level(SMCR_LOG_ERROR);
-	ce = cp_engine("loop", NULL);
-	se = cp_engine("loop", NULL);
-	if (!ce || !se)
+	ce1 = cp_engine("loop", NULL);
+	se1 = cp_engine("loop", NULL);
+	ce2 = v2_engine();
+	se2 = v2_engine();
+	if (!ce1 || !se1 || !ce2 || !se2)
 		abort();
 }
 
@@ -104,11 +120,14 @@ static void check_empty(void)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	if (!ce)
+	if (!ce1)
 		setup();
 	if (size < 1)
 		return 0;
 	unsigned mode = data[0] % 3;
+	bool v2 = (data[0] / 3) & 1;
+	ce = v2 ? ce2 : ce1;
+	se = v2 ? se2 : se1;
 	const uint8_t *p = data + 1, *end = data + size;
 	struct core_conn_params cp, sp;
 	cp_conn_params(&cp, CORE_CLIENT, 0);

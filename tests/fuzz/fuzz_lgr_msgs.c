@@ -14,7 +14,10 @@
  * connections are released, the clock jumps past every timer, and both engines must hold
  * no connection and no link group (abort otherwise). ASan/UBSan catch any stray access:
  * nothing the peer sends may make the server read or write outside its buffers.
- * Seed corpus: tests/fuzz/corpus/fuzz_lgr_msgs/. */
+ * An input whose size is not a multiple of 44 runs on a v2 link group instead (devices with
+ * RoCE v2 GIDs and a common user EID: the SMC-R v2 LLC paths, docs/parts/wire-v2.md 9); the
+ * bytes past the last whole record only select that.
+ * Seed corpus: tests/fuzz/corpus/fuzz_lgr_msgs/ (v2_*: v2 LLC messages on a v2 LG). */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
@@ -56,19 +59,39 @@ static void check_empty(void)
 	abort();
 }
 
+static struct core_engine *ce1, *se1, *ce2, *se2;	/* v1; v2 (loop:gid=v2, one UEID) */
+
+static struct core_engine *v2_engine(void)
+{
+	struct core_engine_params p;
+	memset(&p, 0, sizeof(p));
+	if (core_ueid_parse("FUZZ", &p.ueids))
+		abort();
+	return cp_engine("loop:gid=v2", &p);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	if (!ce) {
+	if (!ce1) {
 		smcr_log_set_level(SMCR_LOG_ERROR);
-		ce = cp_engine("loop", NULL);
-		se = cp_engine("loop", NULL);
-		if (!ce || !se)
+		ce1 = cp_engine("loop", NULL);
+		se1 = cp_engine("loop", NULL);
+		ce2 = v2_engine();
+		se2 = v2_engine();
+		if (!ce1 || !se1 || !ce2 || !se2)
 			abort();
 	}
+	bool v2 = size % 44 != 0;
+	ce = v2 ? ce2 : ce1;
+	se = v2 ? se2 : se1;
 	struct cp_pair pp;
 	memset(&pp, 0, sizeof(pp));
 	pp.now = now;
 	if (!cp_connect_smc(&pp, ce, se))
+		abort();
+	struct core_conn_info ci;
+	core_conn_info(pp.cli, &ci);
+	if (ci.smc_version != (v2 ? 2 : 1))
 		abort();
 	now = pp.now;
 	struct core_conn *cli = pp.cli, *srv = pp.srv;

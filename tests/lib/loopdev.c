@@ -83,6 +83,7 @@ struct loop_dev {
 	bool port_down;
 	uint32_t max_inline;
 	struct dev_gid gid;
+	bool roce_v2;		/* "gid=v2": an IPv4-mapped GID of type RoCE v2 */
 	uint8_t mac[6];
 	struct loop_mr *mrs[LOOP_MAX_MRS];	/* by rkey & 0xFFF */
 	struct loop_qp *qps[LOOP_MAX_QPS];	/* by qpn */
@@ -179,7 +180,7 @@ static int l_query_gid(struct dev_device *d, uint8_t p, int i, struct dev_gid_en
 		return -SMCR_E_INVAL;
 	struct loop_dev *ld = LD(d);
 	o->gid = ld->gid;
-	o->type = DEV_GID_TYPE_SOFT;
+	o->type = ld->roce_v2 ? DEV_GID_TYPE_ROCE_V2 : DEV_GID_TYPE_SOFT;
 	o->vlan_id = DEV_VLAN_NONE;
 	memcpy(o->mac, ld->mac, 6);
 	return 0;
@@ -522,6 +523,10 @@ static void exec_wr_locked(struct loop_qp *q, const struct dev_send_wr *wr)
 		loop_st.write_bytes += len;
 	} else {
 		loop_st.sends++;
+		if (len >= 1)
+			loop_st.send_type[loop_scratch[0]]++;
+		loop_st.last_send_len = len < sizeof(loop_st.last_send) ? len : sizeof(loop_st.last_send);
+		memcpy(loop_st.last_send, loop_scratch, loop_st.last_send_len);
 		bool sol = wr->send_flags & DEV_SEND_SOLICITED;
 		t->len_err = false;
 		bool done = deliver_locked(t, loop_scratch, len, sol, q->qp.qp_num);
@@ -815,7 +820,8 @@ static int l_open(const struct dev_ops *ops, const char *args, struct dev_device
 		return -SMCR_E_NOMEM;
 	ld->max_inline = 128;
 	unsigned v;
-	if (args && sscanf(args, "inline=%u", &v) == 1)
+	const char *in = args ? strstr(args, "inline=") : NULL;
+	if (in && sscanf(in, "inline=%u", &v) == 1)
 		ld->max_inline = v;
 	int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (fd < 0) {
@@ -846,6 +852,14 @@ static int l_open(const struct dev_ops *ops, const char *args, struct dev_device
 	ld->gid.raw[13] = (uint8_t)(serial >> 16);
 	ld->gid.raw[14] = (uint8_t)(serial >> 8);
 	ld->gid.raw[15] = (uint8_t)serial;
+	if (args && strstr(args, "gid=v2")) {
+		/* ::ffff:10.x.y.z, what a RoCE v2 GID of an IPv4 interface looks like */
+		ld->roce_v2 = true;
+		memset(ld->gid.raw, 0, 10);
+		ld->gid.raw[10] = 0xff;
+		ld->gid.raw[11] = 0xff;
+		ld->gid.raw[12] = 10;
+	}
 	uint8_t mac[6] = { 0x02, 0x00, (uint8_t)(serial >> 24), (uint8_t)(serial >> 16),
 			   (uint8_t)(serial >> 8), (uint8_t)serial };
 	memcpy(ld->mac, mac, 6);

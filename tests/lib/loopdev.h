@@ -6,7 +6,8 @@
  * (ordering, access checks per PD/rkey/bounds, flush on error, peer loss).
  *
  * dev_open("loop") or dev_open("loop:inline=N") (N = max inline bytes, default 128;
- * a large N exercises the engine's zero-staging path). */
+ * a large N exercises the engine's zero-staging path); "gid=v2" (also "loop:gid=v2,inline=N")
+ * gives the device an IPv4-mapped GID of type RoCE v2 (::ffff:10.x.y.z), SMC-R v2's path. */
 #ifndef SMCR_TESTS_LOOPDEV_H
 #define SMCR_TESTS_LOOPDEV_H
 
@@ -63,6 +64,9 @@ struct dev_device *loopdev_last_opened(void);
 /* Counters for tests: WRITE and SEND work requests executed, bytes written. */
 struct loopdev_stats {
 	unsigned long writes, sends, write_bytes, access_errors;
+	unsigned long send_type[256];	/* SENDs by their first byte (LLC/CDC type) */
+	uint8_t last_send[64];		/* the last SEND's first bytes */
+	size_t last_send_len;
 };
 void loopdev_stats(struct loopdev_stats *st);
 

@@ -186,6 +186,15 @@ static void test_names(void **state)
 	char s[DEV_GID_STR_LEN];
 	dev_gid_str(&g, s);
 	assert_string_equal(s, "f0f1:f2f3:f4f5:f6f7:f8f9:fafb:fcfd:feff");
+	/* A RoCE v2 GID of an IPv4 interface maps to its address; an IPv6 one does not. */
+	uint32_t ip = 0;
+	assert_int_equal(dev_gid_ipv4(&g, &ip), 0);
+	const uint8_t m[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2 };
+	memcpy(g.raw, m, 16);
+	assert_int_equal(dev_gid_ipv4(&g, &ip), 1);
+	assert_int_equal(ip, 0x0a000002u);
+	g.raw[10] = 0xfe;
+	assert_int_equal(dev_gid_ipv4(&g, &ip), 0);
 	assert_string_equal(smcr_err_name(-SMCR_E_DEV_BUSY), "DEV_BUSY");
 	assert_int_equal(smcr_err_errno(-SMCR_E_DEV_QUEUE_FULL), ENOMEM);
 }

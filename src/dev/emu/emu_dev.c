@@ -143,6 +143,7 @@ struct emu_args {
 	char netns[256];	/* path of the network namespace to open the device in */
 	long port;		/* -1: default */
 	int prefix_len;		/* ip=a.b.c.d/len: allocate an address of the prefix; else -1 */
+	enum dev_gid_type gid_type;	/* gid=soft (default) or gid=v2 */
 };
 
 static int emu_copy_arg(char *dst, size_t cap, const char *v, size_t n)
@@ -159,6 +160,7 @@ static int emu_parse_args(const char *s, struct emu_args *a)
 	memset(a, 0, sizeof *a);
 	a->port = -1;
 	a->prefix_len = -1;
+	a->gid_type = DEV_GID_TYPE_SOFT;
 	while (*s) {
 		const char *end = strchr(s, ',');
 		size_t n = end ? (size_t)(end - s) : strlen(s);
@@ -182,6 +184,16 @@ static int emu_parse_args(const char *s, struct emu_args *a)
 						      : snprintf(a->netns, sizeof a->netns,
 								 "/run/netns/%s", nm)) >= (int)sizeof a->netns)
 				rc = -SMCR_E_EMU_ARGS;
+		} else if (kl == 3 && !memcmp(s, "gid", 3)) {
+			/* gid=v2: present the GID as RoCE v2 (the IP-derived GID it already is), as
+			 * a routed RoCE device or Soft-RoCE does; gid=soft: the default. */
+			rc = 0;
+			if (vl == 2 && !memcmp(v, "v2", 2))
+				a->gid_type = DEV_GID_TYPE_ROCE_V2;
+			else if (vl == 4 && !memcmp(v, "soft", 4))
+				a->gid_type = DEV_GID_TYPE_SOFT;
+			else
+				return -SMCR_E_EMU_ARGS;
 		} else if (kl == 4 && !memcmp(s, "port", 4)) {
 			char buf[8];
 			rc = emu_copy_arg(buf, sizeof buf, v, vl);
@@ -489,7 +501,7 @@ static int emu_query_gid(struct dev_device *dev, uint8_t port, int index,
 	if (index != 0)
 		return -SMCR_E_INVAL;
 	out->gid = d->gid;
-	out->type = DEV_GID_TYPE_SOFT;
+	out->type = d->gid_type;
 	out->vlan_id = DEV_VLAN_NONE;
 	memcpy(out->mac, d->mac, DEV_MAC_LEN);
 	return 0;
@@ -712,6 +724,7 @@ static int emu_open_here(const struct dev_ops *ops, struct emu_args *a, struct d
 	if (rc)
 		goto fail_unlock;
 	emu_gid_from_sockaddr(&d->addr, &d->gid);
+	d->gid_type = a->gid_type;
 	emu_dev_identity(d);
 	if (emu_dev_netlink(d)) {
 		LOG_WARN("emu", "no netlink link notifications (%s): the port follows "

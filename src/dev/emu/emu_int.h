@@ -296,6 +296,7 @@ struct emu_dev {
 	int explicit_port;		/* opened with a nonzero port: may be shared */
 	uint64_t netns_id;		/* inode of the network namespace it lives in */
 	struct dev_gid gid;
+	enum dev_gid_type gid_type;	/* what query_gid reports: SOFT, or ROCE_V2 (gid=v2) */
 	uint8_t mac[DEV_MAC_LEN];
 	enum dev_mtu active_mtu;
 	uint64_t node_guid;
