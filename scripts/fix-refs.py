@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""fix-refs.py [--check] [ROOT]: make the docs and comments cite what a clone holds.
+
+Rewrites, in every file git tracks under ROOT (default: the repository holding this script),
+the citations of the protocol reference that used to live outside the repository and of the
+engine's lost design note, into the repository's own pages, which keep the same section
+numbers:
+
+  procedures.md, wire-formats.md, linux-interop.md, wireshark.md  (bare, "spec X.md",
+  ../shared/spec/X.md, /work/shared/spec/X.md)       -> docs/protocol/X.md
+  ENGINE.md                                           -> docs/design/engine-decisions.md
+  shared/notes/X.md (any prefix)                      -> docs/protocol/X.md, if that exists
+
+Inside a Markdown link target, "](X.md" becomes the path relative to the file. Files under
+docs/protocol/ cite each other by bare name on purpose and are left alone, as are this script
+and scripts/check-refs.sh.
+
+Idempotent: a citation already rewritten is preceded by "/" and never matches again, so the
+script can be re-run on any later tree (after merging other branches). It prints the files it
+changed, then every reference to something outside the repository that it could not map
+(/work/..., shared/..., ../shared/...), one "path:line: text" per line. --check changes
+nothing and exits 1 when a run would change a file.
+"""
+import os
+import re
+import subprocess
+import sys
+
+SPEC = ("procedures", "wire-formats", "linux-interop", "wireshark")
+SKIP_DIRS = ("docs/protocol/",)
+SKIP_FILES = ("scripts/fix-refs.py", "scripts/check-refs.sh")
+TEXT_EXT = (".c", ".h", ".md", ".txt", ".cmake", ".sh", ".py", ".map", ".bpf.c", ".def",
+            ".in", ".json", ".yml", ".yaml", ".1", ".5", ".7")
+
+# A citation of one of the four pages, optionally with the old location or a "spec " in
+# front. Not preceded by a word character, "/", "." or "-": a path already under docs/ (or
+# any other directory) is left as it is, which is what makes a second run change nothing.
+SPEC_RE = re.compile(
+    r"(?<![\w/.-])(?P<pre>spec |(?:\.\./)*(?:/work/)?shared/spec/)?"
+    r"(?P<name>" + "|".join(re.escape(s) for s in SPEC) + r")\.md\b")
+ENGINE_RE = re.compile(r"(?<![\w/.-])ENGINE\.md\b")
+# A note of the shared notes folder whose facts were written into docs/protocol/ under the
+# same name (mapped only when that page exists in the tree).
+NOTES_RE = re.compile(r"(?<![\w/.-])(?:\.\./)*(?:/work/)?shared/notes/(?P<name>[\w.-]+)\.md\b")
+# What is left that points outside the repository.
+OUTSIDE_RE = re.compile(r"/work/|(?<![\w.-])(?:\.\./)*shared/(?:spec|notes|vectors)\b")
+
+
+def tracked(root):
+    out = subprocess.run(["git", "-C", root, "ls-files", "-z"], check=True,
+                         capture_output=True).stdout
+    return [p for p in out.decode().split("\0") if p]
+
+
+def target(path, dest, in_link):
+    if in_link:
+        return os.path.relpath(dest, os.path.dirname(path) or ".")
+    return dest
+
+
+def rewrite(path, text, root):
+    is_md = path.endswith(".md")
+
+    def spec_sub(m):
+        dest = "docs/protocol/%s.md" % m.group("name")
+        in_link = is_md and text[max(0, m.start() - 2):m.start()] == "]("
+        return target(path, dest, in_link)
+
+    def engine_sub(m):
+        in_link = is_md and text[max(0, m.start() - 2):m.start()] == "]("
+        return target(path, "docs/design/engine-decisions.md", in_link)
+
+    def notes_sub(m):
+        dest = "docs/protocol/%s.md" % m.group("name")
+        if not os.path.isfile(os.path.join(root, dest)):
+            return m.group(0)
+        in_link = is_md and text[max(0, m.start() - 2):m.start()] == "]("
+        return target(path, dest, in_link)
+
+    text = SPEC_RE.sub(spec_sub, text)
+    text = ENGINE_RE.sub(engine_sub, text)
+    return NOTES_RE.sub(notes_sub, text)
+
+
+def main(argv):
+    check = "--check" in argv
+    args = [a for a in argv if a != "--check"]
+    root = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    root = os.path.abspath(root)
+    changed, unmapped = [], []
+    for rel in tracked(root):
+        if rel.startswith(SKIP_DIRS) or rel in SKIP_FILES:
+            continue
+        base = os.path.basename(rel)
+        if not (rel.endswith(TEXT_EXT) or base in ("CMakeLists.txt", "README", "run")):
+            continue
+        full = os.path.join(root, rel)
+        if not os.path.isfile(full):
+            continue
+        try:
+            with open(full, encoding="utf-8") as f:
+                old = f.read()
+        except UnicodeDecodeError:
+            continue
+        new = rewrite(rel, old, root)
+        if new != old:
+            changed.append(rel)
+            if not check:
+                with open(full, "w", encoding="utf-8") as f:
+                    f.write(new)
+        for n, line in enumerate(new.splitlines(), 1):
+            if OUTSIDE_RE.search(line):
+                unmapped.append("%s:%d: %s" % (rel, n, line.strip()))
+    for rel in changed:
+        print(("would change " if check else "changed ") + rel)
+    if unmapped:
+        print("references outside the repository that fix-refs.py cannot map:")
+        for u in unmapped:
+            print("  " + u)
+    return 1 if (check and changed) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
