@@ -182,7 +182,7 @@ enum smcr_role {
 	SMCR_ROLE_SERVER = 2,	/* accepted from a listener */
 };
 
-/* Reasons. A fallback reason is a CLC peer diagnosis code (wire-formats.md 5.2: the codes a
+/* Reasons. A fallback reason is a CLC peer diagnosis code (docs/protocol/wire-formats.md 5.2: the codes a
  * Decline carries, e.g. 0x03030002 no SMC-R device, 0x04000000 out of sync) or one of the
  * local codes below, which are never sent. smcr_reason_name() names both. */
 #define SMCR_REASON_NONE 0u
@@ -190,7 +190,7 @@ enum smcr_role {
 #define SMCR_REASON_PEERDECL 0x05000000u  /* local reason: the peer declined */
 #define SMCR_REASON_RULE_TCP 0x0f010000u  /* the rules (or their default) chose TCP */
 #define SMCR_REASON_NODEV 0x03030002u	  /* no usable RDMA device in this process */
-/* The TCP-option discovery (BPF, procedures.md 2.1) said TCP before any CLC byte:
+/* The TCP-option discovery (BPF, docs/protocol/procedures.md 2.1) said TCP before any CLC byte:
  * SMCR_REASON_BPF_BASE | the option result (src/bpf/optin.h order; names "BPF_<RESULT>"). */
 #define SMCR_REASON_BPF_BASE 0x0f020000u
 #define SMCR_REASON_BPF_PEER_NO 0x0f020001u	  /* peer did not offer SMC (no option) */

@@ -1,4 +1,4 @@
-/* close.c: closing a connection (procedures.md 5; RFC 7609 4.8): shutdown(SHUT_WR) sends D,
+/* close.c: closing a connection (docs/protocol/procedures.md 5; RFC 7609 4.8): shutdown(SHUT_WR) sends D,
  * close() sends C, or A when unread data is left, on SO_LINGER 0, or after the peer aborted;
  * errors abort with A. A connection whose close exchange is complete (we sent C/A and the
  * peer sent C/A) leaves its LG and its RMB returns to the pool; one whose peer never closes
@@ -39,7 +39,7 @@ bool close_finished_locked(const struct core_conn *c)
 	return close_sent_locked(c) && !c->upd_pending && (c->cl & (CL_RCVD_C | CL_RCVD_A));
 }
 
-/* Quiet final C (connect4 branch; procedures.md 5.1, RFC 7609 4.8.1 close procedures).
+/* Quiet final C (connect4 branch; docs/protocol/procedures.md 5.1, RFC 7609 4.8.1 close procedures).
  * The passive closer's C, sent after the peer's C, completes the exchange, and nobody at
  * the peer waits for it: the peer's C says its program closed the socket (smcr sends C
  * only from core_conn_close; linger waits only for our own C to go out, api.c), so the
@@ -52,7 +52,7 @@ bool close_finished_locked(const struct core_conn *c)
  * turn for anything else, or the socket layer's close reaper, which polls within a bound
  * while core_engine_close_waits() > 0 (sock/api.c). Only on a software device (shm, emu):
  * their peers are smcr; a Linux peer over verbs arms for solicited events
- * (linux-interop.md 6) and has no such reaper, so it gets the C solicited as before.
+ * (docs/protocol/linux-interop.md 6) and has no such reaper, so it gets the C solicited as before.
  * DEVIATION from Linux (which sends every CDC solicited): the peer's release of the
  * connection may come up to the reaper's bound later. $SMCR_CLOSE_SOLICITED=1 turns it
  * off (e->p.close_solicited). */
@@ -169,7 +169,7 @@ void core_conn_close(struct core_conn *c, bool abort, uint64_t now_ns)
 			/* C after every queued byte (5.1): with the ring empty at once, else
 			 * when the flush that empties it runs (rx, slot completions, timers).
 			 * The TCP side is shut now anyway: the FIN may come before the C
-			 * (linux-interop.md 8), and a peer takes neither as end of data. */
+			 * (docs/protocol/linux-interop.md 8), and a peer takes neither as end of data. */
 			c->cl_pend |= CL_SENT_C;
 			c->tcp_action = CORE_TCP_SHUTDOWN;
 			(void)tx_flush_locked(c, true);

@@ -1,5 +1,5 @@
 /* conn.c: connection objects: creation, references, release, readiness (the level mask
- * sock maps to poll bits) and the query struct (procedures.md 4.2 cursors, 5.2 states). */
+ * sock maps to poll bits) and the query struct (docs/protocol/procedures.md 4.2 cursors, 5.2 states). */
 #include "core/core_int.h"
 
 #include <netinet/in.h>
@@ -202,7 +202,7 @@ void core_conn_set_oobinline(struct core_conn *c, bool on)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* Linux state names (procedures.md 5.2), derived from what was sent and received. */
+/* Linux state names (docs/protocol/procedures.md 5.2), derived from what was sent and received. */
 const char *conn_state_name_locked(struct core_conn *c)
 {
 	switch (c->mode) {
@@ -297,7 +297,7 @@ void core_conn_info(struct core_conn *c, struct core_conn_info *in)
 	}
 	if (c->lg) {
 		in->lg_conns = (uint16_t)c->lg->nconns;
-		/* A single-link LG (procedures.md 3.2): lg->link is the only one. */
+		/* A single-link LG (docs/protocol/procedures.md 3.2): lg->link is the only one. */
 		in->lg_links = c->lg->link && c->lg->link->state == CORE_LINK_ACTIVE ? 1 : 0;
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -316,7 +316,7 @@ void core_conn_set_fallback(struct core_conn *c, uint32_t reason)
 void core_conn_tcp_event(struct core_conn *c, bool rst, uint64_t now_ns)
 {
 	if (!rst)
-		return;	/* FIN: linux-interop.md 8, not the end of the SMC stream */
+		return;	/* FIN: docs/protocol/linux-interop.md 8, not the end of the SMC stream */
 	pthread_mutex_lock(&c->lock);
 	bool act = c->mode == CORE_MODE_SMC && !c->reset_err;
 	if (act)

@@ -1,18 +1,18 @@
 /* core.h: the SMC-R protocol engine's contract with the socket layer (src/sock/).
  *
- * What the engine does (spec: /work/shared/spec/procedures.md, all of it; RFC 7609 3-4):
- *   - CLC client and server state machines over byte buffers (procedures.md 2.2-2.4): the
+ * What the engine does (spec: docs/protocol/procedures.md, all of it; RFC 7609 3-4):
+ *   - CLC client and server state machines over byte buffers (docs/protocol/procedures.md 2.2-2.4): the
  *     socket layer reads the TCP stream and writes what the engine gives it; the engine never
- *     touches a socket (ENGINE.md decision 1).
+ *     touches a socket (docs/design/engine-decisions.md decision 1).
  *   - link groups (LG) and links: first contact, reuse, QP bring-up, CONFIRM LINK, the ADD
  *     LINK behaviour of a single-link peer, CONFIRM/DELETE RKEY, TEST LINK, DELETE LINK,
- *     idle-LG freeing (procedures.md 2.5-3.8);
+ *     idle-LG freeing (docs/protocol/procedures.md 2.5-3.8);
  *   - RMBs (per-LG pool), the data path (RDMA WRITE + CDC, cursors, window updates, urgent
- *     data; procedures.md 4) and close (D/C/A; procedures.md 5);
+ *     data; docs/protocol/procedures.md 4) and close (D/C/A; docs/protocol/procedures.md 5);
  *   - RDMA I/O through dev/dev.h only (never a provider's header).
  *
  * Objects:
- *   struct core_engine  one per process (= one SMC-R instance, linux-interop.md 5): its peer
+ *   struct core_engine  one per process (= one SMC-R instance, docs/protocol/linux-interop.md 5): its peer
  *                       ID, its devices (one PD per LG, one CQ per device), all LGs and
  *                       connections, all timers.
  *   struct core_conn    one per TCP connection that tries SMC-R (client or server side).
@@ -38,7 +38,7 @@
  * This unit's rows: src/util/errors/core.def.
  *
  * Stability: this header only grows (additive changes). A breaking change is announced
- * loudly in the commit message (ENGINE.md). */
+ * loudly in the commit message (docs/design/engine-decisions.md). */
 #ifndef SMCR_CORE_CORE_H
 #define SMCR_CORE_CORE_H
 
@@ -58,7 +58,7 @@ struct core_conn;
 /* ======================================================================================= */
 /* Engine                                                                                  */
 
-/* Timer values (procedures.md 1). 0 in core_engine_params means "the spec default". */
+/* Timer values (docs/protocol/procedures.md 1). 0 in core_engine_params means "the spec default". */
 #define CORE_CLC_WAIT_NS (6ull * 1000000000ull)		/* next CLC message: 6 s */
 #define CORE_CLC_WAIT_SHORT_NS (1ull * 1000000000ull)	/* Decline after an LLC timeout: 1 s */
 #define CORE_LLC_WAIT_NS (2ull * 1000000000ull)		/* LLC response: 2 s */
@@ -67,7 +67,7 @@ struct core_conn;
 #define CORE_LG_FREE_SRV_NS (600ull * 1000000000ull)	/* idle LG kept, server role */
 #define CORE_LG_FREE_CLNT_NS (610ull * 1000000000ull)	/* idle LG kept, client role */
 #define CORE_CLOSE_WAIT_NS (30ull * 1000000000ull)	/* released conn: wait for peer's C/A */
-#define CORE_CONNS_PER_LG_MAX 255			/* procedures.md 6 */
+#define CORE_CONNS_PER_LG_MAX 255			/* docs/protocol/procedures.md 6 */
 #define CORE_RMBE_DEFAULT 65536u			/* Linux net.smc.rmem default */
 /* RMBE auto-sizing (core_engine_params.rmbe_auto_max, added by the tune branch): for a
  * connection without SO_RCVBUF the engine then picks, like TCP's receive autotuning ends up
@@ -100,7 +100,7 @@ struct core_engine_params {
 	 * MAC becomes the peer ID's MAC. */
 	const char *const *devices;
 	int ndevices;
-	/* Peer ID instance number (2 bytes, wire-formats.md 2.3); 0 = random. */
+	/* Peer ID instance number (2 bytes, docs/protocol/wire-formats.md 2.3); 0 = random. */
 	uint16_t instance;
 	/* Timer overrides (ns); 0 = the CORE_*_NS default above. */
 	uint64_t clc_wait_ns;
@@ -137,7 +137,7 @@ SMCR_MUST_CHECK int core_engine_new(const struct core_engine_params *p,
  * last of them. Must not be called from an event callback. */
 void core_engine_free(struct core_engine *e);
 
-/* The engine's peer ID (wire-formats.md 2.3). */
+/* The engine's peer ID (docs/protocol/wire-formats.md 2.3). */
 struct wire_peer_id core_engine_peer_id(const struct core_engine *e);
 
 /* File descriptors the caller waits on (epoll, POLLIN) to know progress is due: each
@@ -179,7 +179,7 @@ unsigned core_engine_close_waits(struct core_engine *e);
 
 /* Spinning (added by the tune branch; docs/parts/tune.md "Spinning"). A thread that polls
  * the engine in a loop for a short time before it sleeps (a blocking call's brief spin,
- * ENGINE.md decision 3) brackets the loop with these two and calls only
+ * docs/design/engine-decisions.md decision 3) brackets the loop with these two and calls only
  * core_engine_progress inside it, never core_engine_prepare_sleep:
  *
  *     core_engine_spin_begin(e, now);
@@ -310,7 +310,7 @@ enum core_event {
 typedef void (*core_event_fn)(void *ctx, struct core_conn *c, unsigned events, unsigned raised);
 
 /* An IP prefix of the local interface the TCP connection uses (getifaddrs), for the
- * Proposal's IP area and the server's prefix check (wire-formats.md 3.3). */
+ * Proposal's IP area and the server's prefix check (docs/protocol/wire-formats.md 3.3). */
 struct core_ip_prefix {
 	int family;		/* AF_INET or AF_INET6 */
 	uint8_t addr[16];	/* network order; IPv4 in the first 4 bytes */
@@ -321,7 +321,7 @@ struct core_ip_prefix {
 struct core_conn_params {
 	enum core_role role;
 	/* The TCP connection's addresses (getsockname / getpeername). An IPv4-mapped IPv6
-	 * address counts as IPv4 (wire-formats.md 3.3). */
+	 * address counts as IPv4 (docs/protocol/wire-formats.md 3.3). */
 	struct sockaddr_storage local;
 	struct sockaddr_storage peer;
 	/* Prefixes of the local interface (up to CORE_MAX_PREFIXES, copied). With none, the
@@ -330,7 +330,7 @@ struct core_conn_params {
 	const struct core_ip_prefix *prefixes;
 	int nprefixes;
 	/* Sizes (SO_RCVBUF / SO_SNDBUF as the program set them; 0 = defaults). The RMBE is the
-	 * smallest power of two >= rcvbuf in 16 KiB..512 KiB (wire-formats.md 8.1); rcvbuf 0:
+	 * smallest power of two >= rcvbuf in 16 KiB..512 KiB (docs/protocol/wire-formats.md 8.1); rcvbuf 0:
 	 * CORE_RMBE_DEFAULT, or auto-sized if the engine has rmbe_auto_max (above). */
 	uint32_t rcvbuf;
 	uint32_t sndbuf;
@@ -352,7 +352,7 @@ SMCR_MUST_CHECK int core_conn_new(struct core_engine *e, const struct core_conn_
 void core_conn_release(struct core_conn *c, uint64_t now_ns);
 
 /* ======================================================================================= */
-/* CLC handshake (procedures.md 2.2-2.4), driven by the socket layer                       */
+/* CLC handshake (docs/protocol/procedures.md 2.2-2.4), driven by the socket layer                       */
 
 enum core_clc_status {
 	/* Waiting for more TCP bytes from the peer (or the deadline). */
@@ -404,12 +404,12 @@ void core_conn_set_fallback(struct core_conn *c, uint32_t reason);
 
 /* Called by sock when the hidden TCP socket of an SMC-mode connection reports something:
  * rst = true for RST / error (the connection is aborted: ECONNRESET, A CDC if possible);
- * rst = false for FIN, which is only noted (linux-interop.md 8: the FIN may arrive before
+ * rst = false for FIN, which is only noted (docs/protocol/linux-interop.md 8: the FIN may arrive before
  * the peer's C CDC; it is not the end of the SMC data stream). */
 void core_conn_tcp_event(struct core_conn *c, bool rst, uint64_t now_ns);
 
 /* ======================================================================================= */
-/* Data (procedures.md 4)                                                                  */
+/* Data (docs/protocol/procedures.md 4)                                                                  */
 
 /* Flags of send/recv (values are smcr's own; sock maps MSG_*). */
 enum core_msg_flags {
@@ -434,7 +434,7 @@ enum core_msg_flags {
  *                        a pending error is reported once with its own code
  *   -SMCR_E_CORE_NOTCONN not (yet) in SMC mode (ENOTCONN)
  * A zero-length send returns 0 (without CORE_MSG_MORE it pushes held bytes). With
- * CORE_MSG_OOB, the last byte of the data is the urgent byte (procedures.md 4.6); it is
+ * CORE_MSG_OOB, the last byte of the data is the urgent byte (docs/protocol/procedures.md 4.6); it is
  * accepted only if all of it fits (else -SMCR_E_AGAIN); from the ring, the CDC that
  * completes it carries P/U. The cork ceiling counts from the engine's latest progress time
  * (core_conn_send_at takes the caller's). */
@@ -476,14 +476,14 @@ SMCR_MUST_CHECK long core_conn_recv(struct core_conn *c, const struct iovec *iov
 void core_conn_set_oobinline(struct core_conn *c, bool on);
 
 /* ======================================================================================= */
-/* Close (procedures.md 5)                                                                 */
+/* Close (docs/protocol/procedures.md 5)                                                                 */
 
 /* shutdown(): how = SHUT_RD, SHUT_WR or SHUT_RDWR. SHUT_WR sends D ("sending done") once,
  * after every byte of the send ring was written (held bytes are pushed; until then sends
  * fail with EPIPE as after the D);
  * SHUT_RD only makes reads return 0 (as TCP; nothing is sent); SHUT_RDWR = both (D, not C:
  * the socket is not closed yet). 0, or -SMCR_E_CORE_NOTCONN. The caller then does the TCP
- * action of procedures.md 5.1 (shutdown(SHUT_WR) of the TCP socket after SHUT_WR). */
+ * action of docs/protocol/procedures.md 5.1 (shutdown(SHUT_WR) of the TCP socket after SHUT_WR). */
 SMCR_MUST_CHECK int core_conn_shutdown(struct core_conn *c, int how, uint64_t now_ns);
 
 /* close(): sends C, or A when unread data is left in the RMBE or abort is true (SO_LINGER
@@ -512,7 +512,7 @@ enum core_mode {
 	CORE_MODE_FAILED = 4,		/* handshake failed, connection unusable */
 };
 
-/* What sock does with the TCP socket after core_conn_close (procedures.md 5.1). */
+/* What sock does with the TCP socket after core_conn_close (docs/protocol/procedures.md 5.1). */
 enum core_tcp_action {
 	CORE_TCP_KEEP = 0,		/* leave it open (still active / handshake) */
 	CORE_TCP_SHUTDOWN = 1,		/* C sent: shutdown(SHUT_RDWR) now, close with the socket */
@@ -524,7 +524,7 @@ enum core_tcp_action {
 struct core_conn_info {
 	enum core_mode mode;
 	enum core_role role;
-	const char *state;		/* "ACTIVE", "PEERCLOSEWAIT1", ... (procedures.md 5.2) */
+	const char *state;		/* "ACTIVE", "PEERCLOSEWAIT1", ... (docs/protocol/procedures.md 5.2) */
 	uint32_t fallback_local;	/* decline code we sent / our reason; 0 = none */
 	uint32_t fallback_peer;		/* decline code the peer sent; 0 = none */
 	int error;			/* pending error (not cleared), 0 = none */
@@ -569,7 +569,7 @@ struct core_conn_info {
 	 * follow it); otherwise every byte not yet read. readable (above) is poll's count. */
 	uint32_t inq;
 	/* Added by the connect branch: the peer's C or A arrived (it will neither send nor
-	 * read any more; procedures.md 5.1), so its TCP FIN/RST tells nothing new. */
+	 * read any more; docs/protocol/procedures.md 5.1), so its TCP FIN/RST tells nothing new. */
 	bool peer_closed;
 	/* Added by the closeq branch: the connection's link is on a software device (shm,
 	 * emu), whose peer is always smcr (sock/api.c: the RST of a closed peer's TCP side).

@@ -29,7 +29,7 @@
 #define CORE_UNIT "core"
 #define CORE_NEVER UINT64_MAX
 
-/* Per link (procedures.md 2.6, linux-interop.md 6; Linux values). */
+/* Per link (docs/protocol/procedures.md 2.6, docs/protocol/linux-interop.md 6; Linux values). */
 #define CORE_SEND_SLOTS 16		/* 44-byte messages in flight per link */
 #define CORE_MAX_WRITES 4		/* WRITE WRs per CDC (2 per ring wrap; more for long iovecs) */
 #define CORE_SQ_DEPTH (CORE_SEND_SLOTS * (CORE_MAX_WRITES + 1))
@@ -46,7 +46,7 @@
 #define CORE_MSG_BUF 64			/* slot / receive buffer stride (>= 44) */
 #define CORE_CQE_PER_DEV 8192		/* one CQ per device for every QP on it */
 #define CORE_LG_SLOTS 256		/* conn slots 1..255; alert token = gen << 8 | slot */
-#define CORE_RTOKENS_MAX 255		/* peer RMBs remembered per LG (procedures.md 6) */
+#define CORE_RTOKENS_MAX 255		/* peer RMBs remembered per LG (docs/protocol/procedures.md 6) */
 #define CORE_MAX_DEVS 4
 
 /* wr_id layout: link id in the top 32 bits, then kind and index. */
@@ -87,7 +87,7 @@ struct core_rmb {
 	uint32_t dirty_len;
 };
 
-/* A remote RMB the peer announced (rkey, vaddr), per LG (procedures.md 3.3). [E] */
+/* A remote RMB the peer announced (rkey, vaddr), per LG (docs/protocol/procedures.md 3.3). [E] */
 struct core_rtoken {
 	uint32_t rkey;
 	uint64_t vaddr;
@@ -146,14 +146,14 @@ struct core_link {
 	bool starved_all;		/* [L] a waiter without an LG slot (0): visit every conn */
 	bool wake_due;			/* [E] a completion freed a slot while senders waited: tx_wake_waiters
 					 * once at the end of the CQ batch (link_run_wakes; conns branch) */
-	/* keepalive (procedures.md 3.5) */
+	/* keepalive (docs/protocol/procedures.md 3.5) */
 	uint64_t last_rx_ns;		/* [E] progress time of the last receive on the link */
 	uint64_t testlink_deadline;	/* [E] TEST LINK sent, answer due by then; NEVER if none */
 	uint64_t drain_deadline;	/* [E] LG terminating: destroy the QP by then */
 	struct core_link *next;		/* [E] eng->links */
 };
 
-/* Local LLC flows (procedures.md 3.1: one local flow per LG at a time). */
+/* Local LLC flows (docs/protocol/procedures.md 3.1: one local flow per LG at a time). */
 enum core_flow {
 	CORE_FLOW_NONE = 0,
 	CORE_FLOW_CONFIRM_RKEY = 1,	/* for flow_conn's new RMB, before its CLC message */
@@ -176,7 +176,7 @@ struct core_lgr {
 	struct wire_peer_id peer_id;	/* [I] */
 	struct core_dev *cdev;		/* [I] */
 	struct dev_pd *pd;		/* [I] one PD per LG: its RMBs are reachable only by its QPs */
-	struct core_link *link;		/* [E] the one link (single-link LG, procedures.md 3.2) */
+	struct core_link *link;		/* [E] the one link (single-link LG, docs/protocol/procedures.md 3.2) */
 	struct core_conn *slots[CORE_LG_SLOTS];	/* [E] by alert token & 0xFF; [0] unused */
 	unsigned nconns;		/* [E] slots in use */
 	uint32_t token_gen;		/* [E] */
@@ -195,7 +195,7 @@ struct core_lgr {
 	uint32_t term_reason;		/* [E] DELETE LINK reason when terminated */
 };
 
-/* Handshake states (procedures.md 2.2, 2.3). */
+/* Handshake states (docs/protocol/procedures.md 2.2, 2.3). */
 enum core_hs {
 	HS_C_START = 1,		/* client: Proposal not sent yet */
 	HS_C_WAIT_ACCEPT = 2,
@@ -211,7 +211,7 @@ enum core_hs {
 	HS_DONE_FAILED = 12,
 };
 
-/* Close flags (procedures.md 5): what was sent / received. [C] */
+/* Close flags (docs/protocol/procedures.md 5): what was sent / received. [C] */
 #define CL_SENT_D 0x01
 #define CL_SENT_C 0x02
 #define CL_SENT_A 0x04
@@ -219,7 +219,7 @@ enum core_hs {
 #define CL_RCVD_C 0x20
 #define CL_RCVD_A 0x40
 
-/* Urgent data state of the receiver (procedures.md 4.6). [C] */
+/* Urgent data state of the receiver (docs/protocol/procedures.md 4.6). [C] */
 enum core_urg {
 	URG_NONE = 0,
 	URG_PENDING = 1,	/* P seen, byte not here yet */

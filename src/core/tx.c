@@ -1,8 +1,8 @@
-/* tx.c: the sending side of the data path (procedures.md 4.3, 4.5, 4.6): RDMA WRITEs into the
+/* tx.c: the sending side of the data path (docs/protocol/procedures.md 4.3, 4.5, 4.6): RDMA WRITEs into the
  * peer's RMBE (the ring split in at most two pieces at its end), then one CDC on the same QP
  * carrying the producer cursor, our consumer cursor (window update piggybacked) and flags;
  * the send ring (SO_SNDBUF), corking (MSG_MORE / TCP_CORK) and the ordering of D/C after
- * queued bytes (procedures.md 4.1, 5.1; docs/parts/sndbuf.md).
+ * queued bytes (docs/protocol/procedures.md 4.1, 5.1; docs/parts/sndbuf.md).
  *
  * Copies: where the provider takes inline WRITEs of the size needed, the WRITE reads the
  * caller's iovec directly (one copy in all: into the peer's RMBE). Otherwise the data is
@@ -18,7 +18,7 @@
 
 #include "util/copy.h"
 
-/* Fills the slot with a CDC for c's current state (wire-formats.md 7). conn->lock held. */
+/* Fills the slot with a CDC for c's current state (docs/protocol/wire-formats.md 7). conn->lock held. */
 static void cdc_fill(struct core_conn *c, uint8_t *buf, bool urg)
 {
 	struct cdc_msg m;
@@ -78,7 +78,7 @@ void tx_cons_update_locked(struct core_conn *c, bool force)
 		(void)tx_cdc_locked(c, false);
 		return;
 	}
-	/* procedures.md 4.5 (Linux smc_tx_consumer_update). */
+	/* docs/protocol/procedures.md 4.5 (Linux smc_tx_consumer_update). */
 	struct curs_wnd w = {
 		.size = c->rmbe_size,
 		.cons_sent = abs_to_curs(c->rx_cons_sent, c->rmbe_size),
@@ -426,7 +426,7 @@ static long post_locked(struct core_conn *c, const struct iovec *iov, int iovcnt
 	}
 	if (urg && pl.sent < n)
 		urg = false;	/* the urgent byte is not in this piece */
-	/* procedures.md 4.3 step 1: B when the data did not fit the peer's free space. */
+	/* docs/protocol/procedures.md 4.3 step 1: B when the data did not fit the peer's free space. */
 	c->tx_blocked = want > pl.sent && pl.sent == space;
 	c->tx_prod += pl.sent;
 	c->bytes_sent += pl.sent;
@@ -461,7 +461,7 @@ unsigned tx_flush_locked(struct core_conn *c, bool push)
 		uint32_t space = conn_writable_locked(c);
 		if (space == 0) {
 			if (!c->tx_blocked) {
-				/* procedures.md 4.5: B makes a Linux reader send its update. */
+				/* docs/protocol/procedures.md 4.5: B makes a Linux reader send its update. */
 				c->tx_blocked = true;
 				(void)tx_cdc_locked(c, false);
 			}
@@ -499,7 +499,7 @@ unsigned tx_flush_locked(struct core_conn *c, bool push)
 		c->sb = NULL;
 	}
 	if (c->sb_tail == c->sb_head && c->cl_pend && !c->reset_err) {
-		/* procedures.md 5.1: D / C after all pending data. */
+		/* docs/protocol/procedures.md 5.1: D / C after all pending data. */
 		c->cl |= c->cl_pend;
 		c->cl_pend = 0;
 		c->giveup_deadline = CORE_NEVER;

@@ -1,4 +1,4 @@
-/* progress.h: the one progress thread of the process (ENGINE.md decision 3).
+/* progress.h: the one progress thread of the process (docs/design/engine-decisions.md decision 3).
  *
  * Started lazily (progress_start, by the first smcr socket), it sleeps in epoll_wait on:
  *   - fds registered with progress_watch: the engine's completion and timer fds and the

@@ -1,5 +1,5 @@
 /* sig.h: the program-visible fd of an SMC-R connection and how the engine drives its
- * readiness (ENGINE.md decision 2; docs/parts/sock.md "Readiness").
+ * readiness (docs/design/engine-decisions.md decision 2; docs/parts/sock.md "Readiness").
  *
  * An SMC-R connection's fd is the "program end" (prog) of an AF_UNIX SOCK_STREAM socket
  * pair; the engine holds the other, "signal end" (end), at a hidden high fd number. The

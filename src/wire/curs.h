@@ -2,8 +2,8 @@
  * arithmetic, the window-update rule, the two-chunk split of a ring copy, and the 16-bit
  * CDC sequence-number compare.
  *
- * Spec: wire-formats.md 8.3 (encoding), 7.1 (newer-cursor rule), 7.2 (sequence numbers);
- * procedures.md 4.2 (advance, diff, newer-than), 4.3 (free space, two pieces), 4.5 (window
+ * Spec: docs/protocol/wire-formats.md 8.3 (encoding), 7.1 (newer-cursor rule), 7.2 (sequence numbers);
+ * docs/protocol/procedures.md 4.2 (advance, diff, newer-than), 4.3 (free space, two pieces), 4.5 (window
  * update rule). Every helper is pure arithmetic; each names its TCP equivalent.
  *
  * A cursor is shared between threads only through struct curs_shared, which holds the
@@ -19,7 +19,7 @@
 
 #include "util/err.h"
 
-/* A position in one RMBE ring (wire-formats.md 8.3). count is a byte offset, 0 <= count <
+/* A position in one RMBE ring (docs/protocol/wire-formats.md 8.3). count is a byte offset, 0 <= count <
  * ring size; wrap counts the times count went from size back to 0, modulo 65536. */
 struct curs {
 	uint16_t wrap;
@@ -59,20 +59,20 @@ static inline bool curs_eq(struct curs a, struct curs b)
  * before it is used (the codec cannot: it does not know the ring size). */
 static inline bool curs_valid(struct curs c, uint32_t size) { return c.count < size; }
 
-/* advance(c, n) of procedures.md 4.2: c moved n bytes forward in a ring of size bytes,
+/* advance(c, n) of docs/protocol/procedures.md 4.2: c moved n bytes forward in a ring of size bytes,
  * wrap counted modulo 65536. Works for any n (several laps add several wraps) and
  * normalises a count >= size. size 0 returns c unchanged.
  * TCP: SND.NXT += n (sequence space modulo 2^32). */
 struct curs curs_add(struct curs c, uint64_t n, uint32_t size);
 
-/* diff(old, new) of procedures.md 4.2 (Linux smc_curs_diff): bytes from old to new in a
+/* diff(old, new) of docs/protocol/procedures.md 4.2 (Linux smc_curs_diff): bytes from old to new in a
  * ring of size bytes. Same wrap: new.count - old.count, or 0 if new is behind; different
  * wrap: size - old.count + new.count (0 if that is negative). Exact while the two cursors
  * are at most one lap apart, which the protocol keeps for producer vs consumer.
  * TCP: SND.NXT - SND.UNA (bytes in flight) or RCV.NXT - (bytes read). */
 uint64_t curs_diff(struct curs old, struct curs new_, uint32_t size);
 
-/* The receive rule of wire-formats.md 7.1 / procedures.md 4.2 (Linux
+/* The receive rule of docs/protocol/wire-formats.md 7.1 / docs/protocol/procedures.md 4.2 (Linux
  * smc_cdc_cursor_to_host): a received cursor is OLDER than the known one, and is ignored,
  * if (rcvd.wrap < known.wrap and rcvd.wrap != 0) or (same wrap and rcvd.count <
  * known.count). A wrap of 0 below a larger known wrap counts as the 65535 -> 0 wrap-around.
@@ -92,11 +92,11 @@ bool curs_take_newer(struct curs *known, struct curs rcvd);
 int curs_cmp(struct curs a, struct curs b);
 
 /* Free space the writer may still use in the peer's RMBE: size - diff(peer_cons, prod),
- * clamped to 0..size (procedures.md 4.2 sender state).
+ * clamped to 0..size (docs/protocol/procedures.md 4.2 sender state).
  * TCP: SND.UNA + SND.WND - SND.NXT (usable window). */
 uint32_t curs_free_space(struct curs peer_cons, struct curs prod, uint32_t size);
 
-/* Window update rule (procedures.md 4.5, Linux smc_tx_consumer_update). */
+/* Window update rule (docs/protocol/procedures.md 4.5, Linux smc_tx_consumer_update). */
 #define CURS_WND_MIN 2304u	/* SOCK_MIN_SNDBUF / 2 on x86_64 Linux (about 2.3 KB) */
 
 /* limit = max(size / 10, CURS_WND_MIN): the least increase worth a consumer-only CDC
@@ -128,14 +128,14 @@ struct curs_chunk {
 };
 
 /* Splits len bytes starting at ring offset off of a ring of size bytes into at most two
- * contiguous pieces: [off, min(off+len, size)) then [0, rest) (procedures.md 4.3 step 2,
+ * contiguous pieces: [off, min(off+len, size)) then [0, rest) (docs/protocol/procedures.md 4.3 step 2,
  * 4.4). Returns the number of pieces (0 when len is 0, 1 or 2), or -SMCR_E_INVAL if size
  * is 0, off >= size or len > size. The pieces cover exactly len bytes, in ring order.
  * TCP: copying across the end of a circular receive buffer. */
 SMCR_MUST_CHECK int curs_split(uint32_t off, uint32_t len, uint32_t size,
 			       struct curs_chunk out[2]);
 
-/* CDC sequence numbers (wire-formats.md 7.2): 16-bit, compared by signed difference.
+/* CDC sequence numbers (docs/protocol/wire-formats.md 7.2): 16-bit, compared by signed difference.
  * seq16_diff(a, b) is a - b as a signed 16-bit value (-32768..32767);
  * seq16_older(a, b) is true when a is strictly older than b (equal is not older, and is
  * processed again per 7.1). TCP: SEQ_LT on a 16-bit sequence space (RFC 1982). */

@@ -1,5 +1,5 @@
 /* test_core_burst_close.c: many connections of one link group closed back to back
- * (procedures.md 5.1; close.c close_finished_locked). A link has CORE_SEND_SLOTS send
+ * (docs/protocol/procedures.md 5.1; close.c close_finished_locked). A link has CORE_SEND_SLOTS send
  * slots; a close whose C finds none is marked sent (CL_SENT_C) but goes out only when a
  * slot frees (tx.c wake_one walks the LG's slots). The connection must stay in its LG
  * until then: once detached it is out of that walk and its C is never sent, and the peer

@@ -1,4 +1,4 @@
-/* it_close.c: ending SMC-R connections with TCP's semantics (procedures.md 5; ENGINE.md
+/* it_close.c: ending SMC-R connections with TCP's semantics (docs/protocol/procedures.md 5; docs/design/engine-decisions.md
  * test list): half-close and EOF (shutdown(SHUT_WR) = "sending done", the other way still
  * works), EPIPE and SIGPIPE after one's own SHUT_WR and after the peer closed, SO_LINGER 0
  * and close with unread data ("abnormal close" -> ECONNRESET at the peer, POLLERR), and a

@@ -1,4 +1,4 @@
-/* it_hostile.c: a hostile SMC-R peer on an established link group (ENGINE.md test list: "a
+/* it_hostile.c: a hostile SMC-R peer on an established link group (docs/design/engine-decisions.md test list: "a
  * fake peer sending bad cursors and unknown tokens: the smcr side survives, serves the next
  * client, and writes nothing out of bounds under ASan").
  *

@@ -96,7 +96,7 @@ static const char *clc_kind_of_byte(const uint8_t *p, size_t len)
 }
 
 /* Decodes one LLC or CDC message of len bytes (the codecs reject len != 44, except a CDC
- * of 26..43 bytes, which Linux accepts: wire-formats.md 7.1). */
+ * of 26..43 bytes, which Linux accepts: docs/protocol/wire-formats.md 7.1). */
 static void dec_llc_cdc(struct dec *d, const uint8_t *p, size_t len, const struct dec_where *w)
 {
 	if (len >= 1 && p[0] == LLC_TYPE_CDC) {
@@ -269,7 +269,7 @@ bool dec_send_payload(struct dec *d, const uint8_t *buf, size_t len, struct dec_
 		return false;
 	enum llc_kind k = llc_kind_of(buf[0]);
 	bool v1 = k == LLC_KIND_V1 || k == LLC_KIND_CDC;
-	/* What tshark's heuristic takes as SMC-R v1 (wireshark.md 3): a v1 type with length
+	/* What tshark's heuristic takes as SMC-R v1 (docs/protocol/wireshark.md 3): a v1 type with length
 	 * byte 44 and 44 bytes. A v1 type whose length disagrees is reported; other payloads
 	 * (RDMA data, v2 LLC) are not ours. */
 	if (!v1 || (len != LLC_MSG_LEN && (len < 2 || buf[1] != LLC_MSG_LEN)))

@@ -1,4 +1,4 @@
-/* smcr-decode: decodes SMC-R v1 messages (TCP option, CLC, LLC, CDC; wire-formats.md 1-7)
+/* smcr-decode: decodes SMC-R v1 messages (TCP option, CLC, LLC, CDC; docs/protocol/wire-formats.md 1-7)
  * from hex text, binary files or pcap/pcapng captures and prints their fields as text or
  * JSON lines. Usage and keys: docs/parts/decode.md, or smcr-decode --help.
  *
@@ -25,7 +25,7 @@ static const char usage[] =
 	"       " PROG " [--json] -f HEXFILE... | -b BINFILE...\n"
 	"\n"
 	"Decodes SMC-R v1 messages and prints their fields (RFC 7609; the project's\n"
-	"wire-formats.md): TCP option, CLC Proposal/Accept/Confirm/Decline, the 8 LLC\n"
+	"docs/protocol/wire-formats.md): TCP option, CLC Proposal/Accept/Confirm/Decline, the 8 LLC\n"
 	"messages, CDC.\n"
 	"\n"
 	"input (one of; default: HEX arguments, or hex text on stdin if there are none)\n"
