@@ -5,8 +5,9 @@
 set -euo pipefail
 # clang, libbpf-dev, bpftool, linux-libc-dev: the BPF programs (clang -target bpf), their
 # skeleton and the smcr-bpf installer (src/bpf, tools/smcr-bpf).
+# python3: scripts/check-refs.sh (run by the build) and scripts/fix-refs.py.
 pkgs=(build-essential cmake pkg-config libcmocka-dev libpcap-dev
-      clang libbpf-dev bpftool linux-libc-dev)
+      clang libbpf-dev bpftool linux-libc-dev python3)
 if [ "${1:-}" = test ]; then
   # clang + compiler-rt: libFuzzer and sanitizers; tshark: the independent decoder;
   # iproute2: network namespaces for the emulated provider's tests.
