@@ -10,6 +10,9 @@ numbers:
   ../shared/spec/X.md, /work/shared/spec/X.md)       -> docs/protocol/X.md
   ENGINE.md                                           -> docs/design/engine-decisions.md
   shared/notes/X.md (any prefix)                      -> docs/protocol/X.md, if that exists
+  parts/P.md "Round N" / Rounds / section N / dated   -> history/P.md ... (the diary of P,
+      for P a page whose dated rounds moved to docs/history/; the same path prefix kept)
+  in docs/history/: a link ](X.md) to a page of docs/parts/ -> ](../parts/X.md)
 
 Inside a Markdown link target, "](X.md" becomes the path relative to the file. Files under
 docs/protocol/ cite each other by bare name on purpose and are left alone, as are this script
@@ -46,6 +49,15 @@ NOTES_RE = re.compile(r"(?<![\w/.-])(?:\.\./)*(?:/work/)?shared/notes/(?P<name>[
 OUTSIDE_RE = re.compile(r"/work/|(?<![\w.-])(?:\.\./)*shared/(?:spec|notes|vectors)\b")
 
 
+# A diary citation of a page whose rounds moved to docs/history/: "parts/conns.md Round 5",
+# "parts/connect.md "Round 4"", "parts/hold.md section 5", "conns.md, 16:27-17:26".
+HISTORY = ("connect", "conns", "stream", "hold", "tune")
+DIARY_RE = re.compile(
+    r"(?<![\w.-])(?P<pre>(?:docs/)?parts/)?(?P<name>" + "|".join(HISTORY) + r")\.md"
+    r"(?P<post>,? \(?\"?(?:Round|Rounds|round|section [0-9]|[0-9]{1,2}:[0-9]{2}))")
+LINK_RE = re.compile(r"\]\((?P<t>[\w.-]+\.md)(?P<rest>[#)])")
+
+
 def tracked(root):
     out = subprocess.run(["git", "-C", root, "ls-files", "-z"], check=True,
                          capture_output=True).stdout
@@ -77,9 +89,33 @@ def rewrite(path, text, root):
         in_link = is_md and text[max(0, m.start() - 2):m.start()] == "]("
         return target(path, dest, in_link)
 
+    def diary_sub(m):
+        pre = m.group("pre")
+        if pre is None:
+            # a bare name: only within docs/parts/ (or docs/) is it a page of docs/parts/
+            if not (path.startswith("docs/parts/") or path.startswith("docs/history/")):
+                return m.group(0)
+            if path.startswith("docs/history/"):
+                return m.group(0)
+            return "../history/%s.md%s" % (m.group("name"), m.group("post"))
+        return "%shistory/%s.md%s" % (pre.replace("parts/", ""), m.group("name"),
+                                      m.group("post"))
+
+    def hlink_sub(m):
+        t = m.group("t")
+        if os.path.isfile(os.path.join(root, "docs/history", t)) or \
+           not os.path.isfile(os.path.join(root, "docs/parts", t)):
+            return m.group(0)
+        return "](../parts/%s%s" % (t, m.group("rest"))
+
     text = SPEC_RE.sub(spec_sub, text)
     text = ENGINE_RE.sub(engine_sub, text)
-    return NOTES_RE.sub(notes_sub, text)
+    text = NOTES_RE.sub(notes_sub, text)
+    if not path.startswith("docs/history/"):
+        text = DIARY_RE.sub(diary_sub, text)
+    else:
+        text = LINK_RE.sub(hlink_sub, text)
+    return text
 
 
 def main(argv):
