@@ -53,7 +53,7 @@ OUTSIDE_RE = re.compile(r"/work/|(?<![\w.-])(?:\.\./)*shared/(?:spec|notes|vecto
 # "parts/connect.md "Round 4"", "parts/hold.md section 5", "conns.md, 16:27-17:26".
 HISTORY = ("connect", "conns", "stream", "hold", "tune")
 DIARY_RE = re.compile(
-    r"(?<![\w.-])(?P<pre>(?:docs/)?parts/)?(?P<name>" + "|".join(HISTORY) + r")\.md"
+    r"(?<![\w./-])(?P<pre>(?:\.\./|docs/)?parts/)?(?P<name>" + "|".join(HISTORY) + r")\.md"
     r"(?P<post>,? \(?\"?(?:Round|Rounds|round|section [0-9]|[0-9]{1,2}:[0-9]{2}))")
 LINK_RE = re.compile(r"\]\((?P<t>[\w.-]+\.md)(?P<rest>[#)])")
 
