@@ -76,7 +76,7 @@ struct core_conn;
  * CORE_RMBE_AUTO_BUDGET) divided by the live connections when this one is made, never
  * below CORE_RMBE_DEFAULT. The share is taken at creation and an RMBE keeps its size, so
  * the total is not held to the budget: 1000 connections made one after another hold
- * ~158 MiB for a 64 MiB budget (docs/parts/conns.md Round 3 section 5). Why bigger RMBEs
+ * ~158 MiB for a 64 MiB budget (docs/history/conns.md Round 3 section 5). Why bigger RMBEs
  * at all: a 64 KiB ring holds one 64 KiB write, so writer and reader take turns instead
  * of copying at the same time (docs/parts/tune.md "RMBE size"). Suggested:
  * CORE_RMBE_AUTO_MAX. */
@@ -197,7 +197,7 @@ unsigned core_engine_close_waits(struct core_engine *e);
  * thread may call them; they nest by count). */
 void core_engine_spin_begin(struct core_engine *e, uint64_t now_ns);
 void core_engine_spin_end(struct core_engine *e);
-/* Hold (mode branch, docs/parts/stream.md "Round 3"): ends a spin like spin_end, but the
+/* Hold (mode branch, docs/history/stream.md "Round 3"): ends a spin like spin_end, but the
  * last one out does not arm the CQs: they stay unarmed until until_ns (the spinner is
  * likely to spin again soon and poll; between two blocking calls of a stream the peer's
  * next message otherwise fired the progress thread 10 000-20 000 times a second). While
@@ -243,7 +243,7 @@ void core_engine_spin_renew_until(struct core_engine *e, uint64_t now_ns, uint64
  * (also when an engine timer is due: the holder runs timers only at its calls): do the
  * usual core_engine_progress + core_engine_prepare_sleep. Added by conns4. */
 bool core_engine_spin_live(struct core_engine *e, uint64_t now_ns, uint64_t *until_ns);
-/* Hand-over of a bracket (wake branch, docs/parts/stream.md "Round 2"). A thread that
+/* Hand-over of a bracket (wake branch, docs/history/stream.md "Round 2"). A thread that
  * sleeps inside a blocking call's bracket (it ended the bracket before the sleep, and
  * begins it again, polling, as soon as it wakes) lets the CQs be armed while it sleeps;
  * the arrival that wakes it fires the progress thread, which would arm them again right

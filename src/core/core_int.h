@@ -40,7 +40,7 @@
  * queue (shm: no credit; RC: RNR), and each of its WRITEs queued behind is copied once more
  * (shm's big-inline copy). With 1000 connections on a few links 48 blocked it all the time:
  * conns 1000 gave 57-72 Gbit/s with 48 and 64-91 with 160 (7 alternating compares,
- * docs/parts/conns.md Round 5). Our providers' CQs grow, so the 8192 CQEs per device below
+ * docs/history/conns.md Round 5). Our providers' CQs grow, so the 8192 CQEs per device below
  * are not a bound on links. */
 #define CORE_RECV_BUFS 160
 #define CORE_MSG_BUF 64			/* slot / receive buffer stride (>= 44) */

@@ -674,7 +674,7 @@ int sock_close(struct sock *s)
 				 * out (both sides closed the SMC-R connection; nobody reads the
 				 * TCP connection any more), it ends with an RST: no FIN exchange
 				 * and no TIME_WAIT (DEVIATION from Linux's FIN, measured and
-				 * bounded in docs/parts/connect.md Round 5; $SMCR_CLOSE_RST=0).
+				 * bounded in docs/history/connect.md Round 5; $SMCR_CLOSE_RST=0).
 				 * Only on a software device, whose peer is smcr: its C is sent
 				 * by close only, and its TCP watch went before its C. A Linux
 				 * peer (verbs) sends C at shutdown(SHUT_RDWR) too, with its

@@ -162,7 +162,7 @@ static void sock_rx_flush(struct sock *s)
 		sig_readable(&s->sig);
 }
 
-/* ---- Hand-over (wake branch; docs/parts/stream.md "Round 2") ----
+/* ---- Hand-over (wake branch; docs/history/stream.md "Round 2") ----
  *
  * A thread in a bracketed blocking call (call_spin_begin) ends its bracket before it
  * sleeps (the CQs armed: the peer's next message writes our eventfd and wakes the
@@ -490,7 +490,7 @@ static void call_spin_end(struct core_engine *e)
  * of 4 ($SMCR_HOLD_LAPSES) makes the process pause its holds: 1 s, doubled at each pause
  * up to 64 s. Such a program sees a few late arrivals per pause; one whose blocking calls
  * follow each other keeps the holds (on the 2026-12-01 VM: stream 1.5x, connect 1.15x;
- * docs/parts/hold.md section 5). */
+ * docs/history/hold.md section 5). */
 #define HOLD_DEFAULT_US 1000
 #define HOLD_LAPSES_DEFAULT 4 /* lapses (lapse.h: decayed) that pause the holds */
 #define HOLD_PAUSE_FIRST_NS (1000 * SMCR_NS_PER_MS)

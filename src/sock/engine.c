@@ -44,7 +44,7 @@ static _Atomic(struct core_engine *) eng_fast; /* eng, for lock-free reads once 
 static struct prog_watch *eng_watch[16];      /* (eng_lock) the engine fds' watches, kept for
 					       * the engine's life (the process's) */
 
-/* ---- Direct wake (mode branch; docs/parts/stream.md "Round 3") ----
+/* ---- Direct wake (mode branch; docs/history/stream.md "Round 3") ----
  *
  * A blocking call that sleeps used to be woken in two steps: the peer's message writes
  * the CQ's eventfd, the progress thread wakes, polls, writes the socket's POLLIN token
@@ -251,7 +251,7 @@ static uint64_t engine_round(uint64_t now, bool watch)
 	 * poll): it polls and fires the callbacks; a progress round here would take its
 	 * completions (tokens instead of its token-free list, the send ring's flushes on
 	 * this thread) and fight it for the engine's locks. Look again at the spin's end
-	 * (conns4, docs/parts/conns.md "Round 4"). */
+	 * (conns4, docs/history/conns.md "Round 4"). */
 	if (core_engine_spin_live(e, now, &next))
 		return next == UINT64_MAX ? 0 : (next ? next : 1);
 	/* A hold that ended and was not renewed: this round takes what the unarmed CQs kept

@@ -359,7 +359,7 @@ static pthread_once_t ep_fork_once = PTHREAD_ONCE_INIT;
  * every turn of conns' client (256 sends of 64 KiB per call: 4-30 ms between calls):
  * the CQs armed (an eventfd write by the peer per CDC), this process's completions and
  * send-ring flushes on the progress thread, fighting the loop for the locks; 20 % of
- * conns 1000 (docs/parts/conns.md "Round 4"). While the loop runs, nothing waits longer
+ * conns 1000 (docs/history/conns.md "Round 4"). While the loop runs, nothing waits longer
  * than the loop's next call (its progress round serves every connection and fires every
  * callback); EP_HOLD_MAX_NS bounds what a program that left the loop waits.
  *
@@ -552,7 +552,7 @@ bool sock_epoll_defer(struct sock *s, unsigned events)
  * instead: every epoll_wait re-polled each writable program end (ep_send_events ->
  * sock_poll -> unix_poll: a cold socket per event, ~0.8 us each here), 10 % of that
  * process's CPU, which is the one that limits conns' throughput, and a fill and an
- * unfill whenever a socket's ring filled (docs/parts/conns.md "Round 7"). So a socket
+ * unfill whenever a socket's ring filled (docs/history/conns.md "Round 7"). So a socket
  * that
  *   - has exactly one registration, in the epoll instance this thread waits on,
  *     level-triggered, with EPOLLOUT and without EPOLLIN, and is non-blocking, and
@@ -864,7 +864,7 @@ int smcr_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
 	 * two wake-ups (the progress thread's, then ours through the token) and hands the
 	 * arrivals meanwhile to the progress thread (tokens). Measured (conns 1000, load
 	 * 6): 20 us 40-45 us of CPU per 64 KiB for both ends, 50 us 45-52, 100 us 41-50,
-	 * none 51-55 (main 52-55); docs/parts/conns.md "Round 2". The kernel's events are
+	 * none 51-55 (main 52-55); docs/history/conns.md "Round 2". The kernel's events are
 	 * looked at every 8th turn (and whenever the list has some). */
 	if (n == 0 && timeout != 0 && t) {
 		uint64_t t0 = now, tnow = now;

@@ -213,7 +213,7 @@ void hs_peer_closed(struct sock *s)
  * one list (FIFO, deadlines in order), one progress timer for the whole list; a close
  * before takes it off the list (no system call). A registration reports a reset that
  * came before it (epoll checks the socket's state at EPOLL_CTL_ADD), so an RST in the
- * first HS_WATCH_DEFER_NS is noticed at most that late (docs/parts/connect.md, Round 3:
+ * first HS_WATCH_DEFER_NS is noticed at most that late (docs/history/connect.md, Round 3:
  * deviation). The engine's own signals (the peer's C or A, link failure) are not delayed.
  * Lock: hs_dw_lock, a leaf (taken under a socket's lock; progress_lock is taken under it
  * by progress_timer_arm); it protects the list, the s->dw_* fields and hs_dw_inited. */

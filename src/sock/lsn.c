@@ -738,7 +738,7 @@ static int lsn_wait(struct sock *ls, struct lsn_drive *d, uint64_t deadline)
 	 * for a new connection, the server is idle (the client is between two connections).
 	 * In the wait for a Confirm it is not: the client answers our Accept within ~10 µs,
 	 * and the closes (one TCP socket's ~12 µs) delayed the Confirm's step, the answer
-	 * and the connection (docs/parts/connect.md Round 10: ~15 % of the connect rate). */
+	 * and the connection (docs/history/connect.md Round 10: ~15 % of the connect rate). */
 	if (d->n == 0)
 		closeq_drain(CLOSEQ_WAIT_MAX);
 	/* Idle (no handshake in flight), a short spin for the next connection too: a client

@@ -101,7 +101,7 @@ void progress_kick(void);
  * no timer insert: a post taken by the thread before it sleeps or seen to be covered by
  * its sleep's end costs two atomic loads; a kick only when the thread sleeps past at_ns
  * (once per such sleep). Any thread; a no-op on the progress thread itself (its hook runs
- * before it sleeps). Added by conns4 (docs/parts/conns.md "Round 4"). */
+ * before it sleeps). Added by conns4 (docs/history/conns.md "Round 4"). */
 void progress_due_by(uint64_t at_ns);
 
 /* Loop turns so far (tests: the thread sleeps when idle). */

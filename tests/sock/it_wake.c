@@ -1,5 +1,5 @@
 /* it_wake.c: the hand-over of the CQs' arm to a woken bracketed sleeper (data.c
- * "Hand-over", core.h core_engine_handoff; docs/parts/stream.md "Round 2").
+ * "Hand-over", core.h core_engine_handoff; docs/history/stream.md "Round 2").
  *
  * A thread asleep in a blocking recv/send offers a hand-over; the engine's callback that
  * wakes it takes the offer and the engine then leaves the CQs unarmed until the woken

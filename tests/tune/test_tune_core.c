@@ -365,7 +365,7 @@ static void test_spin(void **state)
 	assert_memory_equal(b, "old", 3);
 }
 
-/* conns4 (docs/parts/conns.md "Round 4"): a held spin extended past the grace
+/* conns4 (docs/history/conns.md "Round 4"): a held spin extended past the grace
  * (core_engine_spin_renew_until, smcr_epoll_wait's loop with long turns) keeps the CQ
  * unarmed until its end and reports that end as the deadline; the progress thread's check
  * (core_engine_spin_live) stands back and takes a CQ event pending from before the spin;
