@@ -231,7 +231,7 @@ struct smcr_info {
 	uint64_t bytes_received;    /* payload bytes read by the program */
 	uint64_t cdc_sent;
 	uint64_t cdc_received;
-	/* send ring (added by the sndbuf branch) */
+	/* send ring */
 	uint32_t sndbuf_queued;	/* bytes in our send ring, not yet written to the peer */
 	uint8_t corked;		/* bytes are held by TCP_CORK / MSG_MORE */
 	uint8_t close_pending;	/* "sending done"/"closed" waits for the ring to empty */

@@ -28,7 +28,7 @@ void close_abort_locked(struct core_conn *c, int err, bool send_a)
  * CDC that found none (upd_pending) goes out when one frees, through the LG slot list
  * (tx.c wake_one). A connection detached before that never sent its C: the peer then held
  * it, and its RMB, for close_wait_ns (seen: 1000 closes back to back on 16 slots left
- * ~890 of the peer's connections waiting, docs/history/conns.md Round 5). */
+ * about 890 of the peer's connections waiting). */
 bool close_sent_locked(const struct core_conn *c)
 {
 	return c->app_closed && (c->cl & (CL_SENT_C | CL_SENT_A));
@@ -39,14 +39,14 @@ bool close_finished_locked(const struct core_conn *c)
 	return close_sent_locked(c) && !c->upd_pending && (c->cl & (CL_RCVD_C | CL_RCVD_A));
 }
 
-/* Quiet final C (connect4 branch; docs/protocol/procedures.md 5.1, RFC 7609 4.8.1 close procedures).
+/* Quiet final C (docs/protocol/procedures.md 5.1, RFC 7609 4.8.1 close procedures).
  * The passive closer's C, sent after the peer's C, completes the exchange, and nobody at
  * the peer waits for it: the peer's C says its program closed the socket (smcr sends C
  * only from core_conn_close; linger waits only for our own C to go out, api.c), so the
  * CDC only lets the peer's engine release the connection's RMB. Sent solicited (every
  * other CDC is, link_slot_send_wr) it wakes the peer's progress thread once per
  * connection: on the connect test that was the server's most frequent wake-up (0.9 per
- * connection, docs/history/connect.md Round 4). Sent unsolicited it wakes nobody while the
+ * connection). Sent unsolicited it wakes nobody while the
  * peer's CQs are armed for solicited events (the usual arm, engine.c
  * arm_solicited_locked); it is taken by the peer's next CQ poll: any spin, a progress
  * turn for anything else, or the socket layer's close reaper, which polls within a bound

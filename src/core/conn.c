@@ -289,7 +289,7 @@ void core_conn_info(struct core_conn *c, struct core_conn_info *in)
 	    c->urg_abs > c->rx_cons && c->urg_abs <= c->rx_peer_prod)
 		in->inq = (uint32_t)(c->urg_abs - 1 - c->rx_cons); /* tcp_inq: urg_seq - copied_seq */
 	/* lg and link are [EC]: stable under the engine lock held here. */
-	/* closeq branch: the peer is smcr (a software device's peer always is) */
+	/* the peer is smcr (a software device's peer always is) */
 	in->soft_dev = c->link && c->link->cdev && c->link->cdev->gid.type == DEV_GID_TYPE_SOFT;
 	if (c->link && c->link->qp) {
 		in->qpn_local = c->link->qp->qp_num;

@@ -69,14 +69,14 @@ struct core_conn;
 #define CORE_CLOSE_WAIT_NS (30ull * 1000000000ull)	/* released conn: wait for peer's C/A */
 #define CORE_CONNS_PER_LG_MAX 255			/* docs/protocol/procedures.md 6 */
 #define CORE_RMBE_DEFAULT 65536u			/* Linux net.smc.rmem default */
-/* RMBE auto-sizing (core_engine_params.rmbe_auto_max, added by the tune branch): for a
+/* RMBE auto-sizing (core_engine_params.rmbe_auto_max): for a
  * connection without SO_RCVBUF the engine then picks, like TCP's receive autotuning ends up
  * doing, rmbe_auto_max while it has few connections and less as they grow: the largest
  * power of two up to rmbe_auto_max that is at most rmbe_auto_budget (default
  * CORE_RMBE_AUTO_BUDGET) divided by the live connections when this one is made, never
  * below CORE_RMBE_DEFAULT. The share is taken at creation and an RMBE keeps its size, so
  * the total is not held to the budget: 1000 connections made one after another hold
- * ~158 MiB for a 64 MiB budget (docs/history/conns.md Round 3 section 5). Why bigger RMBEs
+ * about 158 MiB for a 64 MiB budget. Why bigger RMBEs
  * at all: a 64 KiB ring holds one 64 KiB write, so writer and reader take turns instead
  * of copying at the same time (docs/parts/tune.md "RMBE size"). Suggested:
  * CORE_RMBE_AUTO_MAX. */
@@ -115,13 +115,12 @@ struct core_engine_params {
 	unsigned conns_per_lg;
 	/* RMBE auto-sizing for connections without rcvbuf (CORE_RMBE_AUTO_* above): the
 	 * largest size (0 = off: CORE_RMBE_DEFAULT), and the bytes all auto-sized RMBEs may
-	 * take together (0 = CORE_RMBE_AUTO_BUDGET). Added by the tune branch. */
+	 * take together (0 = CORE_RMBE_AUTO_BUDGET). */
 	uint32_t rmbe_auto_max;
 	uint64_t rmbe_auto_budget;
 	/* true: the final C of a connection (sent after the peer's C) is solicited like every
 	 * other CDC. false (default): on a software device it is sent unsolicited, so it
-	 * wakes no sleeper at the peer, whose program has closed (close.c "Quiet final C").
-	 * Added by the connect4 branch. */
+	 * wakes no sleeper at the peer, whose program has closed (close.c "Quiet final C"). */
 	bool close_solicited;
 };
 
@@ -147,7 +146,7 @@ struct wire_peer_id core_engine_peer_id(const struct core_engine *e);
 int core_engine_fds(const struct core_engine *e, int *fds, int max);
 /* The CQ completion fds only (a subset of core_engine_fds, same rules): the fds a thread
  * that takes completions itself waits on (sock's direct wake, docs/parts/stream.md
- * "Round 3"). Added by the mode branch (additive). */
+ * "Direct wake"). */
 int core_engine_cq_fds(const struct core_engine *e, int *fds, int max);
 
 /* Does all pending work: polls every CQ until empty (send completions, LLC and CDC
@@ -174,10 +173,10 @@ int core_engine_prepare_sleep(struct core_engine *e);
  * (or our own, behind queued bytes) is still to come. A peer's final C may come
  * unsolicited (close.c "Quiet final C"): a caller that sees a count > 0 makes sure the CQs
  * are polled again within a bound (the socket layer's close reaper). Takes eng->lock and
- * each conn's lock. Added by the connect4 branch. */
+ * each conn's lock. */
 unsigned core_engine_close_waits(struct core_engine *e);
 
-/* Spinning (added by the tune branch; docs/parts/tune.md "Spinning"). A thread that polls
+/* Spinning (docs/parts/tune.md "Spinning"). A thread that polls
  * the engine in a loop for a short time before it sleeps (a blocking call's brief spin,
  * docs/design/engine-decisions.md decision 3) brackets the loop with these two and calls only
  * core_engine_progress inside it, never core_engine_prepare_sleep:
@@ -197,7 +196,7 @@ unsigned core_engine_close_waits(struct core_engine *e);
  * thread may call them; they nest by count). */
 void core_engine_spin_begin(struct core_engine *e, uint64_t now_ns);
 void core_engine_spin_end(struct core_engine *e);
-/* Hold (mode branch, docs/history/stream.md "Round 3"): ends a spin like spin_end, but the
+/* Hold (docs/parts/stream.md "The hold"): ends a spin like spin_end, but the
  * last one out does not arm the CQs: they stay unarmed until until_ns (the spinner is
  * likely to spin again soon and poll; between two blocking calls of a stream the peer's
  * next message otherwise fired the progress thread 10 000-20 000 times a second). While
@@ -219,17 +218,17 @@ bool core_engine_hold_take(struct core_engine *e, uint64_t until_ns);
  * the CQs stay unarmed and that thread polls them. A progress thread whose
  * prepare_sleep answered 1 (work came in) can then sleep until its next deadline instead
  * of polling again: the spinner handles the completions and its spin_end arms the CQs
- * (added by the ready branch: the two pollers fought over the engine's locks, 24 000
- * futex calls in 2 s of stream). */
+ * (otherwise the two pollers fight over the engine's locks: tens of thousands of futex
+ * calls a second in a stream). */
 bool core_engine_spinning(struct core_engine *e);
 /* A spinner that holds its spin across a pause of its own (smcr_epoll_wait keeps one from
  * call to call of an event loop): restarts the grace at now_ns and disarms the CQs again
  * (prepare_sleep may have armed them once the grace passed), and the spin counts as live
  * until until_ns instead of now_ns + the 1 ms grace (the later of the two; 0: the grace
- * only). No-op without a spinner. Added by the conns branch, until_ns by conns4: an event
- * loop whose turns take longer than the grace (conns' client: 4-30 ms per 256 sends) is
- * not taken over by the progress thread between two of its calls (docs/parts/conns.md
- * "Round 4"). The caller makes sure the progress thread wakes by until_ns if it sleeps
+ * only). No-op without a spinner. until_ns lets an
+ * event loop whose turns take longer than the grace (conns' client: several ms per 256
+ * sends) go on without being taken over by the progress thread between two of its calls
+ * (docs/parts/conns.md "The held spin and the progress thread standing back"). The caller makes sure the progress thread wakes by until_ns if it sleeps
  * (sock: progress_due_by). */
 void core_engine_spin_renew_until(struct core_engine *e, uint64_t now_ns, uint64_t until_ns);
 /* A spin older than this no longer keeps the CQs unarmed (a spinner that lost its CPU);
@@ -241,9 +240,9 @@ void core_engine_spin_renew_until(struct core_engine *e, uint64_t now_ns, uint64
  * on the fds are consumed (a level-triggered wait would return at once again) and
  * *until_ns gets the moment to look again (the spin's end, or an earlier timer). false
  * (also when an engine timer is due: the holder runs timers only at its calls): do the
- * usual core_engine_progress + core_engine_prepare_sleep. Added by conns4. */
+ * usual core_engine_progress + core_engine_prepare_sleep. */
 bool core_engine_spin_live(struct core_engine *e, uint64_t now_ns, uint64_t *until_ns);
-/* Hand-over of a bracket (wake branch, docs/history/stream.md "Round 2"). A thread that
+/* Hand-over of a bracket (docs/parts/stream.md "Hand-over"). A thread that
  * sleeps inside a blocking call's bracket (it ended the bracket before the sleep, and
  * begins it again, polling, as soon as it wakes) lets the CQs be armed while it sleeps;
  * the arrival that wakes it fires the progress thread, which would arm them again right
@@ -444,7 +443,7 @@ SMCR_MUST_CHECK long core_conn_send(struct core_conn *c, const struct iovec *iov
 /* core_conn_send with the caller's time (for the cork ceiling). *timer_ns (may be NULL)
  * gets the deadline this call armed (held bytes to push by then), UINT64_MAX if none: a
  * caller whose progress loop sleeps with the engine's next deadline must wake it to sleep
- * shorter (added by the sndbuf branch). */
+ * shorter. */
 SMCR_MUST_CHECK long core_conn_send_at(struct core_conn *c, const struct iovec *iov,
 				       int iovcnt, unsigned flags, uint64_t now_ns,
 				       uint64_t *timer_ns);
@@ -550,16 +549,16 @@ struct core_conn_info {
 	enum core_tcp_action tcp_action;
 	uint64_t bytes_sent, bytes_received;
 	uint64_t cdc_sent, cdc_received;
-	/* send ring (added by the sndbuf branch; sndbuf_size above is the ring's size) */
+	/* send ring (sndbuf_size above is the ring's size) */
 	uint32_t sndbuf_queued;		/* bytes in the ring, not yet written (SIOCOUTQ adds unacked) */
 	bool sndbuf_held;		/* the connection holds a ring's memory now (an empty one is
 					 * given back to the process's list: core_ring_pool_bytes) */
 	bool corked;			/* bytes are held by CORE_MSG_MORE */
 	bool close_pending;		/* D or C waits for the ring to empty */
-	/* Added by the connect4 branch: the program closed, the close exchange is not complete
+	/* The program closed, the close exchange is not complete
 	 * (our C/A or the peer's is still to come) and the connection holds its RMB. */
 	bool close_wait;
-	/* Added by the ready branch (sock-wishes.md item 2; all 0 while not attached to an LG): */
+	/* The link and the LG (all 0 while not attached to an LG): */
 	uint32_t qpn_local;		/* our QP of the link carrying the connection */
 	uint32_t qpn_peer;		/* the peer's QP of that link (its qpn_local) */
 	uint8_t lg_links;		/* links of the LG in state ACTIVE now */
@@ -568,10 +567,10 @@ struct core_conn_info {
 	 * after the consumer cursor, only the bytes before it (0 at the mark, even when bytes
 	 * follow it); otherwise every byte not yet read. readable (above) is poll's count. */
 	uint32_t inq;
-	/* Added by the connect branch: the peer's C or A arrived (it will neither send nor
+	/* The peer's C or A arrived (it will neither send nor
 	 * read any more; docs/protocol/procedures.md 5.1), so its TCP FIN/RST tells nothing new. */
 	bool peer_closed;
-	/* Added by the closeq branch: the connection's link is on a software device (shm,
+	/* The connection's link is on a software device (shm,
 	 * emu), whose peer is always smcr (sock/api.c: the RST of a closed peer's TCP side).
 	 * false once the connection left its link (a finished close). */
 	bool soft_dev;

@@ -39,8 +39,8 @@
  * field carries it), and more here: a peer's CDCs beyond our posted receives block its send
  * queue (shm: no credit; RC: RNR), and each of its WRITEs queued behind is copied once more
  * (shm's big-inline copy). With 1000 connections on a few links 48 blocked it all the time:
- * conns 1000 gave 57-72 Gbit/s with 48 and 64-91 with 160 (7 alternating compares,
- * docs/history/conns.md Round 5). Our providers' CQs grow, so the 8192 CQEs per device below
+ * conns 1000 ran faster with 160 than with 48 in every alternating compare
+ * (docs/parts/conns.md "Memory", figures in docs/history/conns.md). Our providers' CQs grow, so the 8192 CQEs per device below
  * are not a bound on links. */
 #define CORE_RECV_BUFS 160
 #define CORE_MSG_BUF 64			/* slot / receive buffer stride (>= 44) */
@@ -138,14 +138,14 @@ struct core_link {
 	unsigned sq_used;		/* [L] SQ entries posted and not yet freed by a completion */
 	bool slot_waiters;		/* [L] a sender found no slot: wake on the next free */
 	/* [L] the LG slots (lg->slots index) of the connections that found no send slot
-	 * since the last wake (conns2 branch): tx_wake_waiters visits only these, not all 255
+	 * since the last wake: tx_wake_waiters visits only these, not all 255
 	 * connections of the LG (the scan was ~8 % of conns 1000's CPU). Set in link_slot_get,
 	 * under tx_lock with slot_waiters, so a completion that sees slot_waiters sees the
 	 * bit too; taken (and cleared) by link_run_wakes. */
 	uint64_t starved[CORE_LG_SLOTS / 64];
 	bool starved_all;		/* [L] a waiter without an LG slot (0): visit every conn */
 	bool wake_due;			/* [E] a completion freed a slot while senders waited: tx_wake_waiters
-					 * once at the end of the CQ batch (link_run_wakes; conns branch) */
+					 * once at the end of the CQ batch (link_run_wakes) */
 	/* keepalive (docs/protocol/procedures.md 3.5) */
 	uint64_t last_rx_ns;		/* [E] progress time of the last receive on the link */
 	uint64_t testlink_deadline;	/* [E] TEST LINK sent, answer due by then; NEVER if none */
@@ -367,7 +367,7 @@ struct core_engine {
 	 * 0: spin_since + CORE_SPIN_GRACE_NS. Cleared when spinners falls to 0. */
 	uint64_t spin_until;
 	uint64_t last_now;		/* [E] latest now_ns seen by progress */
-	/* Hand-overs (core_engine_handoff, wake branch): program threads woken from a
+	/* Hand-overs (core_engine_handoff): program threads woken from a
 	 * bracketed sleep that have not begun their bracket again. While handoffs > 0 and
 	 * last_now < handoff_until, prepare_sleep does not arm (the woken thread polls as
 	 * soon as it runs). Atomics: written by any thread (the waker runs in an event
@@ -375,7 +375,7 @@ struct core_engine {
 	 * -1 for a moment (the woken thread's done before the waker's count). */
 	_Atomic int handoffs;
 	_Atomic uint64_t handoff_until;	/* now_ns bound of the latest hand-over */
-	/* Hold (core_engine_spin_end_hold, mode branch): a blocking call that returned left
+	/* Hold (core_engine_spin_end_hold): a blocking call that returned left
 	 * the CQs unarmed until this bound (ns, 0: none); its thread is likely to call again
 	 * and poll. Written by any thread (atomic, no lock), read under eng->lock. */
 	_Atomic uint64_t hold_until;

@@ -235,7 +235,7 @@ static void run_timers(struct core_engine *e, uint64_t now)
 	e->next_deadline = CORE_NEVER;	/* rebuilt by the scans below */
 	hs_timers(e, now);
 	lgr_timers(e, now);
-	tx_timers(e, now);	/* send ring: cork ceiling, close give-up (sndbuf branch) */
+	tx_timers(e, now);	/* send ring: cork ceiling, close give-up */
 }
 
 /* The body of progress: eng->poll_lock held by the caller. */
@@ -286,8 +286,8 @@ int core_engine_progress(struct core_engine *e, uint64_t now_ns, uint64_t *next_
 		 * it lost its CPU (prepare_sleep arms then). */
 		/* Only while the grace is ahead: once it passed, prepare_sleep arms anyway,
 		 * and a deadline in the past made the progress thread poll with a zero
-		 * timeout for as long as the spinner stayed descheduled (seen at load 9:
-		 * epoll_wait(.., 0) in a loop, fighting the spinner for the locks). */
+		 * timeout for as long as the spinner stayed descheduled (epoll_wait(.., 0)
+		 * in a loop, fighting the spinner for the locks). */
 		uint64_t g = spin_end_locked(e);
 		if (e->spinners && g > now_ns && g < next)
 			next = g;

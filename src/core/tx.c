@@ -125,7 +125,7 @@ static void wake_one(struct core_lgr *lg, unsigned i)
 	}
 }
 
-/* Only the connections that found no send slot (link.c starved bits, conns2 branch): a
+/* Only the connections that found no send slot (link.c starved bits): a
  * sender waiting for the peer's RMBE or its own ring is woken by the CDC that frees it
  * (rx.c flush), and every path that waits for a slot goes through link_slot_get, which
  * sets the bit. Was: every connection of the LG, locked in turn, at every wake. */

@@ -84,8 +84,8 @@ struct sig {
 			       * may not show it yet. Set and cleared under the lock around the
 			       * send; read without it by sig_readable_if_none's fast path, which
 			       * must not take "tokens > 0" for "POLLIN is on" while the byte is
-			       * still on its way (hold branch: a program's poll right after its
-			       * receive missed POLLIN with bytes left, docs/parts/hold.md) */
+			       * still on its way (else a program's poll right after its receive
+			       * could miss POLLIN with bytes left, docs/parts/hold.md) */
 	unsigned filled;      /* bytes queued from prog towards end (POLLOUT off when > 0) */
 	_Atomic bool out_blocked; /* sig_block_out done and not undone */
 	bool rdhup;	      /* shutdown(end, SHUT_WR) done */
@@ -112,7 +112,7 @@ SMCR_MUST_CHECK int sig_install(struct sig *s, int target, bool cloexec);
 /* Closes end (if still open). prog belongs to the program's fd and is closed by its owner.
  * Frees the lock. */
 void sig_close(struct sig *s);
-/* sig_close, with end's close done later (closeq.h; closeq branch): true when end was
+/* sig_close, with end's close done later (closeq.h): true when end was
  * queued (the caller calls sock_reap_soon). */
 bool sig_close_later(struct sig *s);
 
@@ -123,8 +123,8 @@ void sig_forget_prog(struct sig *s);
  * sk_err when it reports it). */
 void sig_clear_error(struct sig *s);
 void sig_set_nonblock(struct sig *s, bool on);
-/* One more arrival (data, EOF, error): POLLIN, and a new edge. Exception (conns2 branch,
- * epoll.c "Token-free arrivals"): an arrival taken by a thread inside smcr_epoll_wait for
+/* One more arrival (data, EOF, error): POLLIN, and a new edge. Exception (epoll.c
+ * "Token-free arrivals"): an arrival taken by a thread inside smcr_epoll_wait for
  * a non-blocking socket whose only registration is a level-triggered EPOLLIN one in that
  * epoll instance writes no token: the thread returns the event itself (with the
  * registration's data) and reports it again while the socket is readable and its program

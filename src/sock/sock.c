@@ -286,7 +286,7 @@ void sock_apply_events(struct sock *s, unsigned ev, unsigned raised, bool from_p
 	/* EOF (the peer's C or D): sig_rdhup below shuts end's write side, which shows prog
 	 * POLLIN|POLLRDHUP for good and wakes prog's waiters (a new EPOLLET edge, a direct
 	 * sleeper), so the token that would go first is one send for nothing: once per
-	 * connection, on the path of a short connection's close (connect4, connect.md Round 4). */
+	 * connection, on the path of a short connection's close. */
 	bool eof = ev & CORE_EV_RDHUP;
 	if (raised & (CORE_EV_IN | CORE_EV_IN_NEW)) {
 		sock_handoff_wake(s, 0); /* before the token that wakes the sleeper */

@@ -111,7 +111,7 @@ struct sock {
 	struct sig sig;			  /* (own lock) the program end's readiness */
 	/* Threads spinning in a receive on this socket (SOCK_RX_SPIN_ONE each) and
 	 * SOCK_RX_DEFERRED: an arrival's POLLIN token was not written because a spinner
-	 * will take the data (data.c "Deferred tokens"; added by the ready branch). Atomic:
+	 * will take the data (data.c "Deferred tokens"). Atomic:
 	 * program threads and the engine's callback. */
 	_Atomic unsigned rx_spin;
 	/* Recent wait times of blocking receives / sends (ns, moving average), for the
@@ -119,7 +119,7 @@ struct sock {
 	 * heuristic. */
 	_Atomic uint64_t wait_avg[2];
 	/* The thread sleeping in a bracketed blocking receive ([0]) / send ([1]) on this
-	 * socket that offers a hand-over to its waker (data.c "Hand-over"; wake branch), NULL
+	 * socket that offers a hand-over to its waker (data.c "Hand-over"), NULL
 	 * when none: set by that thread (compare-and-swap from NULL), taken by the waker
 	 * (exchange to NULL) or taken back by the thread (compare-and-swap to NULL). The
 	 * pointer identifies the sleep (a stack address), never dereferenced. */
@@ -281,7 +281,7 @@ struct core_engine *sock_engine_if_up(void);
 void sock_engine_spin(void);
 /* At most this many CQ fds (one per device) for a direct sleeper (engine.c). */
 #define SOCK_ENGINE_FDS_MAX 8
-/* Direct wake (engine.c "Direct wake", mode branch): one program thread at a time sleeps
+/* Direct wake (engine.c "Direct wake"): one program thread at a time sleeps
  * on the CQ fds and its program fd (fd, EPOLLIN or EPOLLOUT when out) and takes the
  * completions itself; the progress thread is then not woken for them. begin: false when
  * another thread owns it or it is off (sleep the usual way); serial: the socket's
@@ -314,7 +314,7 @@ bool sock_rx_defer(struct sock *s);
 extern _Atomic uint64_t sock_rx_deferred_total;
 /* The engine's callback is about to wake the readers (dir 0) / writers (dir 1) of s:
  * if a bracketed sleeper offered a hand-over, tell the engine not to arm the CQs until it
- * runs (core_engine_handoff, bounded by SOCK_HANDOFF_NS). Lock-free; wake branch. */
+ * runs (core_engine_handoff, bounded by SOCK_HANDOFF_NS). Lock-free. */
 void sock_handoff_wake(struct sock *s, int dir);
 /* Hand-overs made, since start (tests, diagnostics). */
 extern _Atomic uint64_t sock_handoff_total;

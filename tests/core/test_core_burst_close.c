@@ -5,7 +5,7 @@
  * until then: once detached it is out of that walk and its C is never sent, and the peer
  * holds the connection and its RMB for close_wait_ns (found with smcr-perf's conns test:
  * 1000 closes left ~890 of the server's connections waiting, and the next round made
- * new link groups; docs/history/conns.md Round 5).
+ * new link groups).
  *
  * Two engines in one process, fake clock that never advances (so no close_wait_ns timer
  * can end a connection): the server closes all N connections (its Cs exceed the slots as

@@ -1,5 +1,5 @@
 /* it_direct.c: the direct wake (src/sock/engine.c "Direct wake", data.c wait_for;
- * docs/history/stream.md "Round 3"): a program thread asleep in a blocking call waits on the
+ * docs/parts/stream.md "Direct wake"): a program thread asleep in a blocking call waits on the
  * engine's CQ fds itself and takes the completion, and the progress thread is not woken.
  *
  * In the client process of a real two-process SMC-R pair ($SMCR_DIRECT_WAKE=2: every
@@ -482,7 +482,7 @@ static int lapse_client(void *arg)
 		/* the arm kicked the sleeping thread: wait for its turn, after which it sleeps
 		 * until our timer (a hold is made only while it is due by the hold's end; under
 		 * TSan on a loaded machine the kick was still untaken when recv returned, and no
-		 * hold was made: CI, 2026-12-01) */
+		 * hold was made) */
 		for (int w = 0; w < 1000 && progress_turns() == turns0; w++)
 			usleep(1000);
 		holds0 = ld(&sock_holds_total);

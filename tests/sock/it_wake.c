@@ -1,5 +1,5 @@
 /* it_wake.c: the hand-over of the CQs' arm to a woken bracketed sleeper (data.c
- * "Hand-over", core.h core_engine_handoff; docs/history/stream.md "Round 2").
+ * "Hand-over", core.h core_engine_handoff; docs/parts/stream.md "Hand-over").
  *
  * A thread asleep in a blocking recv/send offers a hand-over; the engine's callback that
  * wakes it takes the offer and the engine then leaves the CQs unarmed until the woken
@@ -52,7 +52,7 @@ static void *offer(int fd, int dir)
 }
 
 /* Waits (bounded: 5 s) until a thread asleep on fd in direction dir made its offer: a
- * state, not a time (a fixed 100 ms failed under ASan at load 6: the writer was not, or
+ * state, not a time (a fixed 100 ms failed under ASan on a loaded machine: the writer was not, or
  * no longer, in the sleep that offers). */
 static bool offer_made(int fd, int dir)
 {
@@ -295,7 +295,7 @@ int main(void)
 	 * "Direct wake") polls the CQs itself and makes no offer. With direct wake on, a
 	 * writer woken early (its ring drained into the peer's RMBE after its first sleep)
 	 * slept again directly, its sleeps now short, and the test found no offer (ASan,
-	 * load 6, seen once). Direct wake has its own test (it_direct.c). */
+	 * a loaded machine, seen once). Direct wake has its own test (it_direct.c). */
 	setenv("SMCR_DIRECT_WAKE", "0", 0);
 	sh = it_shared(sizeof(*sh));
 	if (getenv("IT_FILTER"))

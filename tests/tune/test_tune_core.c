@@ -1,4 +1,4 @@
-/* test_tune_core.c: what the tune branch changed in the engine (docs/parts/tune.md), each
+/* test_tune_core.c: the engine's data-path mechanisms of docs/parts/tune.md, each
  * asserted on its outcome, two engines in one process (tests/lib/core_pair):
  *   - a reused RMB is all zero when the next connection starts, whether the last one used a
  *     little of it, wrapped it, or ended in a reset (only the used part is cleared now);
@@ -14,7 +14,7 @@
  *     readable (no eventfd write, no progress-thread wake-up), the data arrives through
  *     progress, prepare_sleep does not arm, the reported deadline is the spin's grace end;
  *     spin_end arms again and delivers what came meanwhile;
- *   - (conns4) a spin held past the grace by core_engine_spin_renew_until, and the
+ *   - a spin held past the grace by core_engine_spin_renew_until, and the
  *     progress thread's stand-back check core_engine_spin_live. */
 #define _GNU_SOURCE
 #include <poll.h>
@@ -365,7 +365,8 @@ static void test_spin(void **state)
 	assert_memory_equal(b, "old", 3);
 }
 
-/* conns4 (docs/history/conns.md "Round 4"): a held spin extended past the grace
+/* docs/parts/conns.md "The held spin and the progress thread standing back": a held
+ * spin extended past the grace
  * (core_engine_spin_renew_until, smcr_epoll_wait's loop with long turns) keeps the CQ
  * unarmed until its end and reports that end as the deadline; the progress thread's check
  * (core_engine_spin_live) stands back and takes a CQ event pending from before the spin;

@@ -462,8 +462,8 @@ static uint32_t inline_src(const struct shm_swqe *w, const void *src[SHM_MAX_SGE
 
 /* The first WRITEs into the part of a peer MR our mapping has not touched yet populate
  * its pages in one call (MADV_POPULATE_WRITE) instead of taking a fault on each (a 64 KiB
- * RMBE is 16; on a VM with shadow page tables a fault costs ~10 us, docs/parts/conns.md
- * Round 5). Only what is written is populated, so memory stays what use makes resident,
+ * RMBE is 16; on a VM with shadow page tables a fault costs about 10 us, docs/parts/conns.md
+ * "Memory"). Only what is written is populated, so memory stays what use makes resident,
  * and only a write that continues the populated prefix (rings are written from their
  * start): a write beyond a gap takes its faults as before, so a peer cannot make us
  * populate memory we never write. Best effort: before Linux 5.14 madvise says EINVAL. */
