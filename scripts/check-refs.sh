@@ -10,8 +10,8 @@
 #   - a docs/... .md path, a docs-relative parts/ protocol/ design/ history/ path, or a
 #     Markdown link target that names no file of the tree;
 #   - "docs/protocol/X.md N.M" where X.md has no section N.M.
-# Files under docs/protocol/ may cite each other by bare name; scripts/fix-refs.py and this
-# script name the old names on purpose.
+# Files under docs/protocol/ may cite each other by bare name; scripts/fix-refs.py, this
+# script and its test (tests/refs/test_refs.sh) name the old names on purpose.
 set -euo pipefail
 root=${1:-$(dirname "$0")/..}
 exec python3 - "$root" <<'PY'
@@ -25,7 +25,7 @@ DOCPATH = re.compile(r"(?<![\w/.-])(docs/[\w./-]*[\w-]\.md)\b")
 DOCREL = re.compile(r"(?<![\w/.-])((?:parts|protocol|design|history)/[\w.-]+\.md)\b")
 LINK = re.compile(r"\]\(([^)\s#]+\.md)(?:#[^)]*)?\)")
 SECTION = re.compile(r"(?<![\w/.-])docs/protocol/([\w-]+\.md) §?(\d+(?:\.\d+)?)(?![\d.]*\d)")
-SKIP = ("scripts/fix-refs.py", "scripts/check-refs.sh")
+SKIP = ("scripts/fix-refs.py", "scripts/check-refs.sh", "tests/refs/test_refs.sh")
 TEXT_EXT = (".c", ".h", ".md", ".txt", ".cmake", ".sh", ".py", ".map", ".def", ".in",
             ".json", ".yml", ".yaml")
 

@@ -15,8 +15,8 @@ numbers:
   in docs/history/: a link ](X.md) to a page of docs/parts/ -> ](../parts/X.md)
 
 Inside a Markdown link target, "](X.md" becomes the path relative to the file. Files under
-docs/protocol/ cite each other by bare name on purpose and are left alone, as are this script
-and scripts/check-refs.sh.
+docs/protocol/ cite each other by bare name on purpose and are left alone, as are this script,
+scripts/check-refs.sh and their test, tests/refs/test_refs.sh.
 
 Idempotent: a citation already rewritten is preceded by "/" and never matches again, so the
 script can be re-run on any later tree (after merging other branches). It prints the files it
@@ -31,7 +31,7 @@ import sys
 
 SPEC = ("procedures", "wire-formats", "linux-interop", "wireshark")
 SKIP_DIRS = ("docs/protocol/",)
-SKIP_FILES = ("scripts/fix-refs.py", "scripts/check-refs.sh")
+SKIP_FILES = ("scripts/fix-refs.py", "scripts/check-refs.sh", "tests/refs/test_refs.sh")
 TEXT_EXT = (".c", ".h", ".md", ".txt", ".cmake", ".sh", ".py", ".map", ".bpf.c", ".def",
             ".in", ".json", ".yml", ".yaml", ".1", ".5", ".7")
 
