@@ -94,6 +94,44 @@ for rel in files:
                 bad.append("%s: cites docs/protocol/%s %s, a section it does not have"
                            % (where, m.group(1), m.group(2)))
 
+# A quoted section of a page ('docs/parts/x.md "Heading"') should name a heading or a bold
+# phrase of that page. Only a warning: a quote may also be a phrase of the text.
+QUOTE = re.compile(r'(?<![\w/.-])((?:\.\./)?(?:docs/)?(?:parts|history|protocol|design)/[\w.-]+\.md),? \\?"([^"\n]{2,60})"')
+marks = {}
+def page_marks(path):
+    if path not in marks:
+        m = []
+        if os.path.isfile(os.path.join(root, path)):
+            for line in open(os.path.join(root, path), encoding="utf-8"):
+                h = re.match(r"#+ (?:[\d.]+\.? )?(.*)", line)
+                if h:
+                    m.append(h.group(1).strip().lower())
+                m += [b.lower() for b in re.findall(r"\*\*([^*]+)\*\*", line)]
+        marks[path] = m
+    return marks[path]
+warn = []
+for rel in files:
+    if rel in SKIP or not (rel.endswith(TEXT_EXT) or os.path.basename(rel) == "CMakeLists.txt"):
+        continue
+    full = os.path.join(root, rel)
+    if not os.path.isfile(full):
+        continue
+    try:
+        lines = open(full, encoding="utf-8").read().splitlines()
+    except UnicodeDecodeError:
+        continue
+    for n, line in enumerate(lines, 1):
+        for m in QUOTE.finditer(line):
+            p, q = m.group(1), m.group(2).lower()
+            if p.startswith("../"):
+                p = os.path.normpath(os.path.join(os.path.dirname(rel), p))
+            elif not p.startswith("docs/"):
+                p = "docs/" + p
+            if not any(q in k for k in page_marks(p)):
+                warn.append('%s:%d: %s has no heading or bold phrase "%s"'
+                            % (rel, n, m.group(1), m.group(2)))
+for w in warn:
+    print("check-refs: warning: " + w, file=sys.stderr)
 for b in bad:
     print("check-refs: " + b, file=sys.stderr)
 if bad:
