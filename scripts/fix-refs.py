@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""fix-refs.py [--check] [ROOT]: make the docs and comments cite what a clone holds.
+"""fix-refs.py [--check] [--wrap-cited] [ROOT]: make the docs and comments cite what a clone holds.
 
 Rewrites, in every file git tracks under ROOT (default: the repository holding this script),
 the citations of the protocol reference that used to live outside the repository and of the
@@ -18,11 +18,16 @@ Inside a Markdown link target, "](X.md" becomes the path relative to the file. F
 docs/protocol/ cite each other by bare name on purpose and are left alone, as are this script,
 scripts/check-refs.sh and their test, tests/refs/test_refs.sh.
 
+In C sources, headers and CMakeLists.txt a comment line the rewrite made wider than 100
+columns is wrapped at a space, with the same indentation and comment leader.
+
 Idempotent: a citation already rewritten is preceded by "/" and never matches again, so the
 script can be re-run on any later tree (after merging other branches). It prints the files it
 changed, then every reference to something outside the repository that it could not map
 (/work/..., shared/..., ../shared/...), one "path:line: text" per line. --check changes
-nothing and exits 1 when a run would change a file.
+nothing and exits 1 when a run would change a file. --wrap-cited also wraps the comment lines
+wider than 100 columns that cite docs/protocol/, docs/design/ or docs/history/ (the lines an
+earlier run lengthened).
 """
 import os
 import re
@@ -118,9 +123,69 @@ def rewrite(path, text, root):
     return text
 
 
+CITED_RE = re.compile(r"docs/(?:protocol|design|history)/")
+COMMENT_LINE = re.compile(r"^(?P<ind>\s*)(?P<lead>/\*|\*|#|//)(?P<sp> +)")
+LIMIT = 100
+
+
+def width(line):
+    return len(line.expandtabs(8))
+
+
+def wrap_line(line):
+    """Splits a comment-only line wider than LIMIT at spaces, continuing with the same
+    indentation and comment leader (" * " after a "/*" line). Anything else is returned as
+    it is: a line with code, or one without a space to split at."""
+    m = COMMENT_LINE.match(line)
+    if not m or width(line) <= LIMIT:
+        return [line]
+    # a banner padded to the width ("/* ---- name ---- */", "/* name      */"): the padding
+    # shrinks first
+    pad = re.search(r"(?P<run>(?:-{3,}|={3,}| {3,}))(?P<end> ?\*/\s*)$", line)
+    if pad:
+        over = width(line) - LIMIT
+        keep = len(pad.group("run")) - over
+        if keep >= 1:
+            fill = pad.group("run")[0]
+            return [line[:pad.start("run")] + fill * keep + pad.group("end")]
+    if m.group("lead") == "/*" and "*/" in line[:-2].rstrip() and not line.rstrip().endswith("*/"):
+        return [line]
+    if m.group("lead") in ("*", "/*") and "*/" in line and not line.rstrip().endswith("*/"):
+        return [line]
+    lead = " *" if m.group("lead") == "/*" else m.group("lead")
+    cont = m.group("ind") + lead + " "
+    out, rest, first = [], line, True
+    while width(rest) > LIMIT:
+        start = len(m.group(0)) if first else len(cont)
+        cut = -1
+        for i in range(start, len(rest)):
+            if rest[i] == " " and width(rest[:i]) <= LIMIT:
+                cut = i
+        if cut <= start:
+            break
+        out.append(rest[:cut].rstrip())
+        rest = cont + rest[cut + 1:].lstrip()
+        first = False
+    out.append(rest)
+    return out
+
+
+def wrap_changed(old, new):
+    """new with its changed comment lines wrapped to LIMIT columns (the rewrite never adds
+    or removes a line, so the lines pair up)."""
+    a, b = old.split("\n"), new.split("\n")
+    if len(a) != len(b):
+        return new
+    out = []
+    for x, y in zip(a, b):
+        out.extend(wrap_line(y) if x != y else [y])
+    return "\n".join(out)
+
+
 def main(argv):
     check = "--check" in argv
-    args = [a for a in argv if a != "--check"]
+    wrap_cited = "--wrap-cited" in argv
+    args = [a for a in argv if a not in ("--check", "--wrap-cited")]
     root = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     root = os.path.abspath(root)
     changed, unmapped = [], []
@@ -139,6 +204,12 @@ def main(argv):
         except UnicodeDecodeError:
             continue
         new = rewrite(rel, old, root)
+        if rel.endswith((".c", ".h", "CMakeLists.txt")):
+            if new != old:
+                new = wrap_changed(old, new)
+            if wrap_cited:
+                new = "\n".join(x for y in new.split("\n")
+                                 for x in (wrap_line(y) if CITED_RE.search(y) else [y]))
         if new != old:
             changed.append(rel)
             if not check:
