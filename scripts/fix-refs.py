@@ -133,9 +133,8 @@ def width(line):
 
 
 def wrap_line(line):
-    """Splits a comment-only line wider than LIMIT at spaces, continuing with the same
-    indentation and comment leader (" * " after a "/*" line). Anything else is returned as
-    it is: a line with code, or one without a space to split at."""
+    """One line: a comment-only line wider than LIMIT whose end is padding shrinks its
+    padding; otherwise it is returned as it is (wrap_lines does the splitting)."""
     m = COMMENT_LINE.match(line)
     if not m or width(line) <= LIMIT:
         return [line]
@@ -143,30 +142,89 @@ def wrap_line(line):
     # shrinks first
     pad = re.search(r"(?P<run>(?:-{3,}|={3,}| {3,}))(?P<end> ?\*/\s*)$", line)
     if pad:
-        over = width(line) - LIMIT
-        keep = len(pad.group("run")) - over
+        keep = len(pad.group("run")) - (width(line) - LIMIT)
         if keep >= 1:
-            fill = pad.group("run")[0]
-            return [line[:pad.start("run")] + fill * keep + pad.group("end")]
-    if m.group("lead") == "/*" and "*/" in line[:-2].rstrip() and not line.rstrip().endswith("*/"):
-        return [line]
-    if m.group("lead") in ("*", "/*") and "*/" in line and not line.rstrip().endswith("*/"):
-        return [line]
+            return [line[:pad.start("run")] + pad.group("run")[0] * keep + pad.group("end")]
+    return [line]
+
+
+def prefix_of(line):
+    """The continuation prefix of a comment line ("\t * " for "\t/* text", the leader and
+    the text's indentation, two more under a "- " bullet), or None for a line that is not
+    comment-only."""
+    m = COMMENT_LINE.match(line)
+    if not m:
+        return None
+    body = line[m.end():]
+    if m.group("lead") in ("/*", "*") and "*/" in body and not body.rstrip().endswith("*/"):
+        return None  # code after the comment
     lead = " *" if m.group("lead") == "/*" else m.group("lead")
-    cont = m.group("ind") + lead + " "
-    out, rest, first = [], line, True
-    while width(rest) > LIMIT:
-        start = len(m.group(0)) if first else len(cont)
-        cut = -1
-        for i in range(start, len(rest)):
-            if rest[i] == " " and width(rest[:i]) <= LIMIT:
-                cut = i
-        if cut <= start:
-            break
-        out.append(rest[:cut].rstrip())
-        rest = cont + rest[cut + 1:].lstrip()
-        first = False
-    out.append(rest)
+    sp = m.group("sp")
+    if body.startswith("- "):
+        sp += "  "
+    return m.group("ind") + lead + sp
+
+
+def split_at(line, start):
+    """(head, tail) with head the longest prefix ending before a space, at most LIMIT wide,
+    past start and leaving tail more than a lone comment end; None if there is none."""
+    best = None
+    for i in range(start, len(line)):
+        if line[i] == " " and width(line[:i]) <= LIMIT:
+            tail = line[i + 1:].strip()
+            if tail and tail != "*/":
+                best = i
+    if best is None:
+        return None
+    return line[:best].rstrip(), line[best + 1:].lstrip()
+
+
+def wrap_lines(lines, marked):
+    """Wraps the marked lines (indexes) wider than LIMIT; words pushed out of a line move to
+    the start of the next line of the same comment paragraph (same prefix, not a new bullet,
+    not a blank or closing line), which is then wrapped in turn."""
+    out = []
+    carry, cprefix = None, None
+    for k, line in enumerate(lines):
+        if carry is not None:
+            p = prefix_of(line)
+            m = COMMENT_LINE.match(line)
+            body = line[m.end():] if m else ""
+            if p == cprefix and m and m.group("lead") != "/*" and body.strip() and \
+               not body.startswith("- ") and body.strip() != "*/":
+                line = cprefix + carry + " " + body
+                marked = marked | {k}
+            else:
+                out.append(cprefix + carry)
+            carry = None
+        if k not in marked or width(line) <= LIMIT:
+            out.append(line)
+            continue
+        shrunk = wrap_line(line)[0]
+        if width(shrunk) <= LIMIT:
+            out.append(shrunk)
+            continue
+        p = prefix_of(line)
+        m = COMMENT_LINE.match(line)
+        cut = split_at(line, len(m.group(0))) if p else None
+        if not cut:
+            out.append(line)
+            continue
+        head, tail = cut
+        out.append(head)
+        if tail.endswith("*/") or k + 1 >= len(lines):
+            rest = p + tail
+            while width(rest) > LIMIT:
+                c = split_at(rest, len(p))
+                if not c:
+                    break
+                out.append(c[0])
+                rest = p + c[1]
+            out.append(rest)
+        else:
+            carry, cprefix = tail, p
+    if carry is not None:
+        out.append(cprefix + carry)
     return out
 
 
@@ -176,10 +234,7 @@ def wrap_changed(old, new):
     a, b = old.split("\n"), new.split("\n")
     if len(a) != len(b):
         return new
-    out = []
-    for x, y in zip(a, b):
-        out.extend(wrap_line(y) if x != y else [y])
-    return "\n".join(out)
+    return "\n".join(wrap_lines(b, {k for k, (x, y) in enumerate(zip(a, b)) if x != y}))
 
 
 def main(argv):
@@ -208,8 +263,9 @@ def main(argv):
             if new != old:
                 new = wrap_changed(old, new)
             if wrap_cited:
-                new = "\n".join(x for y in new.split("\n")
-                                 for x in (wrap_line(y) if CITED_RE.search(y) else [y]))
+                lines = new.split("\n")
+                new = "\n".join(wrap_lines(lines, {k for k, y in enumerate(lines)
+                                                    if CITED_RE.search(y)}))
         if new != old:
             changed.append(rel)
             if not check:
