@@ -182,8 +182,8 @@ enum smcr_role {
 	SMCR_ROLE_SERVER = 2,	/* accepted from a listener */
 };
 
-/* Reasons. A fallback reason is a CLC peer diagnosis code (docs/protocol/wire-formats.md 5.2: the codes a
- * Decline carries, e.g. 0x03030002 no SMC-R device, 0x04000000 out of sync) or one of the
+/* Reasons. A fallback reason is a CLC peer diagnosis code (docs/protocol/wire-formats.md 5.2: the
+ * codes a Decline carries, e.g. 0x03030002 no SMC-R device, 0x04000000 out of sync) or one of the
  * local codes below, which are never sent. smcr_reason_name() names both. */
 #define SMCR_REASON_NONE 0u
 #define SMCR_REASON_PEERNOSMC 0x03010000u /* server: the client's first bytes were not CLC */

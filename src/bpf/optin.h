@@ -3,8 +3,8 @@
  *
  * The engine calls smcr_optin_enable() on a TCP socket after socket() and before
  * connect()/listen(), and smcr_optin_result() after connect() completed or accept()
- * returned. Only SMCR_OPTIN_SMC allows CLC on the connection (docs/protocol/wire-formats.md 1: "never
- * send CLC bytes on a connection where the option exchange failed"); every other result
+ * returned. Only SMCR_OPTIN_SMC allows CLC on the connection (docs/protocol/wire-formats.md 1:
+ * "never send CLC bytes on a connection where the option exchange failed"); every other result
  * is plain TCP, with a reason (smcr_optin_reason) and an error code of the table
  * (smcr_optin_err) to record as the fallback reason.
  *

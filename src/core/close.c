@@ -1,6 +1,6 @@
-/* close.c: closing a connection (docs/protocol/procedures.md 5; RFC 7609 4.8): shutdown(SHUT_WR) sends D,
- * close() sends C, or A when unread data is left, on SO_LINGER 0, or after the peer aborted;
- * errors abort with A. A connection whose close exchange is complete (we sent C/A and the
+/* close.c: closing a connection (docs/protocol/procedures.md 5; RFC 7609 4.8): shutdown(SHUT_WR)
+ * sends D, close() sends C, or A when unread data is left, on SO_LINGER 0, or after the peer
+ * aborted; errors abort with A. A connection whose close exchange is complete (we sent C/A and the
  * peer sent C/A) leaves its LG and its RMB returns to the pool; one whose peer never closes
  * is given up after close_wait_ns (RMB quarantined, see lgr_detach). */
 #include "core/core_int.h"
@@ -169,7 +169,8 @@ void core_conn_close(struct core_conn *c, bool abort, uint64_t now_ns)
 			/* C after every queued byte (5.1): with the ring empty at once, else
 			 * when the flush that empties it runs (rx, slot completions, timers).
 			 * The TCP side is shut now anyway: the FIN may come before the C
-			 * (docs/protocol/linux-interop.md 8), and a peer takes neither as end of data. */
+			 * (docs/protocol/linux-interop.md 8), and a peer takes neither as end of
+			 * data. */
 			c->cl_pend |= CL_SENT_C;
 			c->tcp_action = CORE_TCP_SHUTDOWN;
 			(void)tx_flush_locked(c, true);

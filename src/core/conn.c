@@ -1,5 +1,6 @@
 /* conn.c: connection objects: creation, references, release, readiness (the level mask
- * sock maps to poll bits) and the query struct (docs/protocol/procedures.md 4.2 cursors, 5.2 states). */
+ * sock maps to poll bits) and the query struct (docs/protocol/procedures.md 4.2 cursors, 5.2
+ * states). */
 #include "core/core_int.h"
 
 #include <netinet/in.h>

@@ -1,8 +1,8 @@
 /* core.h: the SMC-R protocol engine's contract with the socket layer (src/sock/).
  *
  * What the engine does (spec: docs/protocol/procedures.md, all of it; RFC 7609 3-4):
- *   - CLC client and server state machines over byte buffers (docs/protocol/procedures.md 2.2-2.4): the
- *     socket layer reads the TCP stream and writes what the engine gives it; the engine never
+ *   - CLC client and server state machines over byte buffers (docs/protocol/procedures.md 2.2-2.4):
+ *     the socket layer reads the TCP stream and writes what the engine gives it; the engine never
  *     touches a socket (docs/design/engine-decisions.md decision 1).
  *   - link groups (LG) and links: first contact, reuse, QP bring-up, CONFIRM LINK, the ADD
  *     LINK behaviour of a single-link peer, CONFIRM/DELETE RKEY, TEST LINK, DELETE LINK,
@@ -12,7 +12,8 @@
  *   - RDMA I/O through dev/dev.h only (never a provider's header).
  *
  * Objects:
- *   struct core_engine  one per process (= one SMC-R instance, docs/protocol/linux-interop.md 5): its peer
+ *   struct core_engine  one per process (= one SMC-R instance, docs/protocol/linux-interop.md 5):
+ *   its peer
  *                       ID, its devices (one PD per LG, one CQ per device), all LGs and
  *                       connections, all timers.
  *   struct core_conn    one per TCP connection that tries SMC-R (client or server side).
@@ -58,7 +59,8 @@ struct core_conn;
 /* ======================================================================================= */
 /* Engine                                                                                  */
 
-/* Timer values (docs/protocol/procedures.md 1). 0 in core_engine_params means "the spec default". */
+/* Timer values (docs/protocol/procedures.md 1). 0 in core_engine_params means "the spec
+ * default". */
 #define CORE_CLC_WAIT_NS (6ull * 1000000000ull)		/* next CLC message: 6 s */
 #define CORE_CLC_WAIT_SHORT_NS (1ull * 1000000000ull)	/* Decline after an LLC timeout: 1 s */
 #define CORE_LLC_WAIT_NS (2ull * 1000000000ull)		/* LLC response: 2 s */
@@ -329,8 +331,8 @@ struct core_conn_params {
 	const struct core_ip_prefix *prefixes;
 	int nprefixes;
 	/* Sizes (SO_RCVBUF / SO_SNDBUF as the program set them; 0 = defaults). The RMBE is the
-	 * smallest power of two >= rcvbuf in 16 KiB..512 KiB (docs/protocol/wire-formats.md 8.1); rcvbuf 0:
-	 * CORE_RMBE_DEFAULT, or auto-sized if the engine has rmbe_auto_max (above). */
+	 * smallest power of two >= rcvbuf in 16 KiB..512 KiB (docs/protocol/wire-formats.md 8.1);
+	 * rcvbuf 0: CORE_RMBE_DEFAULT, or auto-sized if the engine has rmbe_auto_max (above). */
 	uint32_t rcvbuf;
 	uint32_t sndbuf;
 	bool oobinline;			/* SO_OOBINLINE (also core_conn_set_oobinline) */
@@ -351,7 +353,7 @@ SMCR_MUST_CHECK int core_conn_new(struct core_engine *e, const struct core_conn_
 void core_conn_release(struct core_conn *c, uint64_t now_ns);
 
 /* ======================================================================================= */
-/* CLC handshake (docs/protocol/procedures.md 2.2-2.4), driven by the socket layer                       */
+/* CLC handshake (docs/protocol/procedures.md 2.2-2.4), driven by the socket layer                */
 
 enum core_clc_status {
 	/* Waiting for more TCP bytes from the peer (or the deadline). */
@@ -403,12 +405,12 @@ void core_conn_set_fallback(struct core_conn *c, uint32_t reason);
 
 /* Called by sock when the hidden TCP socket of an SMC-mode connection reports something:
  * rst = true for RST / error (the connection is aborted: ECONNRESET, A CDC if possible);
- * rst = false for FIN, which is only noted (docs/protocol/linux-interop.md 8: the FIN may arrive before
- * the peer's C CDC; it is not the end of the SMC data stream). */
+ * rst = false for FIN, which is only noted (docs/protocol/linux-interop.md 8: the FIN may arrive
+ * before the peer's C CDC; it is not the end of the SMC data stream). */
 void core_conn_tcp_event(struct core_conn *c, bool rst, uint64_t now_ns);
 
 /* ======================================================================================= */
-/* Data (docs/protocol/procedures.md 4)                                                                  */
+/* Data (docs/protocol/procedures.md 4)                                                           */
 
 /* Flags of send/recv (values are smcr's own; sock maps MSG_*). */
 enum core_msg_flags {
@@ -433,8 +435,8 @@ enum core_msg_flags {
  *                        a pending error is reported once with its own code
  *   -SMCR_E_CORE_NOTCONN not (yet) in SMC mode (ENOTCONN)
  * A zero-length send returns 0 (without CORE_MSG_MORE it pushes held bytes). With
- * CORE_MSG_OOB, the last byte of the data is the urgent byte (docs/protocol/procedures.md 4.6); it is
- * accepted only if all of it fits (else -SMCR_E_AGAIN); from the ring, the CDC that
+ * CORE_MSG_OOB, the last byte of the data is the urgent byte (docs/protocol/procedures.md 4.6); it
+ * is accepted only if all of it fits (else -SMCR_E_AGAIN); from the ring, the CDC that
  * completes it carries P/U. The cork ceiling counts from the engine's latest progress time
  * (core_conn_send_at takes the caller's). */
 SMCR_MUST_CHECK long core_conn_send(struct core_conn *c, const struct iovec *iov, int iovcnt,
@@ -475,7 +477,7 @@ SMCR_MUST_CHECK long core_conn_recv(struct core_conn *c, const struct iovec *iov
 void core_conn_set_oobinline(struct core_conn *c, bool on);
 
 /* ======================================================================================= */
-/* Close (docs/protocol/procedures.md 5)                                                                 */
+/* Close (docs/protocol/procedures.md 5)                                                          */
 
 /* shutdown(): how = SHUT_RD, SHUT_WR or SHUT_RDWR. SHUT_WR sends D ("sending done") once,
  * after every byte of the send ring was written (held bytes are pushed; until then sends

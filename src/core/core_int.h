@@ -40,8 +40,8 @@
  * queue (shm: no credit; RC: RNR), and each of its WRITEs queued behind is copied once more
  * (shm's big-inline copy). With 1000 connections on a few links 48 blocked it all the time:
  * conns 1000 ran faster with 160 than with 48 in every alternating compare
- * (docs/parts/conns.md "Memory", figures in docs/history/conns.md). Our providers' CQs grow, so the 8192 CQEs per device below
- * are not a bound on links. */
+ * (docs/parts/conns.md "Memory", figures in docs/history/conns.md). Our providers' CQs grow, so the
+ * 8192 CQEs per device below are not a bound on links. */
 #define CORE_RECV_BUFS 160
 #define CORE_MSG_BUF 64			/* slot / receive buffer stride (>= 44) */
 #define CORE_CQE_PER_DEV 8192		/* one CQ per device for every QP on it */

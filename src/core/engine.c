@@ -1,5 +1,5 @@
-/* engine.c: the engine object (one SMC-R instance per process, docs/protocol/linux-interop.md 5): its
- * devices and CQs, its peer ID, the progress loop (CQ polling, async events, timers) and the
+/* engine.c: the engine object (one SMC-R instance per process, docs/protocol/linux-interop.md 5):
+ * its devices and CQs, its peer ID, the progress loop (CQ polling, async events, timers) and the
  * event queue that reports connection readiness to the socket layer. */
 #define _GNU_SOURCE
 #include "core/core_int.h"
@@ -48,8 +48,8 @@ void core_timer_at(struct core_engine *e, uint64_t deadline)
 
 /* ---- devices ----------------------------------------------------------------------------- */
 
-/* Picks port 1 and its best GID: RoCE v1 first (what SMC-R v1 uses, docs/protocol/linux-interop.md 6),
- * else a software provider's GID, else index 0. */
+/* Picks port 1 and its best GID: RoCE v1 first (what SMC-R v1 uses, docs/protocol/linux-interop.md
+ * 6), else a software provider's GID, else index 0. */
 static int dev_setup(struct core_engine *e, struct core_dev *cd, const char *spec)
 {
 	int rc = dev_open(spec, &cd->dev);
@@ -149,7 +149,8 @@ int core_engine_new(const struct core_engine_params *p, struct core_engine **out
 		free(e);
 		return -SMCR_E_DEV_NO_DEVICE;
 	}
-	/* Peer ID: 2-byte instance number + the MAC of our first port (docs/protocol/wire-formats.md 2.3). */
+	/* Peer ID: 2-byte instance number + the MAC of our first port
+	 * (docs/protocol/wire-formats.md 2.3). */
 	e->peer_id.instance = p->instance;
 	while (e->peer_id.instance == 0)
 		e->peer_id.instance = (uint16_t)core_rand32(e);
@@ -307,8 +308,8 @@ int core_engine_progress(struct core_engine *e, uint64_t now_ns, uint64_t *next_
 }
 
 /* The arm for a sleeper: solicited receives only (every LLC and CDC is sent solicited,
- * docs/protocol/linux-interop.md 6; error completions fire either way), unless a send completion has
- * somebody waiting for it: a sender short of send slots, or a dead LG draining before its
+ * docs/protocol/linux-interop.md 6; error completions fire either way), unless a send completion
+ * has somebody waiting for it: a sender short of send slots, or a dead LG draining before its
  * QP goes. So a send completion (shm: at every post) wakes no one. eng->lock held. */
 static int arm_solicited_locked(struct core_engine *e, const struct core_dev *cd)
 {

@@ -1,8 +1,8 @@
-/* handshake.c: the CLC client and server state machines (docs/protocol/procedures.md 2.2-2.7; RFC 7609
- * 3.5 and App. A.2) over byte buffers: sock feeds the TCP bytes and writes what we produce;
+/* handshake.c: the CLC client and server state machines (docs/protocol/procedures.md 2.2-2.7; RFC
+ * 7609 3.5 and App. A.2) over byte buffers: sock feeds the TCP bytes and writes what we produce;
  * every received message is framed and decoded by wire/clc before it changes anything.
- * Decline with the diagnosis code of docs/protocol/wire-formats.md 5.2 in every failure the spec lists,
- * fallback on the same TCP connection, and the local and peer reasons recorded.
+ * Decline with the diagnosis code of docs/protocol/wire-formats.md 5.2 in every failure the spec
+ * lists, fallback on the same TCP connection, and the local and peer reasons recorded.
  * Everything here runs with eng->lock held. */
 #include "core/core_int.h"
 
@@ -101,8 +101,8 @@ static void rkey_unqueue(struct core_conn *c)
 	}
 }
 
-/* Undoes what the handshake set up (docs/protocol/procedures.md 2.4): a new LG is freed with it, a reused
- * one only loses this connection. */
+/* Undoes what the handshake set up (docs/protocol/procedures.md 2.4): a new LG is freed with it, a
+ * reused one only loses this connection. */
 static void hs_undo(struct core_conn *c, int err, uint64_t now)
 {
 	struct core_lgr *lg = c->lg;
@@ -178,8 +178,8 @@ static void go_smc(struct core_conn *c, uint64_t now, bool async)
 	pthread_mutex_lock(&c->lock);
 	c->mode = CORE_MODE_SMC;
 	c->link_num = c->lg->link->link_num;
-	/* CDCs may have arrived during the handshake (docs/protocol/procedures.md 2.7: the peer can be
-	 * ACTIVE first); answer what is due now that we know the peer's token. */
+	/* CDCs may have arrived during the handshake (docs/protocol/procedures.md 2.7: the peer can
+	 * be ACTIVE first); answer what is due now that we know the peer's token. */
 	tx_cons_update_locked(c, false);
 	bool readable = conn_readable_locked(c) > 0;
 	pthread_mutex_unlock(&c->lock);
@@ -234,7 +234,7 @@ static struct core_dev *pick_dev(struct core_engine *e, int *idx)
 	return NULL;
 }
 
-/* ---- IP prefixes (docs/protocol/wire-formats.md 3.3) ------------------------------------------------- */
+/* ---- IP prefixes (docs/protocol/wire-formats.md 3.3) ----------------------------------------- */
 
 /* IPv4 address of a sockaddr (IPv4-mapped IPv6 counts), host order; false if IPv6. */
 static bool sa_ipv4(const struct sockaddr_storage *ss, uint32_t *out)
@@ -402,7 +402,8 @@ static void lg_wait_wake(struct core_engine *e, const struct wire_peer_id *peer)
 
 static void on_decline(struct core_conn *c, const struct clc_decline *d, uint64_t now)
 {
-	/* docs/protocol/wire-formats.md 5.3: out of sync -> the LG this connection was to reuse is broken. */
+	/* docs/protocol/wire-formats.md 5.3: out of sync -> the LG this connection was to reuse is
+	 * broken. */
 	if (d->out_of_sync && c->lg && !c->first_contact && c->lg->state == CORE_LG_ACTIVE) {
 		struct core_lgr *lg = c->lg;
 		LOG_WARN(CORE_UNIT, "LG %u: peer declined out of sync: terminating it", lg->id);
@@ -437,8 +438,8 @@ static void on_proposal(struct core_conn *c, const struct clc_proposal *p, uint6
 		/* This peer's first contact is in progress (its CONFIRM LINK exchange): a second
 		 * one would make a second LG (the client then holds two). As Linux serializes
 		 * server LG creation, hold this Proposal back (not consumed) until that LG is
-		 * active or dead, then find or create (docs/protocol/procedures.md 2.5). Bounded by the CLC
-		 * wait that runs meanwhile. */
+		 * active or dead, then find or create (docs/protocol/procedures.md 2.5). Bounded by
+		 * the CLC wait that runs meanwhile. */
 		c->hs_lg_wait = true;
 		core_timer_at(e, now + HS_LG_RECHECK_NS);
 		return;
@@ -450,7 +451,8 @@ static void on_proposal(struct core_conn *c, const struct clc_proposal *p, uint6
 			return;
 		}
 		if (need_rkey) {
-			/* docs/protocol/procedures.md 2.7: the new RMB is announced before the Accept. */
+			/* docs/protocol/procedures.md 2.7: the new RMB is announced before the
+			 * Accept. */
 			c->hs = HS_S_WAIT_RKEY;
 			queue_rkey(c, now);
 			return;
@@ -465,7 +467,8 @@ static void on_proposal(struct core_conn *c, const struct clc_proposal *p, uint6
 			hs_fallback(c, decline_code(rc, 0x09990002u), 0, true, false, now, false);
 			return;
 		}
-		/* The client's port, for matching later connections (docs/protocol/procedures.md 2.5). */
+		/* The client's port, for matching later connections (docs/protocol/procedures.md
+		 * 2.5). */
 		lg->link->peer_gid = p->gid;
 		lg->link->peer_mac = p->mac;
 		c->first_contact = true;
@@ -510,7 +513,8 @@ static void on_accept(struct core_conn *c, const struct clc_accept *a, uint64_t 
 		uint8_t mtu = (uint8_t)cd->port.active_mtu;
 		if (a->mtu_code < mtu)
 			mtu = a->mtu_code;
-		/* docs/protocol/procedures.md 2.6: client QP INIT -> RTR at the Accept; RTS at CONFIRM LINK. */
+		/* docs/protocol/procedures.md 2.6: client QP INIT -> RTR at the Accept; RTS at
+		 * CONFIRM LINK. */
 		rc = link_rtr(lg->link, a->qpn, a->psn, mtu, &a->gid, &a->mac);
 		if (rc) {
 			hs_fallback(c, 0x09990002u, 0, true, false, now, false);	/* ERR_RDYLNK */
@@ -527,7 +531,8 @@ static void on_accept(struct core_conn *c, const struct clc_accept *a, uint64_t 
 	}
 	struct core_lgr *lg = lgr_find_client(e, a);
 	if (!lg) {
-		/* docs/protocol/procedures.md 2.5: reuse of an LG we do not have -> SYNCERR, out of sync. */
+		/* docs/protocol/procedures.md 2.5: reuse of an LG we do not have -> SYNCERR, out of
+		 * sync. */
 		hs_fallback(c, 0x04000000u, 0, true, true, now, false);
 		return;
 	}
@@ -561,7 +566,8 @@ static void on_confirm(struct core_conn *c, const struct clc_accept *a, uint64_t
 	}
 	struct core_link *l = c->lg->link;
 	uint8_t mtu = l->mtu < a->mtu_code ? l->mtu : a->mtu_code;
-	/* docs/protocol/procedures.md 2.3: server QP INIT -> RTR -> RTS, then CONFIRM LINK request. */
+	/* docs/protocol/procedures.md 2.3: server QP INIT -> RTR -> RTS, then CONFIRM LINK
+	 * request. */
 	int rc = link_rtr(l, a->qpn, a->psn, mtu, &a->gid, &a->mac);
 	if (!rc)
 		rc = link_rts(l);
@@ -623,7 +629,8 @@ static void on_message(struct core_conn *c, const uint8_t *buf, size_t len, uint
 	case HS_DONE_FAILED:
 		break;
 	}
-	/* docs/protocol/wire-formats.md 2.4 item 3: anything but the expected type or a Decline fails. */
+	/* docs/protocol/wire-formats.md 2.4 item 3: anything but the expected type or a Decline
+	 * fails. */
 	SMCR_LOG_RL(SMCR_LOG_INFO, CORE_UNIT, "unexpected CLC %s", clc_type_name(m.type));
 	hs_fail(c, -SMCR_E_CORE_CLC_UNEXPECTED, now, false);
 }
@@ -642,7 +649,8 @@ static void hs_timeout(struct core_conn *c, uint64_t now, bool async)
 		return;
 	case HS_C_WAIT_CL:
 	case HS_S_WAIT_CL:
-		/* Wait 1 s for the peer's Decline, then send ours (docs/protocol/procedures.md 2.2/2.3). */
+		/* Wait 1 s for the peer's Decline, then send ours (docs/protocol/procedures.md
+		 * 2.2/2.3). */
 		c->hs = HS_DECL_WAIT;
 		c->hs_decl_err = -SMCR_E_CORE_TIMEOUT_CL;
 		c->hs_deadline = now + e->p.clc_wait_short_ns;
@@ -810,7 +818,8 @@ int core_conn_clc_step(struct core_conn *c, const void *in, size_t len, bool tcp
 	if (c->hs == HS_C_START) {
 		struct core_dev *cd = pick_dev(e, &c->cdev_idx);
 		if (!cd) {
-			/* docs/protocol/linux-interop.md 4.1: a client may send a Decline instead of a Proposal. */
+			/* docs/protocol/linux-interop.md 4.1: a client may send a Decline instead
+			 * of a Proposal. */
 			hs_fallback(c, 0x03030002u, 0, true, false, now_ns, false);
 		} else if (build_proposal(c, cd)) {
 			hs_fail(c, -SMCR_E_INTERNAL, now_ns, false);
@@ -842,8 +851,8 @@ int core_conn_clc_step(struct core_conn *c, const void *in, size_t len, bool tcp
 	if (hs_waiting(c->hs)) {
 		/* A server waiting for the CONFIRM LINK response has all the client's CLC
 		 * messages; the client is done once it sent that response and may at once
-		 * shut down (TCP FIN: not the end of the SMC stream, docs/protocol/linux-interop.md 8) or
-		 * abort (RST, e.g. close with SO_LINGER 0: its A follows on the link). Its
+		 * shut down (TCP FIN: not the end of the SMC stream, docs/protocol/linux-interop.md
+		 * 8) or abort (RST, e.g. close with SO_LINGER 0: its A follows on the link). Its
 		 * FIN or RST can overtake the response, which comes over the link: keep
 		 * waiting for the response (bounded by the LLC wait, and a dead peer takes
 		 * the link down), as TCP's accept still returns a connection reset early. */

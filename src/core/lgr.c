@@ -1,5 +1,5 @@
-/* lgr.c: link groups (docs/protocol/procedures.md 2.5, 3.3, 3.8, 6): creation, matching for reuse (both
- * roles, as Linux smcr_lgr_match), connection slots and alert tokens, the per-LG RMB pool,
+/* lgr.c: link groups (docs/protocol/procedures.md 2.5, 3.3, 3.8, 6): creation, matching for reuse
+ * (both roles, as Linux smcr_lgr_match), connection slots and alert tokens, the per-LG RMB pool,
  * the peer's RTokens, termination and the idle timer. Every function here runs with
  * eng->lock held. */
 #include "core/core_int.h"
@@ -91,7 +91,7 @@ struct core_lgr *lgr_find_client(struct core_engine *e, const struct clc_accept 
 	return NULL;
 }
 
-/* ---- RMB pool (docs/protocol/procedures.md 3.3; docs/design/engine-decisions.md "RMBs") ------------------------------------ */
+/* ---- RMB pool (docs/protocol/procedures.md 3.3; docs/design/engine-decisions.md "RMBs") ------ */
 
 static struct core_rmb *rmb_alloc(struct core_lgr *lg, unsigned code)
 {
@@ -207,7 +207,8 @@ void lgr_detach(struct core_conn *c, bool pool_rmb, uint64_t now)
 	struct core_engine *e = lg->eng;
 	struct dev_mem *m;
 	pthread_mutex_lock(&c->lock);
-	/* What the peer wrote: [0, rx_peer_prod) until the ring wraps (docs/protocol/procedures.md 4.2). */
+	/* What the peer wrote: [0, rx_peer_prod) until the ring wraps (docs/protocol/procedures.md
+	 * 4.2). */
 	uint64_t used = c->reset_err ? UINT64_MAX : c->rx_peer_prod;
 	if (c->rmb)
 		c->rmb->dirty_len = used < c->rmb->size ? (uint32_t)used : c->rmb->size;
@@ -238,7 +239,7 @@ void lgr_detach(struct core_conn *c, bool pool_rmb, uint64_t now)
 	conn_put(c);	/* the slot's reference (lgr_attach) */
 }
 
-/* ---- the peer's RTokens (docs/protocol/procedures.md 3.3) ------------------------------------------- */
+/* ---- the peer's RTokens (docs/protocol/procedures.md 3.3) ------------------------------------ */
 
 int lgr_rtoken_add(struct core_lgr *lg, uint32_t rkey, uint64_t vaddr)
 {
@@ -269,7 +270,7 @@ bool lgr_rtoken_del(struct core_lgr *lg, uint32_t rkey)
 	return found;
 }
 
-/* ---- termination (docs/protocol/procedures.md 3.8, 5.4) ---------------------------------------------- */
+/* ---- termination (docs/protocol/procedures.md 3.8, 5.4) -------------------------------------- */
 
 void lgr_terminate(struct core_lgr *lg, uint32_t reason, bool orderly, bool send_delete,
 		   int err, uint64_t now)

@@ -1,9 +1,9 @@
-/* llc_proc.c: the LLC side of a link group (docs/protocol/procedures.md 3.1-3.8, docs/protocol/linux-interop.md 7):
- * received messages are decoded and validated (wire/llc.h) before anything changes, then
- * dispatched through a handler table by type (STYLE.md 10). Local flows are serialized, one
- * at a time per LG (docs/protocol/procedures.md 3.1): CONFIRM RKEY for new RMBs of reuse connections and,
- * on the server, the ADD LINK offer of a single-link peer. Peer requests are answered at
- * once. Runs with eng->lock held (progress or a handshake step). */
+/* llc_proc.c: the LLC side of a link group (docs/protocol/procedures.md 3.1-3.8,
+ * docs/protocol/linux-interop.md 7): received messages are decoded and validated (wire/llc.h)
+ * before anything changes, then dispatched through a handler table by type (STYLE.md 10). Local
+ * flows are serialized, one at a time per LG (docs/protocol/procedures.md 3.1): CONFIRM RKEY for
+ * new RMBs of reuse connections and, on the server, the ADD LINK offer of a single-link peer. Peer
+ * requests are answered at once. Runs with eng->lock held (progress or a handshake step). */
 #include "core/core_int.h"
 
 #include <string.h>
@@ -44,7 +44,8 @@ static void violation(struct core_link *l, const char *what, uint64_t now)
 {
 	SMCR_LOG_RL(SMCR_LOG_WARN, CORE_UNIT, "LG %u: LLC protocol violation: %s", l->lg->id, what);
 	atomic_fetch_add(&l->lg->eng->llc_rx_dropped, 1);
-	/* docs/protocol/procedures.md 3.8: terminate, DELETE LINK all with reason "protocol violation". */
+	/* docs/protocol/procedures.md 3.8: terminate, DELETE LINK all with reason "protocol
+	 * violation". */
 	lgr_terminate(l->lg, LLC_DEL_PROT_VIOL, false, true, -SMCR_E_CORE_LLC_VIOLATION, now);
 }
 
@@ -117,12 +118,14 @@ static void on_add_link(struct core_link *l, struct llc_msg *m, const uint8_t *r
 	struct core_lgr *lg = l->lg;
 	if (!m->resp) {
 		if (lg->role == CORE_SERVER) {
-			/* The client's "please add a link" hint (docs/protocol/procedures.md 3.2): no response. */
+			/* The client's "please add a link" hint (docs/protocol/procedures.md 3.2):
+			 * no response. */
 			dropped(l, "ADD LINK hint (single-link server)");
 			return;
 		}
-		/* Single-link client (docs/protocol/procedures.md 3.2 "smcr minimum"): reject at once, the
-		 * request echoed with 0xC0 and reason 1, as Linux smc_llc_cli_add_link_reject. */
+		/* Single-link client (docs/protocol/procedures.md 3.2 "smcr minimum"): reject at
+		 * once, the request echoed with 0xC0 and reason 1, as Linux
+		 * smc_llc_cli_add_link_reject. */
 		uint8_t out[LLC_MSG_LEN];
 		llc_add_link_reject_raw(raw, LLC_AL_REJ_NO_ALT_PATH, out);
 		if (link_send_msg(l, out))
@@ -264,8 +267,8 @@ void llc_rx(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now)
 	struct llc_msg m;
 	int rc = llc_decode(buf, len, &m);
 	if (rc) {
-		/* Unknown and v2 types are dropped silently by Linux (docs/protocol/wire-formats.md 6.1);
-		 * malformed v1 messages are dropped too, with a log line. */
+		/* Unknown and v2 types are dropped silently by Linux (docs/protocol/wire-formats.md
+		 * 6.1); malformed v1 messages are dropped too, with a log line. */
 		SMCR_LOG_RL(SMCR_LOG_INFO, CORE_UNIT, "LG %u: LLC message dropped: %s", l->lg->id,
 			    smcr_err_msg(rc));
 		atomic_fetch_add(&l->lg->eng->llc_rx_dropped, 1);
@@ -290,10 +293,10 @@ void llc_start_add_link_offer(struct core_lgr *lg, uint64_t now)
 	llc_flow_kick(lg, now);
 }
 
-/* docs/protocol/procedures.md 3.2 / docs/protocol/linux-interop.md 7: a Linux client waits 2 s for an ADD LINK after
- * the first CONFIRM LINK. A single-link server offers one it knows will be rejected: the
- * link's own GID/MAC and MTU code 0 (Linux >= 5.10 rejects MTU 0 at once; a 4.x client
- * rejects every ADD LINK; an smcr client rejects every ADD LINK). */
+/* docs/protocol/procedures.md 3.2 / docs/protocol/linux-interop.md 7: a Linux client waits 2 s for
+ * an ADD LINK after the first CONFIRM LINK. A single-link server offers one it knows will be
+ * rejected: the link's own GID/MAC and MTU code 0 (Linux >= 5.10 rejects MTU 0 at once; a 4.x
+ * client rejects every ADD LINK; an smcr client rejects every ADD LINK). */
 static int send_add_link_offer(struct core_lgr *lg)
 {
 	struct core_link *l = lg->link;
@@ -331,7 +334,8 @@ void llc_flow_kick(struct core_lgr *lg, uint64_t now)
 			conn_put(c);
 			continue;
 		}
-		/* CONFIRM RKEY (docs/protocol/wire-formats.md 6.6): the RMB on this link, no other links. */
+		/* CONFIRM RKEY (docs/protocol/wire-formats.md 6.6): the RMB on this link, no other
+		 * links. */
 		struct llc_msg m = { .type = LLC_CONFIRM_RKEY };
 		m.confirm_rkey.rkey = c->rmb->mr->rkey;
 		m.confirm_rkey.vaddr = (uint64_t)(uintptr_t)c->rmb->mr->addr;
@@ -369,8 +373,8 @@ void llc_timers(struct core_lgr *lg, uint64_t now)
 			core_timer_at(e, lg->flow_deadline);
 		}
 	}
-	/* TEST LINK (docs/protocol/procedures.md 3.5): after testlink_ns without receiving anything, ask;
-	 * no answer within the LLC wait: the link is down. */
+	/* TEST LINK (docs/protocol/procedures.md 3.5): after testlink_ns without receiving
+	 * anything, ask; no answer within the LLC wait: the link is down. */
 	struct core_link *l = lg->link;
 	if (!l || l->state != CORE_LINK_ACTIVE || e->p.testlink_ns == UINT64_MAX)
 		return;

@@ -1,8 +1,8 @@
-/* rx.c: the receiving side of the data path (docs/protocol/procedures.md 4.2, 4.4, 4.6; docs/protocol/wire-formats.md 7.1,
- * 7.3): CDC messages are decoded, matched to a connection by alert token, checked (sequence
- * number, cursors inside the window the protocol allows) and only then applied; reads copy
- * from our RMBE at the consumer cursor (two pieces at the ring end), honour the urgent mark
- * as TCP does, and send window updates by the rule of 4.5. */
+/* rx.c: the receiving side of the data path (docs/protocol/procedures.md 4.2, 4.4, 4.6;
+ * docs/protocol/wire-formats.md 7.1, 7.3): CDC messages are decoded, matched to a connection by
+ * alert token, checked (sequence number, cursors inside the window the protocol allows) and only
+ * then applied; reads copy from our RMBE at the consumer cursor (two pieces at the ring end),
+ * honour the urgent mark as TCP does, and send window updates by the rule of 4.5. */
 #include "core/core_int.h"
 
 #include <string.h>

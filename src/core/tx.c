@@ -1,6 +1,6 @@
-/* tx.c: the sending side of the data path (docs/protocol/procedures.md 4.3, 4.5, 4.6): RDMA WRITEs into the
- * peer's RMBE (the ring split in at most two pieces at its end), then one CDC on the same QP
- * carrying the producer cursor, our consumer cursor (window update piggybacked) and flags;
+/* tx.c: the sending side of the data path (docs/protocol/procedures.md 4.3, 4.5, 4.6): RDMA WRITEs
+ * into the peer's RMBE (the ring split in at most two pieces at its end), then one CDC on the same
+ * QP carrying the producer cursor, our consumer cursor (window update piggybacked) and flags;
  * the send ring (SO_SNDBUF), corking (MSG_MORE / TCP_CORK) and the ordering of D/C after
  * queued bytes (docs/protocol/procedures.md 4.1, 5.1; docs/parts/sndbuf.md).
  *
@@ -18,7 +18,8 @@
 
 #include "util/copy.h"
 
-/* Fills the slot with a CDC for c's current state (docs/protocol/wire-formats.md 7). conn->lock held. */
+/* Fills the slot with a CDC for c's current state (docs/protocol/wire-formats.md 7). conn->lock
+ * held. */
 static void cdc_fill(struct core_conn *c, uint8_t *buf, bool urg)
 {
 	struct cdc_msg m;
@@ -426,7 +427,8 @@ static long post_locked(struct core_conn *c, const struct iovec *iov, int iovcnt
 	}
 	if (urg && pl.sent < n)
 		urg = false;	/* the urgent byte is not in this piece */
-	/* docs/protocol/procedures.md 4.3 step 1: B when the data did not fit the peer's free space. */
+	/* docs/protocol/procedures.md 4.3 step 1: B when the data did not fit the peer's free
+	 * space. */
 	c->tx_blocked = want > pl.sent && pl.sent == space;
 	c->tx_prod += pl.sent;
 	c->bytes_sent += pl.sent;
@@ -461,7 +463,8 @@ unsigned tx_flush_locked(struct core_conn *c, bool push)
 		uint32_t space = conn_writable_locked(c);
 		if (space == 0) {
 			if (!c->tx_blocked) {
-				/* docs/protocol/procedures.md 4.5: B makes a Linux reader send its update. */
+				/* docs/protocol/procedures.md 4.5: B makes a Linux reader send its
+				 * update. */
 				c->tx_blocked = true;
 				(void)tx_cdc_locked(c, false);
 			}

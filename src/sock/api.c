@@ -386,8 +386,8 @@ int smcr_accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
 			sock_put(s);
 			return nfd;
 		}
-		/* docs/protocol/procedures.md 2.3: a client whose handshake fails is dropped, never handed to
-		 * the program; wait for the next one. */
+		/* docs/protocol/procedures.md 2.3: a client whose handshake fails is dropped, never
+		 * handed to the program; wait for the next one. */
 		smcr_close(nfd);
 		sock_put(s);
 		if (alen)
@@ -438,7 +438,8 @@ int smcr_shutdown(int fd, int how)
 		if (rc < 0)
 			break;
 		if (how != SHUT_RD) {
-			/* docs/protocol/procedures.md 5.1: the TCP side follows ("sending done" first) */
+			/* docs/protocol/procedures.md 5.1: the TCP side follows ("sending done"
+			 * first) */
 			(void)sock_sys.shutdown(s->tcp, SHUT_WR);
 			sig_shut_wr(&s->sig);
 			s->shut_wr = true;
@@ -665,13 +666,13 @@ int sock_close(struct sock *s)
 							  sizeof(lg));
 			} else {
 				/* The active closer's TCP side goes right after the C: closed
-				 * here, not shut down and closed at the recycle (docs/protocol/procedures.md
-				 * 5.1; the same FIN, one system call fewer per connection). Nothing
-				 * uses it after this: the watch is gone, calls see closing.
-				 * The close itself is done later, where a thread
-				 * waits anyway (closeq.h); the number is hidden, so the program
-				 * sees no difference. When the peer's C came first and ours is
-				 * out (both sides closed the SMC-R connection; nobody reads the
+				 * here, not shut down and closed at the recycle
+				 * (docs/protocol/procedures.md 5.1; the same FIN, one system call
+				 * fewer per connection). Nothing uses it after this: the watch is
+				 * gone, calls see closing. The close itself is done later, where a
+				 * thread waits anyway (closeq.h); the number is hidden, so the
+				 * program sees no difference. When the peer's C came first and ours
+				 * is out (both sides closed the SMC-R connection; nobody reads the
 				 * TCP connection any more), it ends with an RST: no FIN exchange
 				 * and no TIME_WAIT (DEVIATION from Linux's FIN, measured and
 				 * bounded in docs/history/connect.md; $SMCR_CLOSE_RST=0).

@@ -3,10 +3,10 @@
  * MSG_OOB, MSG_NOSIGNAL, MSG_MORE, SO_RCVTIMEO/SO_SNDTIMEO, EPIPE + SIGPIPE.
  *
  * On an SMC-R connection the bytes move through the engine (core_conn_send/recv: RDMA
- * WRITEs into the peer's RMBE, reads from ours; docs/protocol/procedures.md 4), which never blocks; the
- * blocking semantics are built here (docs/design/engine-decisions.md decision 3): spin on the engine's progress
- * for at most SOCK_SPIN_NS, then sleep in poll() on the program's own fd, whose readiness
- * the engine drives (sig.h). Every other fd, and every smcr socket in TCP mode, gets the
+ * WRITEs into the peer's RMBE, reads from ours; docs/protocol/procedures.md 4), which never blocks;
+ * the blocking semantics are built here (docs/design/engine-decisions.md decision 3): spin on the
+ * engine's progress for at most SOCK_SPIN_NS, then sleep in poll() on the program's own fd, whose
+ * readiness the engine drives (sig.h). Every other fd, and every smcr socket in TCP mode, gets the
  * libc call. */
 #define _GNU_SOURCE
 #include <smcr/smcr.h>
@@ -659,8 +659,9 @@ static ssize_t smc_send(struct sock *s, const struct iovec *uiov, int cnt, int f
 	size_t want = iov_total(iov, cnt), done = 0;
 	int idx = iov_advance(iov, cnt, 0, 0);
 	int rc = 0;
-	/* MSG_OOB: the last byte is urgent (docs/protocol/procedures.md 4.6). The engine sends an urgent
-	 * write only if it fits whole, so a long one goes as data first, then its last byte. */
+	/* MSG_OOB: the last byte is urgent (docs/protocol/procedures.md 4.6). The engine sends an
+	 * urgent write only if it fits whole, so a long one goes as data first, then its last
+	 * byte. */
 	int oob_idx = -1;
 	struct iovec last;
 	if ((flags & MSG_OOB) && want > 1) {

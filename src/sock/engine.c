@@ -1,7 +1,7 @@
 /* engine.c: the composition root. Registers the device providers, creates the process's
- * SMC-R engine (one per process = one SMC-R instance, docs/protocol/linux-interop.md 5) on first use,
- * connects it to the progress thread (docs/design/engine-decisions.md decision 3), and routes the engine's
- * per-connection events to the sockets' readiness.
+ * SMC-R engine (one per process = one SMC-R instance, docs/protocol/linux-interop.md 5) on first
+ * use, connects it to the progress thread (docs/design/engine-decisions.md decision 3), and routes
+ * the engine's per-connection events to the sockets' readiness.
  *
  * Configuration (docs/CONFIG.md): $SMCR_DEVICES names the devices to open, separated by
  * spaces or ';' (default "shm"); $SMCR_CLC_WAIT_MS, $SMCR_CLC_WAIT_SHORT_MS,

@@ -22,8 +22,8 @@
  *     TCP file stays there, fd_is_tcp, plus a hidden dup the handshake uses), driven by the
  *     progress thread like any background handshake (hs.c).
  *   - A child that ends in SMC-R or TCP moves from pending to ready; one that fails is
- *     dropped (reset, closed; never handed to the program, docs/protocol/procedures.md 2.3): a malformed
- *     message at once, a silent client after the server's wait (SMCR_SERVER_WAIT_MS: TCP
+ *     dropped (reset, closed; never handed to the program, docs/protocol/procedures.md 2.3): a
+ *     malformed message at once, a silent client after the server's wait (SMCR_SERVER_WAIT_MS: TCP
  *     fallback, nothing was read), a client silent after its Proposal after the CLC wait.
  *   - accept pops the oldest ready child and applies accept4's flags to it.
  *
@@ -487,8 +487,8 @@ void lsn_child_done_locked(struct sock *c)
 		lsn_ready_locked(ls, c);
 	pthread_mutex_unlock(&ls->lq_lock);
 	if (!keep) {
-		/* Never handed to the program (docs/protocol/procedures.md 2.3). The queue's reference may be
-		 * the last and we hold c's lock: end it on the progress thread. */
+		/* Never handed to the program (docs/protocol/procedures.md 2.3). The queue's
+		 * reference may be the last and we hold c's lock: end it on the progress thread. */
 		LOG_INFO("sock", "accept: dropped a client whose handshake failed (fd %d)", c->fd);
 		if (progress_call(lsn_drop_call, c) < 0)
 			LOG_ERR("sock", "fd %d: cannot queue the drop; leaked", c->fd);

@@ -1,6 +1,6 @@
 /* sock.c: smcr socket objects: the type-stable pool, lookup and references, the fd swaps
- * of docs/design/engine-decisions.md decision 2 and how the engine's readiness reaches the program's fd (rules
- * and locks in sock.h, readiness mechanism in sig.h). */
+ * of docs/design/engine-decisions.md decision 2 and how the engine's readiness reaches the
+ * program's fd (rules and locks in sock.h, readiness mechanism in sig.h). */
 #define _GNU_SOURCE
 #include "sock/sock.h"
 

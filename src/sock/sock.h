@@ -12,7 +12,8 @@
  *    │  └──────fallback──► TCP
  *    └─────────failure───► FAILED
  *
- * The fd the program holds (docs/design/engine-decisions.md decision 2; sig.h for the readiness rules):
+ * The fd the program holds (docs/design/engine-decisions.md decision 2; sig.h for the readiness
+ * rules):
  *   NEW, LISTEN, TCP: the kernel TCP socket itself (tcp == fd); calls pass through.
  *   HANDSHAKE: a placeholder socket pair end with no readiness (sig filled, no tokens); the
  *     TCP socket is at a hidden number (tcp). DEVIATION from decision 2 (which keeps the TCP
@@ -473,8 +474,8 @@ extern _Atomic uint64_t sock_ep_quietout_total;
 
 /* ---- helpers ---- */
 
-/* The prefixes of the interface holding local (docs/protocol/wire-formats.md 3.3), from a cache of the
- * interface addresses (getifaddrs) refreshed when older than SOCK_PFX_TTL_NS, or on a miss
+/* The prefixes of the interface holding local (docs/protocol/wire-formats.md 3.3), from a cache of
+ * the interface addresses (getifaddrs) refreshed when older than SOCK_PFX_TTL_NS, or on a miss
  * once it is older than SOCK_PFX_MISS_NS. Returns how many were written (0: none known). */
 int sock_prefixes(const struct sockaddr *local, struct core_ip_prefix *out, int max);
 #define SOCK_PFX_TTL_NS 1000000000ull

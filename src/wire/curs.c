@@ -1,5 +1,6 @@
-/* curs.c: ring-cursor arithmetic (docs/protocol/wire-formats.md 7.1, 7.2, 8.3; docs/protocol/procedures.md 4.2-4.5).
- * See curs.h for the contract and the TCP equivalent of each helper. */
+/* curs.c: ring-cursor arithmetic (docs/protocol/wire-formats.md 7.1, 7.2, 8.3;
+ * docs/protocol/procedures.md 4.2-4.5). See curs.h for the contract and the TCP equivalent of each
+ * helper. */
 #include "wire/curs.h"
 
 struct curs curs_add(struct curs c, uint64_t n, uint32_t size)
@@ -17,7 +18,8 @@ struct curs curs_add(struct curs c, uint64_t n, uint32_t size)
 
 uint64_t curs_diff(struct curs old, struct curs new_, uint32_t size)
 {
-	/* docs/protocol/procedures.md 4.2; negative results (new behind old) count as 0, as in Linux. */
+	/* docs/protocol/procedures.md 4.2; negative results (new behind old) count as 0, as in
+	 * Linux. */
 	int64_t d;
 	if (old.wrap == new_.wrap)
 		d = (int64_t)new_.count - (int64_t)old.count;
@@ -28,7 +30,8 @@ uint64_t curs_diff(struct curs old, struct curs new_, uint32_t size)
 
 bool curs_is_older(struct curs rcvd, struct curs known)
 {
-	/* docs/protocol/wire-formats.md 7.1: a smaller non-zero wrap, or the same wrap and a smaller count. */
+	/* docs/protocol/wire-formats.md 7.1: a smaller non-zero wrap, or the same wrap and a
+	 * smaller count. */
 	if (rcvd.wrap < known.wrap && rcvd.wrap != 0)
 		return true;
 	return rcvd.wrap == known.wrap && rcvd.count < known.count;

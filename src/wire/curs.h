@@ -2,9 +2,10 @@
  * arithmetic, the window-update rule, the two-chunk split of a ring copy, and the 16-bit
  * CDC sequence-number compare.
  *
- * Spec: docs/protocol/wire-formats.md 8.3 (encoding), 7.1 (newer-cursor rule), 7.2 (sequence numbers);
- * docs/protocol/procedures.md 4.2 (advance, diff, newer-than), 4.3 (free space, two pieces), 4.5 (window
- * update rule). Every helper is pure arithmetic; each names its TCP equivalent.
+ * Spec: docs/protocol/wire-formats.md 8.3 (encoding), 7.1 (newer-cursor rule), 7.2 (sequence
+ * numbers); docs/protocol/procedures.md 4.2 (advance, diff, newer-than), 4.3 (free space, two
+ * pieces), 4.5 (window update rule). Every helper is pure arithmetic; each names its TCP
+ * equivalent.
  *
  * A cursor is shared between threads only through struct curs_shared, which holds the
  * packed 64-bit value so wrap and count always travel together (a reader never sees the
@@ -19,8 +20,8 @@
 
 #include "util/err.h"
 
-/* A position in one RMBE ring (docs/protocol/wire-formats.md 8.3). count is a byte offset, 0 <= count <
- * ring size; wrap counts the times count went from size back to 0, modulo 65536. */
+/* A position in one RMBE ring (docs/protocol/wire-formats.md 8.3). count is a byte offset, 0 <=
+ * count < ring size; wrap counts the times count went from size back to 0, modulo 65536. */
 struct curs {
 	uint16_t wrap;
 	uint32_t count;
@@ -59,14 +60,14 @@ static inline bool curs_eq(struct curs a, struct curs b)
  * before it is used (the codec cannot: it does not know the ring size). */
 static inline bool curs_valid(struct curs c, uint32_t size) { return c.count < size; }
 
-/* advance(c, n) of docs/protocol/procedures.md 4.2: c moved n bytes forward in a ring of size bytes,
- * wrap counted modulo 65536. Works for any n (several laps add several wraps) and
+/* advance(c, n) of docs/protocol/procedures.md 4.2: c moved n bytes forward in a ring of size
+ * bytes, wrap counted modulo 65536. Works for any n (several laps add several wraps) and
  * normalises a count >= size. size 0 returns c unchanged.
  * TCP: SND.NXT += n (sequence space modulo 2^32). */
 struct curs curs_add(struct curs c, uint64_t n, uint32_t size);
 
-/* diff(old, new) of docs/protocol/procedures.md 4.2 (Linux smc_curs_diff): bytes from old to new in a
- * ring of size bytes. Same wrap: new.count - old.count, or 0 if new is behind; different
+/* diff(old, new) of docs/protocol/procedures.md 4.2 (Linux smc_curs_diff): bytes from old to new in
+ * a ring of size bytes. Same wrap: new.count - old.count, or 0 if new is behind; different
  * wrap: size - old.count + new.count (0 if that is negative). Exact while the two cursors
  * are at most one lap apart, which the protocol keeps for producer vs consumer.
  * TCP: SND.NXT - SND.UNA (bytes in flight) or RCV.NXT - (bytes read). */
@@ -128,8 +129,8 @@ struct curs_chunk {
 };
 
 /* Splits len bytes starting at ring offset off of a ring of size bytes into at most two
- * contiguous pieces: [off, min(off+len, size)) then [0, rest) (docs/protocol/procedures.md 4.3 step 2,
- * 4.4). Returns the number of pieces (0 when len is 0, 1 or 2), or -SMCR_E_INVAL if size
+ * contiguous pieces: [off, min(off+len, size)) then [0, rest) (docs/protocol/procedures.md 4.3 step
+ * 2, 4.4). Returns the number of pieces (0 when len is 0, 1 or 2), or -SMCR_E_INVAL if size
  * is 0, off >= size or len > size. The pieces cover exactly len bytes, in ring order.
  * TCP: copying across the end of a circular receive buffer. */
 SMCR_MUST_CHECK int curs_split(uint32_t off, uint32_t len, uint32_t size,

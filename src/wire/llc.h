@@ -4,8 +4,8 @@
  * 6.8 DELETE RKEY, 6.9 TEST LINK), requests and responses alike.
  *
  * The protocol sees only these structs; byte order, offsets and bit positions live in the
- * codec (STYLE.md 5). llc_decode validates everything docs/protocol/wire-formats.md 6 lists and returns a
- * distinct -SMCR_E_LLC_* code per violation (src/util/errors/llc.def); reserved bytes and
+ * codec (STYLE.md 5). llc_decode validates everything docs/protocol/wire-formats.md 6 lists and
+ * returns a distinct -SMCR_E_LLC_* code per violation (src/util/errors/llc.def); reserved bytes and
  * reserved flag bits are ignored on receive and sent as zeros. llc_encode checks the same
  * rules (plus field ranges the wire cannot express), so whatever it writes llc_decode
  * accepts, and decode -> encode -> decode gives an equal struct (llc_msg_equal).
@@ -196,8 +196,8 @@ SMCR_MUST_CHECK int llc_encode(const struct llc_msg *m, uint8_t out[LLC_MSG_LEN]
 /* Field-by-field equality of two messages (type, resp and the type's member only). */
 bool llc_msg_equal(const struct llc_msg *a, const struct llc_msg *b);
 
-/* CONFIRM LINK acceptance rule of Linux (docs/protocol/wire-formats.md 6.2): the peer must declare "no
- * RMBE eyecatchers" (either bit of 0x03). 0, or -SMCR_E_LLC_RMBE_EYECATCHERS whose decline
+/* CONFIRM LINK acceptance rule of Linux (docs/protocol/wire-formats.md 6.2): the peer must declare
+ * "no RMBE eyecatchers" (either bit of 0x03). 0, or -SMCR_E_LLC_RMBE_EYECATCHERS whose decline
  * code is 0x03050000. */
 SMCR_MUST_CHECK int llc_confirm_link_check_eyec(const struct llc_confirm_link *cl);
 

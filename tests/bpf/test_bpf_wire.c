@@ -215,7 +215,8 @@ static void tshark_check(const struct seg *syn, int family)
 	                       path);
 	unlink(path);
 	assert_int_equal(rc, 0);
-	/* Wireshark reads a 16-bit ExID (e2d4) followed by data c3d9 (docs/protocol/wireshark.md). */
+	/* Wireshark reads a 16-bit ExID (e2d4) followed by data c3d9
+	 * (docs/protocol/wireshark.md). */
 	assert_non_null(strstr(out, "0xe2d4"));
 	assert_non_null(strstr(out, "c3d9"));
 }

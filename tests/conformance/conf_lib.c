@@ -1,7 +1,8 @@
 /* conf_lib.c: helpers shared by the conformance suite and the shm tests (hostile peer,
  * quiet, slow peer, populate, tune): open a "side" (device, PD, CQs, a remote-writable and a
- * local buffer), create and connect RC QPs with SMC-R's attribute values (docs/protocol/procedures.md
- * 2.6), a connected pair and its teardown, post and wait; shm as the provider under test. */
+ * local buffer), create and connect RC QPs with SMC-R's attribute values
+ * (docs/protocol/procedures.md 2.6), a connected pair and its teardown, post and wait; shm as the
+ * provider under test. */
 #define _GNU_SOURCE
 #include "conf_lib.h"
 

@@ -1,7 +1,7 @@
-/* test_core_clc.c: the CLC state machines (docs/protocol/procedures.md 2.2-2.5): every decline path with
- * its diagnosis code (docs/protocol/wire-formats.md 5.2), fallback with both reasons recorded, timeouts
- * (6 s CLC, 2 s + 1 s CONFIRM LINK) with time passed in, malformed and unexpected messages,
- * partial input, IPv4/IPv6 prefix matching, out-of-sync handling. */
+/* test_core_clc.c: the CLC state machines (docs/protocol/procedures.md 2.2-2.5): every decline path
+ * with its diagnosis code (docs/protocol/wire-formats.md 5.2), fallback with both reasons recorded,
+ * timeouts (6 s CLC, 2 s + 1 s CONFIRM LINK) with time passed in, malformed and unexpected
+ * messages, partial input, IPv4/IPv6 prefix matching, out-of-sync handling. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -248,7 +248,8 @@ static void test_malformed(void **state)
 	assert_int_equal(r.out_len, 0);
 	core_conn_release(s, T0);
 
-	/* A Proposal with a broken trailer: framing error, no fallback (docs/protocol/wire-formats.md 2.4). */
+	/* A Proposal with a broken trailer: framing error, no fallback
+	 * (docs/protocol/wire-formats.md 2.4). */
 	struct core_conn *c = new_conn(t->ce, CORE_CLIENT);
 	r = step(c, NULL, 0, false, T0);
 	uint8_t prop[CLC_PROPOSAL_LINUX_LEN];

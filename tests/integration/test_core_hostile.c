@@ -2,8 +2,9 @@
  * sends what a broken or hostile SMC-R stack might: bad and backward cursors, unknown tokens,
  * stale sequence numbers, data after "sending done", out-of-order and malformed LLC
  * messages, CONFIRM LINK without the no-eyecatcher flags. Every CDC/LLC must be validated
- * before it changes state (docs/design/engine-decisions.md "A hostile peer"); the engine survives, aborts only what
- * it must, and never writes outside the RMBE it was given (checked with guard areas). */
+ * before it changes state (docs/design/engine-decisions.md "A hostile peer"); the engine survives,
+ * aborts only what it must, and never writes outside the RMBE it was given (checked with guard
+ * areas). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -457,8 +458,8 @@ static void test_peer_vanishes(void **state)
 	done(&x);
 }
 
-/* docs/protocol/procedures.md 4.3/4.5: B on the wire when our data does not fit the peer's free space;
- * R from the peer gets a consumer-cursor CDC even below the 10 % threshold. */
+/* docs/protocol/procedures.md 4.3/4.5: B on the wire when our data does not fit the peer's free
+ * space; R from the peer gets a consumer-cursor CDC even below the 10 % threshold. */
 static void test_b_and_r_flags(void **state)
 {
 	(void)state;

@@ -2,7 +2,8 @@
  * half-close and EOF, close with C, abort with A (unread data, SO_LINGER 0), reuse of the LG
  * with and without CONFIRM RKEY (RMB pool), 255 connections per LG, the idle-LG timer, urgent
  * data as TCP presents it, TEST LINK, a vanished peer, engine teardown
- * (docs/protocol/procedures.md 2.5, 2.7, 3.3, 3.5, 3.8, 4.6, 5). Time is passed in: timers run instantly. */
+ * (docs/protocol/procedures.md 2.5, 2.7, 3.3, 3.5, 3.8, 4.6, 5). Time is passed in: timers run
+ * instantly. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -308,7 +309,8 @@ static void test_sequential_1000(void **state)
 	core_engine_free(se);
 }
 
-/* docs/protocol/procedures.md 6: 255 connections per LG, the 256th makes a new LG (first contact). */
+/* docs/protocol/procedures.md 6: 255 connections per LG, the 256th makes a new LG (first
+ * contact). */
 static void test_255_per_lg(void **state)
 {
 	(void)state;
@@ -356,8 +358,8 @@ static void test_255_per_lg(void **state)
 	core_engine_free(se);
 }
 
-/* docs/protocol/procedures.md 3.8: an LG without connections is freed 600 s (server) / 610 s (client)
- * after its last connection ended, with DELETE LINK all + orderly. */
+/* docs/protocol/procedures.md 3.8: an LG without connections is freed 600 s (server) / 610 s
+ * (client) after its last connection ended, with DELETE LINK all + orderly. */
 static void test_idle_lg(void **state)
 {
 	(void)state;

@@ -1,6 +1,7 @@
 /* test_decode_cli.c: smcr-decode end to end (docs/parts/decode.md), run as a program:
- *   - every hex example of the spec (tests/vectors/spec/<name>.hex, docs/protocol/wire-formats.md 3.6, 4, 9,
- *     docs/protocol/wireshark.md 6.1) decodes with --json to the fields in the matching .json file;
+ *   - every hex example of the spec (tests/vectors/spec/<name>.hex, docs/protocol/wire-formats.md
+ *     3.6, 4, 9, docs/protocol/wireshark.md 6.1) decodes with --json to the fields in the matching
+ *     .json file;
  *   - every malformed vector (tests/vectors/malformed/<name>.hex, "# error: NAME") exits 2 with a
  *     one-line reason naming the codec error;
  *   - messages back to back (a CLC stream, LLC/CDC runs) are decoded one by one, also with a

@@ -1,8 +1,8 @@
 /* clc_vectors.h: golden byte vectors of the SMC TCP option and the CLC messages, copied from
- * the hex examples of the spec (docs/protocol/wire-formats.md 1, 3.6, 4, 9; docs/protocol/wireshark.md 6.1) plus a few
- * built by hand to the spec's tables (IPv6 and version-2 Proposals, v2 Decline). Shared by
- * the unit tests, and usable by tool tests (smcr-decode, tshark). Expected field values are
- * asserted in tests/unit/test_clc_golden.c. */
+ * the hex examples of the spec (docs/protocol/wire-formats.md 1, 3.6, 4, 9;
+ * docs/protocol/wireshark.md 6.1) plus a few built by hand to the spec's tables (IPv6 and version-2
+ * Proposals, v2 Decline). Shared by the unit tests, and usable by tool tests (smcr-decode, tshark).
+ * Expected field values are asserted in tests/unit/test_clc_golden.c. */
 #ifndef SMCR_TESTS_CLC_VECTORS_H
 #define SMCR_TESTS_CLC_VECTORS_H
 

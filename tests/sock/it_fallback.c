@@ -1,8 +1,8 @@
-/* it_fallback.c: TCP fallback on the same connection (docs/protocol/procedures.md 2.4; docs/design/engine-decisions.md test
- * list): a plain TCP peer on either side, the rules choosing TCP, and the Decline paths of
- * a process without a usable device, each with correct data both ways and the reasons
- * recorded (SOL_SMCR query); smc-only refusing the fallback. The fd of a fallen-back
- * connection is the TCP socket itself (SO_DOMAIN AF_INET, SO_PROTOCOL TCP). */
+/* it_fallback.c: TCP fallback on the same connection (docs/protocol/procedures.md 2.4;
+ * docs/design/engine-decisions.md test list): a plain TCP peer on either side, the rules choosing
+ * TCP, and the Decline paths of a process without a usable device, each with correct data both ways
+ * and the reasons recorded (SOL_SMCR query); smc-only refusing the fallback. The fd of a
+ * fallen-back connection is the TCP socket itself (SO_DOMAIN AF_INET, SO_PROTOCOL TCP). */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -100,10 +100,11 @@ static int server(void *a)
 		fd = accept(lfd, NULL, NULL); /* libc: the listener is a plain socket here */
 	} else {
 		if (cfg.expect_dropped) {
-			/* A dropped client is never handed to the program (docs/protocol/procedures.md 2.3; the
-			 * accept queue, docs/parts/connect.md): a non-blocking accept keeps saying
-			 * EAGAIN and the listener never shows POLLIN, while the client's bytes
-			 * arrive (not CLC: fallback, which smc-only turns into a reset). */
+			/* A dropped client is never handed to the program
+			 * (docs/protocol/procedures.md 2.3; the accept queue,
+			 * docs/parts/connect.md): a non-blocking accept keeps saying EAGAIN and the
+			 * listener never shows POLLIN, while the client's bytes arrive (not CLC:
+			 * fallback, which smc-only turns into a reset). */
 			int fl = smcr_fcntl(lfd, F_GETFL);
 			smcr_fcntl(lfd, F_SETFL, fl | O_NONBLOCK);
 			struct pollfd p = { .fd = lfd, .events = POLLIN };

@@ -1,7 +1,7 @@
-/* test_curs.c: the ring-cursor module (docs/protocol/procedures.md 4.2-4.5, docs/protocol/wire-formats.md 7.1, 7.2,
- * 8.3): exact cases from the spec, and properties: add then diff gives the amount; a
- * cursor never moves backwards; wrap at the ring size and at 65536; the two-chunk split
- * covers exactly the range; 16-bit sequence compare. */
+/* test_curs.c: the ring-cursor module (docs/protocol/procedures.md 4.2-4.5,
+ * docs/protocol/wire-formats.md 7.1, 7.2, 8.3): exact cases from the spec, and properties: add then
+ * diff gives the amount; a cursor never moves backwards; wrap at the ring size and at 65536; the
+ * two-chunk split covers exactly the range; 16-bit sequence compare. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -135,7 +135,8 @@ static void test_walk_never_backwards(void **state)
 static void test_is_older(void **state)
 {
 	(void)state;
-	/* docs/protocol/wire-formats.md 7.1: smaller non-zero wrap, or same wrap and smaller count. */
+	/* docs/protocol/wire-formats.md 7.1: smaller non-zero wrap, or same wrap and smaller
+	 * count. */
 	assert_true(curs_is_older(C(1, 0x100), C(2, 0)));
 	assert_true(curs_is_older(C(2, 0xff), C(2, 0x100)));
 	assert_false(curs_is_older(C(2, 0x100), C(2, 0x100)));	/* equal: taken again */

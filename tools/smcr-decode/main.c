@@ -1,5 +1,5 @@
-/* smcr-decode: decodes SMC-R v1 messages (TCP option, CLC, LLC, CDC; docs/protocol/wire-formats.md 1-7)
- * from hex text, binary files or pcap/pcapng captures and prints their fields as text or
+/* smcr-decode: decodes SMC-R v1 messages (TCP option, CLC, LLC, CDC; docs/protocol/wire-formats.md
+ * 1-7) from hex text, binary files or pcap/pcapng captures and prints their fields as text or
  * JSON lines. Usage and keys: docs/parts/decode.md, or smcr-decode --help.
  *
  * Exit status: 0 everything decoded; 1 usage or I/O error; 2 malformed input (a message the

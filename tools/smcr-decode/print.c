@@ -1,6 +1,6 @@
-/* print.c: record printers of smcr-decode (print.h). Field names follow docs/protocol/wire-formats.md
- * (2-7) in snake_case; docs/parts/decode.md lists them per kind. Numbers are JSON numbers;
- * identifiers, keys, addresses and codes are "0x..." strings. */
+/* print.c: record printers of smcr-decode (print.h). Field names follow
+ * docs/protocol/wire-formats.md (2-7) in snake_case; docs/parts/decode.md lists them per kind.
+ * Numbers are JSON numbers; identifiers, keys, addresses and codes are "0x..." strings. */
 #include "print.h"
 
 #include "wire/codes.h"

@@ -1,7 +1,8 @@
 /* shm_qp.c: RC queue pairs of the shm provider: the state machine (RESET, INIT, RTR, RTS,
  * ERR), the connection handshake steps, post_send (SEND, RDMA WRITE, WRITE_WITH_IMM) and
  * post_recv, send/receive progress, errors and flushes. Semantics: dev.h (RC rules 1-8);
- * how SMC-R uses them: docs/protocol/procedures.md 2.6, 4.3, 4.7; docs/protocol/linux-interop.md 6. */
+ * how SMC-R uses them: docs/protocol/procedures.md 2.6, 4.3, 4.7; docs/protocol/linux-interop.md
+ * 6. */
 #define _GNU_SOURCE
 #include "dev/shm/shm_int.h"
 
