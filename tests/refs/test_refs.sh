@@ -23,6 +23,12 @@ cat > src/a.c <<'C'
  * whole (/work/shared/spec/procedures.md); bpf (shared/notes/tcp-option-bpf.md). */
 int a;
 C
+cat > src/w.c <<'C'
+/* w.c: a comment whose line gets too wide once its citation of procedures.md 2.3 is rewritten,
+ * and a second line it continues on. */
+/* ---- a banner (procedures.md 4) ------------------------------------------------------- */
+int w;
+C
 cat > docs/parts/b.md <<'M'
 See [the CDC](wire-formats.md) and ../shared/spec/wireshark.md 6.1, and conns.md "Round 5".
 M
@@ -45,6 +51,11 @@ exp_a='/* a.c: framing (docs/protocol/wire-formats.md 2.1, 2.4); server (docs/pr
  * whole (docs/protocol/procedures.md); bpf (docs/protocol/tcp-option-bpf.md). */
 int a;'
 [ "$(cat src/a.c)" = "$exp_a" ] || fail "src/a.c: $(cat src/a.c)"
+exp_w='/* w.c: a comment whose line gets too wide once its citation of docs/protocol/procedures.md 2.3 is
+ * rewritten, and a second line it continues on. */
+/* ---- a banner (docs/protocol/procedures.md 4) ------------------------------------------------ */
+int w;'
+[ "$(cat src/w.c)" = "$exp_w" ] || fail "src/w.c: $(cat src/w.c)"
 exp_b='See [the CDC](../protocol/wire-formats.md) and docs/protocol/wireshark.md 6.1, and ../history/conns.md "Round 5".'
 [ "$(cat docs/parts/b.md)" = "$exp_b" ] || fail "docs/parts/b.md: $(cat docs/parts/b.md)"
 exp_c='Measured as in [robust](../parts/robust.md) and [conns](conns.md).'
