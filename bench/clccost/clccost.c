@@ -53,7 +53,7 @@ static volatile int clc_mode; /* 0 tcp, 1 tcp+clc, 2 floor */
 
 /* floor: the "memory" path. One connection at a time (as smcr-perf connect), so one
  * buffer per direction; an eventfd per direction is the doorbell (made once, as a link's
- * are). The CDC is 44 bytes (wire-formats.md: CDC message), copied with the data. */
+ * are). The CDC is 44 bytes (docs/protocol/wire-formats.md: CDC message), copied with the data. */
 struct fl_dir {
 	int efd;
 	unsigned char data[64];

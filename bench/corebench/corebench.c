@@ -1,6 +1,6 @@
 /* corebench.c: smcr-corebench, the engine's data path (src/core + a provider) without the
- * socket layer (procedures.md 4: RDMA WRITE + CDC, window updates). Two engines in one
- * process, connected through the CLC pump of tests/lib/core_pair, then:
+ * socket layer (docs/protocol/procedures.md 4: RDMA WRITE + CDC, window updates). Two engines in
+ * one process, connected through the CLC pump of tests/lib/core_pair, then:
  *
  *   stream    the client sends SIZE-byte writes, the server reads (into a 256 KiB buffer)
  *   pingpong  SIZE bytes each way per round trip

@@ -1,7 +1,7 @@
 /* devbench.c: smcr-devbench, the device-layer benchmark: per provider, RDMA WRITE bandwidth
  * (64 KiB WRITEs, each followed by a 44-byte SEND as SMC-R's CDC follows its WRITEs,
- * procedures.md 4.3) and 44-byte SEND ping-pong round trip, next to a TCP loopback stream and
- * ping-pong measured in the same run, as a table with ratios (STYLE.md 30).
+ * docs/protocol/procedures.md 4.3) and 44-byte SEND ping-pong round trip, next to a TCP loopback
+ * stream and ping-pong measured in the same run, as a table with ratios (STYLE.md 30).
  *
  *   smcr-devbench [-t seconds] [-n round-trips] [-s spin-us] [provider ...]
  *

@@ -182,15 +182,15 @@ enum smcr_role {
 	SMCR_ROLE_SERVER = 2,	/* accepted from a listener */
 };
 
-/* Reasons. A fallback reason is a CLC peer diagnosis code (wire-formats.md 5.2: the codes a
- * Decline carries, e.g. 0x03030002 no SMC-R device, 0x04000000 out of sync) or one of the
+/* Reasons. A fallback reason is a CLC peer diagnosis code (docs/protocol/wire-formats.md 5.2: the
+ * codes a Decline carries, e.g. 0x03030002 no SMC-R device, 0x04000000 out of sync) or one of the
  * local codes below, which are never sent. smcr_reason_name() names both. */
 #define SMCR_REASON_NONE 0u
 #define SMCR_REASON_PEERNOSMC 0x03010000u /* server: the client's first bytes were not CLC */
 #define SMCR_REASON_PEERDECL 0x05000000u  /* local reason: the peer declined */
 #define SMCR_REASON_RULE_TCP 0x0f010000u  /* the rules (or their default) chose TCP */
 #define SMCR_REASON_NODEV 0x03030002u	  /* no usable RDMA device in this process */
-/* The TCP-option discovery (BPF, procedures.md 2.1) said TCP before any CLC byte:
+/* The TCP-option discovery (BPF, docs/protocol/procedures.md 2.1) said TCP before any CLC byte:
  * SMCR_REASON_BPF_BASE | the option result (src/bpf/optin.h order; names "BPF_<RESULT>"). */
 #define SMCR_REASON_BPF_BASE 0x0f020000u
 #define SMCR_REASON_BPF_PEER_NO 0x0f020001u	  /* peer did not offer SMC (no option) */
@@ -231,7 +231,7 @@ struct smcr_info {
 	uint64_t bytes_received;    /* payload bytes read by the program */
 	uint64_t cdc_sent;
 	uint64_t cdc_received;
-	/* send ring (added by the sndbuf branch) */
+	/* send ring */
 	uint32_t sndbuf_queued;	/* bytes in our send ring, not yet written to the peer */
 	uint8_t corked;		/* bytes are held by TCP_CORK / MSG_MORE */
 	uint8_t close_pending;	/* "sending done"/"closed" waits for the ring to empty */

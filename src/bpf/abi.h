@@ -1,5 +1,5 @@
-/* abi.h: what the smcr BPF programs and userspace agree on (wire-formats.md 1,
- * linux-interop.md 3, docs/parts/bpf.md).
+/* abi.h: what the smcr BPF programs and userspace agree on (docs/protocol/wire-formats.md 1,
+ * docs/protocol/linux-interop.md 3, docs/parts/bpf.md).
  *
  * Included by the BPF object (smcr_opt.bpf.c, compiled with clang -target bpf), by the
  * libc-only opt-in channel (optin.c) and by the installer (tools/smcr-bpf). It holds only
@@ -33,7 +33,7 @@
 #define SMCR_SO_ENABLE 1 /* int: 1 opt in, 0 withdraw (setsockopt only) */
 #define SMCR_SO_STATE 2  /* struct smcr_bpf_state (getsockopt only) */
 
-/* The option itself (wire-formats.md 1): kind 254, length 6, ExID E2 D4 C3 D9. */
+/* The option itself (docs/protocol/wire-formats.md 1): kind 254, length 6, ExID E2 D4 C3 D9. */
 #define SMCR_TCPOPT_KIND 254
 #define SMCR_TCPOPT_LEN 6
 #define SMCR_TCPOPT_EXID0 0xE2

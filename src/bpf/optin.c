@@ -1,6 +1,6 @@
 /* optin.c: opt a socket in to SMC-R discovery and read the outcome through the private
- * socket-option level of the smcr BPF programs (procedures.md 2.1, linux-interop.md 3;
- * level and names in bpf/abi.h). libc only. */
+ * socket-option level of the smcr BPF programs (docs/protocol/procedures.md 2.1,
+ * docs/protocol/linux-interop.md 3; level and names in bpf/abi.h). libc only. */
 #define _GNU_SOURCE
 #include "bpf/optin.h"
 

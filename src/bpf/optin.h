@@ -1,10 +1,10 @@
-/* optin.h: the application side of SMC-R capability discovery (procedures.md 2.1,
- * linux-interop.md 3, docs/parts/bpf.md). libc only: no libbpf, no privilege.
+/* optin.h: the application side of SMC-R capability discovery (docs/protocol/procedures.md 2.1,
+ * docs/protocol/linux-interop.md 3, docs/parts/bpf.md). libc only: no libbpf, no privilege.
  *
  * The engine calls smcr_optin_enable() on a TCP socket after socket() and before
  * connect()/listen(), and smcr_optin_result() after connect() completed or accept()
- * returned. Only SMCR_OPTIN_SMC allows CLC on the connection (wire-formats.md 1: "never
- * send CLC bytes on a connection where the option exchange failed"); every other result
+ * returned. Only SMCR_OPTIN_SMC allows CLC on the connection (docs/protocol/wire-formats.md 1:
+ * "never send CLC bytes on a connection where the option exchange failed"); every other result
  * is plain TCP, with a reason (smcr_optin_reason) and an error code of the table
  * (smcr_optin_err) to record as the fallback reason.
  *

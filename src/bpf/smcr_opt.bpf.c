@@ -1,6 +1,6 @@
 /* smcr_opt.bpf.c: the BPF half of SMC-R capability discovery (RFC 7609 A.1,
- * wire-formats.md 1, procedures.md 2.1, linux-interop.md 3; measured behaviour in
- * shared/notes/tcp-option-bpf.md).
+ * docs/protocol/wire-formats.md 1, docs/protocol/procedures.md 2.1, docs/protocol/linux-interop.md
+ * 3; measured behaviour in docs/protocol/tcp-option-bpf.md).
  *
  * Three programs sharing one socket-local storage map:
  *  - smcr_sockops (cgroup sock_ops): arms opted-in sockets at connect()/listen(), writes

@@ -1,6 +1,6 @@
-/* close.c: closing a connection (procedures.md 5; RFC 7609 4.8): shutdown(SHUT_WR) sends D,
- * close() sends C, or A when unread data is left, on SO_LINGER 0, or after the peer aborted;
- * errors abort with A. A connection whose close exchange is complete (we sent C/A and the
+/* close.c: closing a connection (docs/protocol/procedures.md 5; RFC 7609 4.8): shutdown(SHUT_WR)
+ * sends D, close() sends C, or A when unread data is left, on SO_LINGER 0, or after the peer
+ * aborted; errors abort with A. A connection whose close exchange is complete (we sent C/A and the
  * peer sent C/A) leaves its LG and its RMB returns to the pool; one whose peer never closes
  * is given up after close_wait_ns (RMB quarantined, see lgr_detach). */
 #include "core/core_int.h"
@@ -63,7 +63,7 @@ void close_peer_lost_locked(struct core_conn *c, int err)
  * CDC that found none (upd_pending) goes out when one frees, through the LG slot list
  * (tx.c wake_one). A connection detached before that never sent its C: the peer then held
  * it, and its RMB, for close_wait_ns (seen: 1000 closes back to back on 16 slots left
- * ~890 of the peer's connections waiting, docs/parts/conns.md Round 5). */
+ * about 890 of the peer's connections waiting). */
 bool close_sent_locked(const struct core_conn *c)
 {
 	return c->app_closed && (c->cl & (CL_SENT_C | CL_SENT_A));
@@ -74,20 +74,20 @@ bool close_finished_locked(const struct core_conn *c)
 	return close_sent_locked(c) && !c->upd_pending && (c->cl & (CL_RCVD_C | CL_RCVD_A));
 }
 
-/* Quiet final C (connect4 branch; procedures.md 5.1, RFC 7609 4.8.1 close procedures).
+/* Quiet final C (docs/protocol/procedures.md 5.1, RFC 7609 4.8.1 close procedures).
  * The passive closer's C, sent after the peer's C, completes the exchange, and nobody at
  * the peer waits for it: the peer's C says its program closed the socket (smcr sends C
  * only from core_conn_close; linger waits only for our own C to go out, api.c), so the
  * CDC only lets the peer's engine release the connection's RMB. Sent solicited (every
  * other CDC is, link_slot_send_wr) it wakes the peer's progress thread once per
  * connection: on the connect test that was the server's most frequent wake-up (0.9 per
- * connection, docs/parts/connect.md Round 4). Sent unsolicited it wakes nobody while the
+ * connection). Sent unsolicited it wakes nobody while the
  * peer's CQs are armed for solicited events (the usual arm, engine.c
  * arm_solicited_locked); it is taken by the peer's next CQ poll: any spin, a progress
  * turn for anything else, or the socket layer's close reaper, which polls within a bound
  * while core_engine_close_waits() > 0 (sock/api.c). Only on a software device (shm, emu):
  * their peers are smcr; a Linux peer over verbs arms for solicited events
- * (linux-interop.md 6) and has no such reaper, so it gets the C solicited as before.
+ * (docs/protocol/linux-interop.md 6) and has no such reaper, so it gets the C solicited as before.
  * DEVIATION from Linux (which sends every CDC solicited): the peer's release of the
  * connection may come up to the reaper's bound later. $SMCR_CLOSE_SOLICITED=1 turns it
  * off (e->p.close_solicited). */
@@ -204,7 +204,8 @@ void core_conn_close(struct core_conn *c, bool abort, uint64_t now_ns)
 			/* C after every queued byte (5.1): with the ring empty at once, else
 			 * when the flush that empties it runs (rx, slot completions, timers).
 			 * The TCP side is shut now anyway: the FIN may come before the C
-			 * (linux-interop.md 8), and a peer takes neither as end of data. */
+			 * (docs/protocol/linux-interop.md 8), and a peer takes neither as end of
+			 * data. */
 			c->cl_pend |= CL_SENT_C;
 			c->tcp_action = CORE_TCP_SHUTDOWN;
 			(void)tx_flush_locked(c, true);

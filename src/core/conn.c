@@ -1,5 +1,6 @@
 /* conn.c: connection objects: creation, references, release, readiness (the level mask
- * sock maps to poll bits) and the query struct (procedures.md 4.2 cursors, 5.2 states). */
+ * sock maps to poll bits) and the query struct (docs/protocol/procedures.md 4.2 cursors, 5.2
+ * states). */
 #include "core/core_int.h"
 
 #include <netinet/in.h>
@@ -235,7 +236,7 @@ void core_conn_set_oobinline(struct core_conn *c, bool on)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* Linux state names (procedures.md 5.2), derived from what was sent and received. */
+/* Linux state names (docs/protocol/procedures.md 5.2), derived from what was sent and received. */
 const char *conn_state_name_locked(struct core_conn *c)
 {
 	switch (c->mode) {
@@ -324,7 +325,7 @@ void core_conn_info(struct core_conn *c, struct core_conn_info *in)
 	    c->urg_abs > c->rx_cons && c->urg_abs <= c->rx_peer_prod)
 		in->inq = (uint32_t)(c->urg_abs - 1 - c->rx_cons); /* tcp_inq: urg_seq - copied_seq */
 	/* lg and link are [EC]: stable under the engine lock held here. */
-	/* closeq branch: the peer is smcr (a software device's peer always is) */
+	/* the peer is smcr (a software device's peer always is) */
 	in->soft_dev = c->link && c->link->cdev && c->link->cdev->gid.type == DEV_GID_TYPE_SOFT;
 	if (c->link && c->link->qp) {
 		in->qpn_local = c->link->qp->qp_num;

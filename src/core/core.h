@@ -1,18 +1,19 @@
 /* core.h: the SMC-R protocol engine's contract with the socket layer (src/sock/).
  *
- * What the engine does (spec: /work/shared/spec/procedures.md, all of it; RFC 7609 3-4):
- *   - CLC client and server state machines over byte buffers (procedures.md 2.2-2.4): the
- *     socket layer reads the TCP stream and writes what the engine gives it; the engine never
- *     touches a socket (ENGINE.md decision 1).
+ * What the engine does (spec: docs/protocol/procedures.md, all of it; RFC 7609 3-4):
+ *   - CLC client and server state machines over byte buffers (docs/protocol/procedures.md 2.2-2.4):
+ *     the socket layer reads the TCP stream and writes what the engine gives it; the engine never
+ *     touches a socket (docs/design/engine-decisions.md decision 1).
  *   - link groups (LG) and links: first contact, reuse, QP bring-up, CONFIRM LINK, the ADD
  *     LINK behaviour of a single-link peer, CONFIRM/DELETE RKEY, TEST LINK, DELETE LINK,
- *     idle-LG freeing (procedures.md 2.5-3.8);
+ *     idle-LG freeing (docs/protocol/procedures.md 2.5-3.8);
  *   - RMBs (per-LG pool), the data path (RDMA WRITE + CDC, cursors, window updates, urgent
- *     data; procedures.md 4) and close (D/C/A; procedures.md 5);
+ *     data; docs/protocol/procedures.md 4) and close (D/C/A; docs/protocol/procedures.md 5);
  *   - RDMA I/O through dev/dev.h only (never a provider's header).
  *
  * Objects:
- *   struct core_engine  one per process (= one SMC-R instance, linux-interop.md 5): its peer
+ *   struct core_engine  one per process (= one SMC-R instance, docs/protocol/linux-interop.md 5):
+ *   its peer
  *                       ID, its devices (one PD per LG, one CQ per device), all LGs and
  *                       connections, all timers.
  *   struct core_conn    one per TCP connection that tries SMC-R (client or server side).
@@ -38,7 +39,7 @@
  * This unit's rows: src/util/errors/core.def.
  *
  * Stability: this header only grows (additive changes). A breaking change is announced
- * loudly in the commit message (ENGINE.md). */
+ * loudly in the commit message (docs/design/engine-decisions.md). */
 #ifndef SMCR_CORE_CORE_H
 #define SMCR_CORE_CORE_H
 
@@ -58,7 +59,8 @@ struct core_conn;
 /* ======================================================================================= */
 /* Engine                                                                                  */
 
-/* Timer values (procedures.md 1). 0 in core_engine_params means "the spec default". */
+/* Timer values (docs/protocol/procedures.md 1). 0 in core_engine_params means "the spec
+ * default". */
 #define CORE_CLC_WAIT_NS (6ull * 1000000000ull)		/* next CLC message: 6 s */
 #define CORE_CLC_WAIT_SHORT_NS (1ull * 1000000000ull)	/* Decline after an LLC timeout: 1 s */
 #define CORE_LLC_WAIT_NS (2ull * 1000000000ull)		/* LLC response: 2 s */
@@ -67,16 +69,16 @@ struct core_conn;
 #define CORE_LG_FREE_SRV_NS (600ull * 1000000000ull)	/* idle LG kept, server role */
 #define CORE_LG_FREE_CLNT_NS (610ull * 1000000000ull)	/* idle LG kept, client role */
 #define CORE_CLOSE_WAIT_NS (30ull * 1000000000ull)	/* released conn: wait for peer's C/A */
-#define CORE_CONNS_PER_LG_MAX 255			/* procedures.md 6 */
+#define CORE_CONNS_PER_LG_MAX 255			/* docs/protocol/procedures.md 6 */
 #define CORE_RMBE_DEFAULT 65536u			/* Linux net.smc.rmem default */
-/* RMBE auto-sizing (core_engine_params.rmbe_auto_max, added by the tune branch): for a
+/* RMBE auto-sizing (core_engine_params.rmbe_auto_max): for a
  * connection without SO_RCVBUF the engine then picks, like TCP's receive autotuning ends up
  * doing, rmbe_auto_max while it has few connections and less as they grow: the largest
  * power of two up to rmbe_auto_max that is at most rmbe_auto_budget (default
  * CORE_RMBE_AUTO_BUDGET) divided by the live connections when this one is made, never
  * below CORE_RMBE_DEFAULT. The share is taken at creation and an RMBE keeps its size, so
  * the total is not held to the budget: 1000 connections made one after another hold
- * ~158 MiB for a 64 MiB budget (docs/parts/conns.md Round 3 section 5). Why bigger RMBEs
+ * about 158 MiB for a 64 MiB budget. Why bigger RMBEs
  * at all: a 64 KiB ring holds one 64 KiB write, so writer and reader take turns instead
  * of copying at the same time (docs/parts/tune.md "RMBE size"). Suggested:
  * CORE_RMBE_AUTO_MAX. */
@@ -135,7 +137,7 @@ struct core_engine_params {
 	 * MAC becomes the peer ID's MAC. */
 	const char *const *devices;
 	int ndevices;
-	/* Peer ID instance number (2 bytes, wire-formats.md 2.3); 0 = random. */
+	/* Peer ID instance number (2 bytes, docs/protocol/wire-formats.md 2.3); 0 = random. */
 	uint16_t instance;
 	/* Timer overrides (ns); 0 = the CORE_*_NS default above. */
 	uint64_t clc_wait_ns;
@@ -150,13 +152,12 @@ struct core_engine_params {
 	unsigned conns_per_lg;
 	/* RMBE auto-sizing for connections without rcvbuf (CORE_RMBE_AUTO_* above): the
 	 * largest size (0 = off: CORE_RMBE_DEFAULT), and the bytes all auto-sized RMBEs may
-	 * take together (0 = CORE_RMBE_AUTO_BUDGET). Added by the tune branch. */
+	 * take together (0 = CORE_RMBE_AUTO_BUDGET). */
 	uint32_t rmbe_auto_max;
 	uint64_t rmbe_auto_budget;
 	/* true: the final C of a connection (sent after the peer's C) is solicited like every
 	 * other CDC. false (default): on a software device it is sent unsolicited, so it
-	 * wakes no sleeper at the peer, whose program has closed (close.c "Quiet final C").
-	 * Added by the connect4 branch. */
+	 * wakes no sleeper at the peer, whose program has closed (close.c "Quiet final C"). */
 	bool close_solicited;
 	/* Tracing (SMCR_TRACE, sock/trace.h): when set, called for every LLC or CDC message
 	 * a link sends or receives and every RDMA WRITE it posts, on the thread that does it,
@@ -184,7 +185,7 @@ void core_engine_free(struct core_engine *e);
  * makes a new LG). Bounded (100 ms for the messages to leave). Not from a callback. */
 void core_engine_end_lgs(struct core_engine *e, uint64_t now_ns);
 
-/* The engine's peer ID (wire-formats.md 2.3). */
+/* The engine's peer ID (docs/protocol/wire-formats.md 2.3). */
 struct wire_peer_id core_engine_peer_id(const struct core_engine *e);
 
 /* File descriptors the caller waits on (epoll, POLLIN) to know progress is due: each
@@ -194,7 +195,7 @@ struct wire_peer_id core_engine_peer_id(const struct core_engine *e);
 int core_engine_fds(const struct core_engine *e, int *fds, int max);
 /* The CQ completion fds only (a subset of core_engine_fds, same rules): the fds a thread
  * that takes completions itself waits on (sock's direct wake, docs/parts/stream.md
- * "Round 3"). Added by the mode branch (additive). */
+ * "Direct wake"). */
 int core_engine_cq_fds(const struct core_engine *e, int *fds, int max);
 
 /* Does all pending work: polls every CQ until empty (send completions, LLC and CDC
@@ -221,12 +222,12 @@ int core_engine_prepare_sleep(struct core_engine *e);
  * (or our own, behind queued bytes) is still to come. A peer's final C may come
  * unsolicited (close.c "Quiet final C"): a caller that sees a count > 0 makes sure the CQs
  * are polled again within a bound (the socket layer's close reaper). Takes eng->lock and
- * each conn's lock. Added by the connect4 branch. */
+ * each conn's lock. */
 unsigned core_engine_close_waits(struct core_engine *e);
 
-/* Spinning (added by the tune branch; docs/parts/tune.md "Spinning"). A thread that polls
+/* Spinning (docs/parts/tune.md "Spinning"). A thread that polls
  * the engine in a loop for a short time before it sleeps (a blocking call's brief spin,
- * ENGINE.md decision 3) brackets the loop with these two and calls only
+ * docs/design/engine-decisions.md decision 3) brackets the loop with these two and calls only
  * core_engine_progress inside it, never core_engine_prepare_sleep:
  *
  *     core_engine_spin_begin(e, now);
@@ -248,8 +249,8 @@ void core_engine_spin_end(struct core_engine *e);
  * the CQs stay unarmed and that thread polls them. A progress thread whose
  * prepare_sleep answered 1 (work came in) can then sleep until its next deadline instead
  * of polling again: the spinner handles the completions and its spin_end arms the CQs
- * (added by the ready branch: the two pollers fought over the engine's locks, 24 000
- * futex calls in 2 s of stream). */
+ * (otherwise the two pollers fight over the engine's locks: tens of thousands of futex
+ * calls a second in a stream). */
 bool core_engine_spinning(struct core_engine *e);
 /* A spin older than this no longer keeps the CQs unarmed (a spinner that lost its CPU);
  * also the lease a blocking data call takes at its start (sock/data.c). */
@@ -260,7 +261,7 @@ bool core_engine_spinning(struct core_engine *e);
  * on the fds are consumed (a level-triggered wait would return at once again) and
  * *until_ns gets the moment to look again (the spin's end, or an earlier timer). false
  * (also when an engine timer is due: the holder runs timers only at its calls): do the
- * usual core_engine_progress + core_engine_prepare_sleep. Added by conns4. */
+ * usual core_engine_progress + core_engine_prepare_sleep. */
 bool core_engine_spin_live(struct core_engine *e, uint64_t now_ns, uint64_t *until_ns);
 /* The lease (docs/design/readiness.md; the one primitive of the socket layer's wait
  * policy, sock/waitpol.h). until_ns > now_ns: the CQs stay unarmed until until_ns (a
@@ -339,7 +340,7 @@ enum core_event {
 typedef void (*core_event_fn)(void *ctx, struct core_conn *c, unsigned events, unsigned raised);
 
 /* An IP prefix of the local interface the TCP connection uses (getifaddrs), for the
- * Proposal's IP area and the server's prefix check (wire-formats.md 3.3). */
+ * Proposal's IP area and the server's prefix check (docs/protocol/wire-formats.md 3.3). */
 struct core_ip_prefix {
 	int family;		/* AF_INET or AF_INET6 */
 	uint8_t addr[16];	/* network order; IPv4 in the first 4 bytes */
@@ -350,7 +351,7 @@ struct core_ip_prefix {
 struct core_conn_params {
 	enum core_role role;
 	/* The TCP connection's addresses (getsockname / getpeername). An IPv4-mapped IPv6
-	 * address counts as IPv4 (wire-formats.md 3.3). */
+	 * address counts as IPv4 (docs/protocol/wire-formats.md 3.3). */
 	struct sockaddr_storage local;
 	struct sockaddr_storage peer;
 	/* Prefixes of the local interface (up to CORE_MAX_PREFIXES, copied). With none, the
@@ -359,8 +360,8 @@ struct core_conn_params {
 	const struct core_ip_prefix *prefixes;
 	int nprefixes;
 	/* Sizes (SO_RCVBUF / SO_SNDBUF as the program set them; 0 = defaults). The RMBE is the
-	 * smallest power of two >= rcvbuf in 16 KiB..512 KiB (wire-formats.md 8.1); rcvbuf 0:
-	 * CORE_RMBE_DEFAULT, or auto-sized if the engine has rmbe_auto_max (above). */
+	 * smallest power of two >= rcvbuf in 16 KiB..512 KiB (docs/protocol/wire-formats.md 8.1);
+	 * rcvbuf 0: CORE_RMBE_DEFAULT, or auto-sized if the engine has rmbe_auto_max (above). */
 	uint32_t rcvbuf;
 	uint32_t sndbuf;
 	bool oobinline;			/* SO_OOBINLINE (also core_conn_set_oobinline) */
@@ -381,7 +382,7 @@ SMCR_MUST_CHECK int core_conn_new(struct core_engine *e, const struct core_conn_
 void core_conn_release(struct core_conn *c, uint64_t now_ns);
 
 /* ======================================================================================= */
-/* CLC handshake (procedures.md 2.2-2.4), driven by the socket layer                       */
+/* CLC handshake (docs/protocol/procedures.md 2.2-2.4), driven by the socket layer                */
 
 enum core_clc_status {
 	/* Waiting for more TCP bytes from the peer (or the deadline). */
@@ -433,12 +434,12 @@ void core_conn_set_fallback(struct core_conn *c, uint32_t reason);
 
 /* Called by sock when the hidden TCP socket of an SMC-mode connection reports something:
  * rst = true for RST / error (the connection is aborted: ECONNRESET, A CDC if possible);
- * rst = false for FIN, which is only noted (linux-interop.md 8: the FIN may arrive before
- * the peer's C CDC; it is not the end of the SMC data stream). */
+ * rst = false for FIN, which is only noted (docs/protocol/linux-interop.md 8: the FIN may arrive
+ * before the peer's C CDC; it is not the end of the SMC data stream). */
 void core_conn_tcp_event(struct core_conn *c, bool rst, uint64_t now_ns);
 
 /* ======================================================================================= */
-/* Data (procedures.md 4)                                                                  */
+/* Data (docs/protocol/procedures.md 4)                                                           */
 
 /* Flags of send/recv (values are smcr's own; sock maps MSG_*). */
 enum core_msg_flags {
@@ -463,8 +464,8 @@ enum core_msg_flags {
  *                        a pending error is reported once with its own code
  *   -SMCR_E_CORE_NOTCONN not (yet) in SMC mode (ENOTCONN)
  * A zero-length send returns 0 (without CORE_MSG_MORE it pushes held bytes). With
- * CORE_MSG_OOB, the last byte of the data is the urgent byte (procedures.md 4.6); it is
- * accepted only if all of it fits (else -SMCR_E_AGAIN); from the ring, the CDC that
+ * CORE_MSG_OOB, the last byte of the data is the urgent byte (docs/protocol/procedures.md 4.6); it
+ * is accepted only if all of it fits (else -SMCR_E_AGAIN); from the ring, the CDC that
  * completes it carries P/U. The cork ceiling counts from the engine's latest progress time
  * (core_conn_send_at takes the caller's). */
 SMCR_MUST_CHECK long core_conn_send(struct core_conn *c, const struct iovec *iov, int iovcnt,
@@ -473,7 +474,7 @@ SMCR_MUST_CHECK long core_conn_send(struct core_conn *c, const struct iovec *iov
 /* core_conn_send with the caller's time (for the cork ceiling). *timer_ns (may be NULL)
  * gets the deadline this call armed (held bytes to push by then), UINT64_MAX if none: a
  * caller whose progress loop sleeps with the engine's next deadline must wake it to sleep
- * shorter (added by the sndbuf branch). */
+ * shorter. */
 SMCR_MUST_CHECK long core_conn_send_at(struct core_conn *c, const struct iovec *iov,
 				       int iovcnt, unsigned flags, uint64_t now_ns,
 				       uint64_t *timer_ns);
@@ -505,14 +506,14 @@ SMCR_MUST_CHECK long core_conn_recv(struct core_conn *c, const struct iovec *iov
 void core_conn_set_oobinline(struct core_conn *c, bool on);
 
 /* ======================================================================================= */
-/* Close (procedures.md 5)                                                                 */
+/* Close (docs/protocol/procedures.md 5)                                                          */
 
 /* shutdown(): how = SHUT_RD, SHUT_WR or SHUT_RDWR. SHUT_WR sends D ("sending done") once,
  * after every byte of the send ring was written (held bytes are pushed; until then sends
  * fail with EPIPE as after the D);
  * SHUT_RD only makes reads return 0 (as TCP; nothing is sent); SHUT_RDWR = both (D, not C:
  * the socket is not closed yet). 0, or -SMCR_E_CORE_NOTCONN. The caller then does the TCP
- * action of procedures.md 5.1 (shutdown(SHUT_WR) of the TCP socket after SHUT_WR). */
+ * action of docs/protocol/procedures.md 5.1 (shutdown(SHUT_WR) of the TCP socket after SHUT_WR). */
 SMCR_MUST_CHECK int core_conn_shutdown(struct core_conn *c, int how, uint64_t now_ns);
 
 /* close(): sends C, or A when unread data is left in the RMBE or abort is true (SO_LINGER
@@ -541,7 +542,7 @@ enum core_mode {
 	CORE_MODE_FAILED = 4,		/* handshake failed, connection unusable */
 };
 
-/* What sock does with the TCP socket after core_conn_close (procedures.md 5.1). */
+/* What sock does with the TCP socket after core_conn_close (docs/protocol/procedures.md 5.1). */
 enum core_tcp_action {
 	CORE_TCP_KEEP = 0,		/* leave it open (still active / handshake) */
 	CORE_TCP_SHUTDOWN = 1,		/* C sent: shutdown(SHUT_RDWR) now, close with the socket */
@@ -553,7 +554,7 @@ enum core_tcp_action {
 struct core_conn_info {
 	enum core_mode mode;
 	enum core_role role;
-	const char *state;		/* "ACTIVE", "PEERCLOSEWAIT1", ... (procedures.md 5.2) */
+	const char *state;		/* "ACTIVE", "PEERCLOSEWAIT1", ... (docs/protocol/procedures.md 5.2) */
 	uint32_t fallback_local;	/* decline code we sent / our reason; 0 = none */
 	uint32_t fallback_peer;		/* decline code the peer sent; 0 = none */
 	int error;			/* pending error (not cleared), 0 = none */
@@ -580,16 +581,16 @@ struct core_conn_info {
 	enum core_tcp_action tcp_action;
 	uint64_t bytes_sent, bytes_received;
 	uint64_t cdc_sent, cdc_received;
-	/* send ring (added by the sndbuf branch; sndbuf_size above is the ring's size) */
+	/* send ring (sndbuf_size above is the ring's size) */
 	uint32_t sndbuf_queued;		/* bytes in the ring, not yet written (SIOCOUTQ adds unacked) */
 	bool sndbuf_held;		/* the connection holds a ring's memory now (an empty one is
 					 * given back to the process's list: core_ring_pool_bytes) */
 	bool corked;			/* bytes are held by CORE_MSG_MORE */
 	bool close_pending;		/* D or C waits for the ring to empty */
-	/* Added by the connect4 branch: the program closed, the close exchange is not complete
+	/* The program closed, the close exchange is not complete
 	 * (our C/A or the peer's is still to come) and the connection holds its RMB. */
 	bool close_wait;
-	/* Added by the ready branch (sock-wishes.md item 2; all 0 while not attached to an LG): */
+	/* The link and the LG (all 0 while not attached to an LG): */
 	uint32_t qpn_local;		/* our QP of the link carrying the connection */
 	uint32_t qpn_peer;		/* the peer's QP of that link (its qpn_local) */
 	uint8_t lg_links;		/* links of the LG in state ACTIVE now */
@@ -598,8 +599,8 @@ struct core_conn_info {
 	 * after the consumer cursor, only the bytes before it (0 at the mark, even when bytes
 	 * follow it); otherwise every byte not yet read. readable (above) is poll's count. */
 	uint32_t inq;
-	/* Added by the connect branch: the peer's C or A arrived (it will neither send nor
-	 * read any more; procedures.md 5.1), so its TCP FIN/RST tells nothing new. */
+	/* The peer's C or A arrived (it will neither send nor
+	 * read any more; docs/protocol/procedures.md 5.1), so its TCP FIN/RST tells nothing new. */
 	bool peer_closed;
 	/* The peer died with its link and sent no close: the end of the stream (EOF or a
 	 * reset) waits for its TCP connection's FIN or RST (core_conn_tcp_event). */

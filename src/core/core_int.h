@@ -31,7 +31,7 @@
 #define CORE_UNIT "core"
 #define CORE_NEVER UINT64_MAX
 
-/* Per link (procedures.md 2.6, linux-interop.md 6; Linux values). */
+/* Per link (docs/protocol/procedures.md 2.6, docs/protocol/linux-interop.md 6; Linux values). */
 #define CORE_SEND_SLOTS 16		/* 44-byte messages in flight per link */
 #define CORE_MAX_WRITES 4		/* WRITE WRs per CDC (2 per ring wrap; more for long iovecs) */
 #define CORE_SQ_DEPTH (CORE_SEND_SLOTS * (CORE_MAX_WRITES + 1))
@@ -41,14 +41,14 @@
  * field carries it), and more here: a peer's CDCs beyond our posted receives block its send
  * queue (shm: no credit; RC: RNR), and each of its WRITEs queued behind is copied once more
  * (shm's big-inline copy). With 1000 connections on a few links 48 blocked it all the time:
- * conns 1000 gave 57-72 Gbit/s with 48 and 64-91 with 160 (7 alternating compares,
- * docs/parts/conns.md Round 5). Our providers' CQs grow, so the 8192 CQEs per device below
- * are not a bound on links. */
+ * conns 1000 ran faster with 160 than with 48 in every alternating compare
+ * (docs/parts/conns.md "Memory", figures in docs/history/conns.md). Our providers' CQs grow, so the
+ * 8192 CQEs per device below are not a bound on links. */
 #define CORE_RECV_BUFS 160
 #define CORE_MSG_BUF 64			/* slot / receive buffer stride (>= 44) */
 #define CORE_CQE_PER_DEV 8192		/* one CQ per device for every QP on it */
 #define CORE_LG_SLOTS 256		/* conn slots 1..255; alert token = gen << 8 | slot */
-#define CORE_RTOKENS_MAX 255		/* peer RMBs remembered per LG (procedures.md 6) */
+#define CORE_RTOKENS_MAX 255		/* peer RMBs remembered per LG (docs/protocol/procedures.md 6) */
 #define CORE_MAX_DEVS 4
 /* Links per LG (procedures.md 6, linux-interop.md 7): Linux keeps a table of 3 of which at
  * most 2 are in use (the third slot holds a replacement being built while a failed link is
@@ -99,7 +99,7 @@ struct core_rmb {
 	uint32_t dirty_len;
 };
 
-/* A remote RMB the peer announced (rkey, vaddr), per LG (procedures.md 3.3). [E] */
+/* A remote RMB the peer announced (rkey, vaddr), per LG (docs/protocol/procedures.md 3.3). [E] */
 struct core_rtoken {
 	uint32_t rkey;
 	uint64_t vaddr;
@@ -150,22 +150,22 @@ struct core_link {
 	unsigned sq_used;		/* [L] SQ entries posted and not yet freed by a completion */
 	bool slot_waiters;		/* [L] a sender found no slot: wake on the next free */
 	/* [L] the LG slots (lg->slots index) of the connections that found no send slot
-	 * since the last wake (conns2 branch): tx_wake_waiters visits only these, not all 255
+	 * since the last wake: tx_wake_waiters visits only these, not all 255
 	 * connections of the LG (the scan was ~8 % of conns 1000's CPU). Set in link_slot_get,
 	 * under tx_lock with slot_waiters, so a completion that sees slot_waiters sees the
 	 * bit too; taken (and cleared) by link_run_wakes. */
 	uint64_t starved[CORE_LG_SLOTS / 64];
 	bool starved_all;		/* [L] a waiter without an LG slot (0): visit every conn */
 	bool wake_due;			/* [E] a completion freed a slot while senders waited: tx_wake_waiters
-					 * once at the end of the CQ batch (link_run_wakes; conns branch) */
-	/* keepalive (procedures.md 3.5) */
+					 * once at the end of the CQ batch (link_run_wakes) */
+	/* keepalive (docs/protocol/procedures.md 3.5) */
 	uint64_t last_rx_ns;		/* [E] progress time of the last receive on the link */
 	uint64_t testlink_deadline;	/* [E] TEST LINK sent, answer due by then; NEVER if none */
 	uint64_t drain_deadline;	/* [E] LG terminating: destroy the QP by then */
 	struct core_link *next;		/* [E] eng->links */
 };
 
-/* Local LLC flows (procedures.md 3.1: one local flow per LG at a time). */
+/* Local LLC flows (docs/protocol/procedures.md 3.1: one local flow per LG at a time). */
 enum core_flow {
 	CORE_FLOW_NONE = 0,
 	CORE_FLOW_CONFIRM_RKEY = 1,	/* for flow_conn's new RMB, before its CLC message */
@@ -245,7 +245,7 @@ enum core_hs {
 	HS_DONE_FAILED = 12,
 };
 
-/* Close flags (procedures.md 5): what was sent / received. [C] */
+/* Close flags (docs/protocol/procedures.md 5): what was sent / received. [C] */
 #define CL_SENT_D 0x01
 #define CL_SENT_C 0x02
 #define CL_SENT_A 0x04
@@ -253,7 +253,7 @@ enum core_hs {
 #define CL_RCVD_C 0x20
 #define CL_RCVD_A 0x40
 
-/* Urgent data state of the receiver (procedures.md 4.6). [C] */
+/* Urgent data state of the receiver (docs/protocol/procedures.md 4.6). [C] */
 enum core_urg {
 	URG_NONE = 0,
 	URG_PENDING = 1,	/* P seen, byte not here yet */

@@ -1,5 +1,5 @@
-/* engine.c: the engine object (one SMC-R instance per process, linux-interop.md 5): its
- * devices and CQs, its peer ID, the progress loop (CQ polling, async events, timers) and the
+/* engine.c: the engine object (one SMC-R instance per process, docs/protocol/linux-interop.md 5):
+ * its devices and CQs, its peer ID, the progress loop (CQ polling, async events, timers) and the
  * event queue that reports connection readiness to the socket layer. */
 #define _GNU_SOURCE
 #include "core/core_int.h"
@@ -152,7 +152,8 @@ int core_engine_new(const struct core_engine_params *p, struct core_engine **out
 		free(e);
 		return -SMCR_E_DEV_NO_DEVICE;
 	}
-	/* Peer ID: 2-byte instance number + the MAC of our first port (wire-formats.md 2.3). */
+	/* Peer ID: 2-byte instance number + the MAC of our first port
+	 * (docs/protocol/wire-formats.md 2.3). */
 	e->peer_id.instance = p->instance;
 	while (e->peer_id.instance == 0)
 		e->peer_id.instance = (uint16_t)core_rand32(e);
@@ -221,7 +222,7 @@ static int async_events(struct core_engine *e, struct core_dev *cd, uint64_t now
 		case DEV_EVENT_PORT_ERR:
 		case DEV_EVENT_DEVICE_FATAL:
 		case DEV_EVENT_CQ_ERR:
-			/* Every link on the device is lost (procedures.md 3.6). */
+			/* Every link on the device is lost (docs/protocol/procedures.md 3.6). */
 			LOG_WARN(CORE_UNIT, "device %s: %s", cd->attr.name, dev_event_type_str(ev.type));
 			for (struct core_link *l = e->links; l; l = l->next)
 				if (l->cdev == cd)
@@ -280,8 +281,8 @@ int core_engine_progress(struct core_engine *e, uint64_t now_ns, uint64_t *next_
 		 * it lost its CPU (prepare_sleep arms then). */
 		/* Only while the grace is ahead: once it passed, prepare_sleep arms anyway,
 		 * and a deadline in the past made the progress thread poll with a zero
-		 * timeout for as long as the spinner stayed descheduled (seen at load 9:
-		 * epoll_wait(.., 0) in a loop, fighting the spinner for the locks). */
+		 * timeout for as long as the spinner stayed descheduled (epoll_wait(.., 0)
+		 * in a loop, fighting the spinner for the locks). */
 		uint64_t g = spin_end_locked(e);
 		if (e->spinners && g > now_ns && g < next)
 			next = g;
@@ -295,8 +296,8 @@ int core_engine_progress(struct core_engine *e, uint64_t now_ns, uint64_t *next_
 }
 
 /* The arm for a sleeper: solicited receives only (every LLC and CDC is sent solicited,
- * linux-interop.md 6; error completions fire either way), unless a send completion has
- * somebody waiting for it: a sender short of send slots, or a dead LG draining before its
+ * docs/protocol/linux-interop.md 6; error completions fire either way), unless a send completion
+ * has somebody waiting for it: a sender short of send slots, or a dead LG draining before its
  * QP goes. So a send completion (shm: at every post) wakes no one. eng->lock held. */
 static int arm_solicited_locked(struct core_engine *e, const struct core_dev *cd)
 {

@@ -1,8 +1,8 @@
-/* handshake.c: the CLC client and server state machines (procedures.md 2.2-2.7; RFC 7609
- * 3.5 and App. A.2) over byte buffers: sock feeds the TCP bytes and writes what we produce;
+/* handshake.c: the CLC client and server state machines (docs/protocol/procedures.md 2.2-2.7; RFC
+ * 7609 3.5 and App. A.2) over byte buffers: sock feeds the TCP bytes and writes what we produce;
  * every received message is framed and decoded by wire/clc before it changes anything.
- * Decline with the diagnosis code of wire-formats.md 5.2 in every failure the spec lists,
- * fallback on the same TCP connection, and the local and peer reasons recorded.
+ * Decline with the diagnosis code of docs/protocol/wire-formats.md 5.2 in every failure the spec
+ * lists, fallback on the same TCP connection, and the local and peer reasons recorded.
  * Everything here runs with eng->lock held. */
 #define _GNU_SOURCE /* gethostname, strnlen */
 #include "core/core_int.h"
@@ -163,8 +163,8 @@ static void rkey_unqueue(struct core_conn *c)
 	}
 }
 
-/* Undoes what the handshake set up (procedures.md 2.4): a new LG is freed with it, a reused
- * one only loses this connection. */
+/* Undoes what the handshake set up (docs/protocol/procedures.md 2.4): a new LG is freed with it, a
+ * reused one only loses this connection. */
 static void hs_undo(struct core_conn *c, int err, uint64_t now)
 {
 	struct core_lgr *lg = c->lg;
@@ -258,7 +258,7 @@ static void set_peer(struct core_conn *c, const struct clc_accept *a)
 	c->peer_token = a->token;
 	c->peer_rkey = a->rkey;
 	c->peer_size = size;
-	/* wire-formats.md 4: the element starts at vaddr + (index - 1) * size. */
+	/* docs/protocol/wire-formats.md 4: the element starts at vaddr + (index - 1) * size. */
 	c->peer_vaddr = a->rmb_vaddr + (uint64_t)(a->rmbe_idx - 1) * size;
 	pthread_mutex_unlock(&c->lock);
 	c->peer_id = a->peer_id;
@@ -276,7 +276,7 @@ static void queue_rkey(struct core_conn *c, uint64_t now)
 	else
 		lg->rkey_wait_head = c;
 	lg->rkey_wait_tail = c;
-	/* procedures.md 1: starting a flow waits up to 20 s for the running one. */
+	/* docs/protocol/procedures.md 1: starting a flow waits up to 20 s for the running one. */
 	c->hs_deadline = now + 10 * c->eng->p.llc_wait_ns;
 	conn_timer_at(c, c->hs_deadline);
 	llc_flow_kick(lg, now);
@@ -296,7 +296,7 @@ static struct core_dev *pick_dev(struct core_engine *e, int *idx)
 	return NULL;
 }
 
-/* ---- IP prefixes (wire-formats.md 3.3) ------------------------------------------------- */
+/* ---- IP prefixes (docs/protocol/wire-formats.md 3.3) ----------------------------------------- */
 
 /* IPv4 address of a sockaddr (IPv4-mapped IPv6 counts), host order; false if IPv6. */
 static bool sa_ipv4(const struct sockaddr_storage *ss, uint32_t *out)
@@ -395,7 +395,7 @@ static void ueid_table(const struct core_engine *e, struct clc_eid t[CORE_MAX_UE
 static int build_proposal(struct core_conn *c, struct core_dev *cd)
 {
 	struct clc_proposal p;
-	clc_proposal_init(&p);	/* version 1, SMC-R, N = 40 (wire-formats.md 3.1) */
+	clc_proposal_init(&p);	/* version 1, SMC-R, N = 40 (docs/protocol/wire-formats.md 3.1) */
 	p.peer_id = c->eng->peer_id;
 	memcpy(p.gid.b, cd->gid.gid.raw, WIRE_GID_LEN);
 	memcpy(p.mac.b, cd->gid.mac, WIRE_MAC_LEN);
@@ -454,7 +454,7 @@ static int build_proposal(struct core_conn *c, struct core_dev *cd)
 	return 0;
 }
 
-/* Server check of wire-formats.md 3.3 (Linux smc_clc_prfx_match). */
+/* Server check of docs/protocol/wire-formats.md 3.3 (Linux smc_clc_prfx_match). */
 static bool prefix_match(const struct core_conn *c, const struct clc_proposal *p)
 {
 	struct core_ip_prefix pf[CORE_MAX_PREFIXES];
@@ -517,7 +517,8 @@ static void lg_wait_wake(struct core_engine *e, const struct wire_peer_id *peer)
 
 static void on_decline(struct core_conn *c, const struct clc_decline *d, uint64_t now)
 {
-	/* wire-formats.md 5.3: out of sync -> the LG this connection was to reuse is broken. */
+	/* docs/protocol/wire-formats.md 5.3: out of sync -> the LG this connection was to reuse is
+	 * broken. */
 	if (d->out_of_sync && c->lg && !c->first_contact && c->lg->state == CORE_LG_ACTIVE) {
 		struct core_lgr *lg = c->lg;
 		LOG_WARN(CORE_UNIT, "LG %u: peer declined out of sync: terminating it", lg->id);
@@ -597,8 +598,8 @@ static void on_proposal(struct core_conn *c, const struct clc_proposal *p, uint6
 		/* This peer's first contact is in progress (its CONFIRM LINK exchange): a second
 		 * one would make a second LG (the client then holds two). As Linux serializes
 		 * server LG creation, hold this Proposal back (not consumed) until that LG is
-		 * active or dead, then find or create (procedures.md 2.5). Bounded by the CLC
-		 * wait that runs meanwhile. */
+		 * active or dead, then find or create (docs/protocol/procedures.md 2.5). Bounded by
+		 * the CLC wait that runs meanwhile. */
 		c->hs_lg_wait = true;
 		conn_timer_at(c, now + HS_LG_RECHECK_NS);
 		return;
@@ -610,7 +611,8 @@ static void on_proposal(struct core_conn *c, const struct clc_proposal *p, uint6
 			return;
 		}
 		if (need_rkey) {
-			/* procedures.md 2.7: the new RMB is announced before the Accept. */
+			/* docs/protocol/procedures.md 2.7: the new RMB is announced before the
+			 * Accept. */
 			c->hs = HS_S_WAIT_RKEY;
 			queue_rkey(c, now);
 			return;
@@ -693,7 +695,8 @@ static void on_accept(struct core_conn *c, const struct clc_accept *a, uint64_t 
 	}
 	struct core_lgr *lg = lgr_find_client(e, a, c->v2);
 	if (!lg) {
-		/* procedures.md 2.5: reuse of an LG we do not have -> SYNCERR, out of sync. */
+		/* docs/protocol/procedures.md 2.5: reuse of an LG we do not have -> SYNCERR, out of
+		 * sync. */
 		hs_fallback(c, 0x04000000u, 0, true, true, now, false);
 		return;
 	}
@@ -727,7 +730,8 @@ static void on_confirm(struct core_conn *c, const struct clc_accept *a, uint64_t
 	}
 	struct core_link *l = c->link;
 	uint8_t mtu = l->mtu < a->mtu_code ? l->mtu : a->mtu_code;
-	/* procedures.md 2.3: server QP INIT -> RTR -> RTS, then CONFIRM LINK request. */
+	/* docs/protocol/procedures.md 2.3: server QP INIT -> RTR -> RTS, then CONFIRM LINK
+	 * request. */
 	int rc = link_rtr(l, a->qpn, a->psn, mtu, &a->gid, &a->mac);
 	if (!rc)
 		rc = link_rts(l);
@@ -878,7 +882,8 @@ static void on_message(struct core_conn *c, const uint8_t *buf, size_t len, uint
 	case HS_DONE_FAILED:
 		break;
 	}
-	/* wire-formats.md 2.4 item 3: anything but the expected type or a Decline fails. */
+	/* docs/protocol/wire-formats.md 2.4 item 3: anything but the expected type or a Decline
+	 * fails. */
 	SMCR_LOG_RL(SMCR_LOG_INFO, CORE_UNIT, "unexpected CLC %s", clc_type_name(m.type));
 	hs_fail(c, -SMCR_E_CORE_CLC_UNEXPECTED, now, false);
 }
@@ -892,12 +897,13 @@ static void hs_timeout(struct core_conn *c, uint64_t now, bool async)
 	case HS_C_WAIT_ACCEPT:
 	case HS_S_WAIT_PROPOSAL:
 	case HS_S_WAIT_CONFIRM:
-		/* procedures.md 2.4: a CLC timeout is not a fallback. */
+		/* docs/protocol/procedures.md 2.4: a CLC timeout is not a fallback. */
 		hs_fail(c, -SMCR_E_CORE_CLC_TIMEOUT, now, async);
 		return;
 	case HS_C_WAIT_CL:
 	case HS_S_WAIT_CL:
-		/* Wait 1 s for the peer's Decline, then send ours (procedures.md 2.2/2.3). */
+		/* Wait 1 s for the peer's Decline, then send ours (docs/protocol/procedures.md
+		 * 2.2/2.3). */
 		c->hs = HS_DECL_WAIT;
 		c->hs_decl_err = -SMCR_E_CORE_TIMEOUT_CL;
 		c->hs_deadline = now + e->p.clc_wait_short_ns;
@@ -1041,7 +1047,8 @@ int core_conn_clc_step(struct core_conn *c, const void *in, size_t len, bool tcp
 	if (c->hs == HS_C_START) {
 		struct core_dev *cd = pick_dev(e, &c->cdev_idx);
 		if (!cd) {
-			/* linux-interop.md 4.1: a client may send a Decline instead of a Proposal. */
+			/* docs/protocol/linux-interop.md 4.1: a client may send a Decline instead
+			 * of a Proposal. */
 			hs_fallback(c, 0x03030002u, 0, true, false, now_ns, false);
 		} else if (build_proposal(c, cd)) {
 			hs_fail(c, -SMCR_E_INTERNAL, now_ns, false);
@@ -1073,8 +1080,8 @@ int core_conn_clc_step(struct core_conn *c, const void *in, size_t len, bool tcp
 	if (hs_waiting(c->hs)) {
 		/* A server waiting for the CONFIRM LINK response has all the client's CLC
 		 * messages; the client is done once it sent that response and may at once
-		 * shut down (TCP FIN: not the end of the SMC stream, linux-interop.md 8) or
-		 * abort (RST, e.g. close with SO_LINGER 0: its A follows on the link). Its
+		 * shut down (TCP FIN: not the end of the SMC stream, docs/protocol/linux-interop.md
+		 * 8) or abort (RST, e.g. close with SO_LINGER 0: its A follows on the link). Its
 		 * FIN or RST can overtake the response, which comes over the link: keep
 		 * waiting for the response (bounded by the LLC wait, and a dead peer takes
 		 * the link down), as TCP's accept still returns a connection reset early. */

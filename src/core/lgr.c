@@ -1,5 +1,5 @@
-/* lgr.c: link groups (procedures.md 2.5, 3.3, 3.8, 6): creation, matching for reuse (both
- * roles, as Linux smcr_lgr_match), connection slots and alert tokens, the per-LG RMB pool,
+/* lgr.c: link groups (docs/protocol/procedures.md 2.5, 3.3, 3.8, 6): creation, matching for reuse
+ * (both roles, as Linux smcr_lgr_match), connection slots and alert tokens, the per-LG RMB pool,
  * the peer's RTokens, termination and the idle timer. Every function here runs with
  * eng->lock held. */
 #include "core/core_int.h"
@@ -63,7 +63,7 @@ static bool peer_id_eq(const struct wire_peer_id *a, const struct wire_peer_id *
 	return a->instance == b->instance && !memcmp(a->mac.b, b->mac.b, WIRE_MAC_LEN);
 }
 
-/* Server (procedures.md 2.5): same peer ID, a link whose peer GID and MAC equal the
+/* Server (docs/protocol/procedures.md 2.5): same peer ID, a link whose peer GID and MAC equal the
  * Proposal's, room for a connection, not marked out of sync. */
 struct core_lgr *lgr_find_server(struct core_engine *e, const struct clc_proposal *p)
 {
@@ -162,7 +162,7 @@ struct core_link *lgr_link_assign(struct core_lgr *lg, uint32_t accept_qpn)
 	return NULL;
 }
 
-/* ---- RMB pool (procedures.md 3.3; ENGINE.md "RMBs") ------------------------------------ */
+/* ---- RMB pool (docs/protocol/procedures.md 3.3; docs/design/engine-decisions.md "RMBs") ------ */
 
 static struct core_rmb *rmb_alloc(struct core_lgr *lg, unsigned code)
 {
@@ -244,7 +244,7 @@ int lgr_attach(struct core_lgr *lg, struct core_conn *c, bool *need_rkey, uint64
 	struct core_rmb *r = rmb_get(lg, code);
 	if (!r)
 		return -SMCR_E_CORE_REGBUF;
-	if (r->dirty_len)	/* ENGINE.md: zeroed before reuse */
+	if (r->dirty_len)	/* docs/design/engine-decisions.md: zeroed before reuse */
 		memset(r->mem->addr, 0, r->dirty_len < r->size ? r->dirty_len : r->size);
 	r->in_use = true;
 	r->dirty_len = r->size;	/* until detach says how much was used */
@@ -281,7 +281,8 @@ void lgr_detach(struct core_conn *c, bool pool_rmb, uint64_t now)
 	struct core_engine *e = lg->eng;
 	struct dev_mem *m;
 	pthread_mutex_lock(&c->lock);
-	/* What the peer wrote: [0, rx_peer_prod) until the ring wraps (procedures.md 4.2). */
+	/* What the peer wrote: [0, rx_peer_prod) until the ring wraps (docs/protocol/procedures.md
+	 * 4.2). */
 	uint64_t used = c->reset_err ? UINT64_MAX : c->rx_peer_prod;
 	if (c->rmb)
 		c->rmb->dirty_len = used < c->rmb->size ? (uint32_t)used : c->rmb->size;
@@ -307,7 +308,7 @@ void lgr_detach(struct core_conn *c, bool pool_rmb, uint64_t now)
 	if (r && pool_rmb && lg->state != CORE_LG_DEAD)
 		r->in_use = false;
 	if (lg->state == CORE_LG_ACTIVE && lg->nconns == 0) {
-		/* procedures.md 3.8: keep an idle LG for reuse, free it later. */
+		/* docs/protocol/procedures.md 3.8: keep an idle LG for reuse, free it later. */
 		lg->idle_deadline = now + (lg->role == CORE_SERVER ? e->p.lg_free_srv_ns
 								   : e->p.lg_free_clnt_ns);
 		lgr_timer_at(lg, lg->idle_deadline);
@@ -316,7 +317,7 @@ void lgr_detach(struct core_conn *c, bool pool_rmb, uint64_t now)
 	conn_put(c);	/* the slot's reference (lgr_attach) */
 }
 
-/* ---- the peer's RTokens (procedures.md 3.3) ------------------------------------------- */
+/* ---- the peer's RTokens (docs/protocol/procedures.md 3.3) ------------------------------------ */
 
 int lgr_rtoken_add(struct core_lgr *lg, uint32_t rkey, uint64_t vaddr)
 {
@@ -347,7 +348,7 @@ bool lgr_rtoken_del(struct core_lgr *lg, uint32_t rkey)
 	return found;
 }
 
-/* ---- termination (procedures.md 3.8, 5.4) ---------------------------------------------- */
+/* ---- termination (docs/protocol/procedures.md 3.8, 5.4) -------------------------------------- */
 
 void lgr_terminate(struct core_lgr *lg, uint32_t reason, bool orderly, bool send_delete,
 		   int err, uint64_t now)

@@ -1,7 +1,8 @@
-/* link.c: one link = one RC QP pair (procedures.md 2.6, linux-interop.md 6): QP creation and
- * the RESET->INIT->RTR->RTS transitions with Linux's attributes, receive buffers (48, re-posted
- * at once), send slots for the 44-byte LLC/CDC messages (signaled, solicited), and the
- * dispatch of work completions to the CDC and LLC receivers. */
+/* link.c: one link = one RC QP pair (docs/protocol/procedures.md 2.6,
+ * docs/protocol/linux-interop.md 6): QP creation and the RESET->INIT->RTR->RTS transitions with
+ * Linux's attributes, receive buffers (48, re-posted at once), send slots for the 44-byte LLC/CDC
+ * messages (signaled, solicited), and the dispatch of work completions to the CDC and LLC
+ * receivers. */
 #include "core/core_int.h"
 
 #include <stdlib.h>
@@ -142,7 +143,8 @@ fail:
 	return -SMCR_E_CORE_RDYLNK;
 }
 
-/* INIT -> RTR (procedures.md 2.6): path MTU, peer QPN and PSN, GRH to the peer's GID. */
+/* INIT -> RTR (docs/protocol/procedures.md 2.6): path MTU, peer QPN and PSN, GRH to the peer's
+ * GID. */
 int link_rtr(struct core_link *l, uint32_t peer_qpn, uint32_t peer_psn, uint8_t mtu,
 	     const struct wire_gid *gid, const struct wire_mac *mac)
 {
@@ -270,7 +272,8 @@ void link_slot_abandon(struct core_link *l, int slot)
 }
 
 /* The slot's SEND: 44 bytes, signaled (its completion frees the slot and every unsignaled
- * WRITE before it) and solicited (linux-interop.md 6: Linux arms for solicited events). */
+ * WRITE before it) and solicited (docs/protocol/linux-interop.md 6: Linux arms for solicited
+ * events). */
 void link_slot_send_wr(struct core_link *l, int slot, struct dev_send_wr *wr, struct dev_sge *sge)
 {
 	sge->addr = (uint64_t)(uintptr_t)link_slot_buf(l, slot);
@@ -400,7 +403,8 @@ void link_down(struct core_link *l, int err, uint64_t now)
 	LOG_WARN(CORE_UNIT, "link %u of LG %u down: %s", l->id, l->lg->id, smcr_err_msg(err));
 	l->state = CORE_LINK_DOWN;
 	atomic_store(&l->usable, false);
-	/* A single-link LG has no other link to fail over to: it ends (procedures.md 3.7). */
+	/* A single-link LG has no other link to fail over to: it ends (docs/protocol/procedures.md
+	 * 3.7). */
 	lgr_terminate(l->lg, LLC_DEL_LOST_PATH, false, false, err, now);
 }
 

@@ -1,9 +1,9 @@
-/* llc_proc.c: the LLC side of a link group (procedures.md 3.1-3.8, linux-interop.md 7):
- * received messages are decoded and validated (wire/llc.h) before anything changes, then
- * dispatched through a handler table by type (STYLE.md 10). Local flows are serialized, one
- * at a time per LG (procedures.md 3.1): CONFIRM RKEY for new RMBs of reuse connections and,
- * on the server, the ADD LINK offer of a single-link peer. Peer requests are answered at
- * once. Runs with eng->lock held (progress or a handshake step). */
+/* llc_proc.c: the LLC side of a link group (docs/protocol/procedures.md 3.1-3.8,
+ * docs/protocol/linux-interop.md 7): received messages are decoded and validated (wire/llc.h)
+ * before anything changes, then dispatched through a handler table by type (STYLE.md 10). Local
+ * flows are serialized, one at a time per LG (docs/protocol/procedures.md 3.1): CONFIRM RKEY for
+ * new RMBs of reuse connections and, on the server, the ADD LINK offer of a single-link peer. Peer
+ * requests are answered at once. Runs with eng->lock held (progress or a handshake step). */
 #include "core/core_int.h"
 
 #include <string.h>
@@ -70,7 +70,7 @@ static void fill_gid_mac(struct core_link *l, struct wire_gid *gid, struct wire_
 }
 
 /* CONFIRM LINK request (server) or response (client), flags 0x03: no RMBE eyecatchers
- * (wire-formats.md 6.2), max links 2. */
+ * (docs/protocol/wire-formats.md 6.2), max links 2. */
 int llc_send_confirm_link(struct core_link *l, bool resp)
 {
 	struct llc_msg m = { .type = LLC_CONFIRM_LINK, .resp = resp };
@@ -89,7 +89,8 @@ static void violation(struct core_link *l, const char *what, uint64_t now)
 {
 	SMCR_LOG_RL(SMCR_LOG_WARN, CORE_UNIT, "LG %u: LLC protocol violation: %s", l->lg->id, what);
 	atomic_fetch_add(&l->lg->eng->llc_rx_dropped, 1);
-	/* procedures.md 3.8: terminate, DELETE LINK all with reason "protocol violation". */
+	/* docs/protocol/procedures.md 3.8: terminate, DELETE LINK all with reason "protocol
+	 * violation". */
 	lgr_terminate(l->lg, LLC_DEL_PROT_VIOL, false, true, -SMCR_E_CORE_LLC_VIOLATION, now);
 }
 
@@ -162,12 +163,14 @@ static void on_add_link(struct core_link *l, struct llc_msg *m, const uint8_t *r
 	struct core_lgr *lg = l->lg;
 	if (!m->resp) {
 		if (lg->role == CORE_SERVER) {
-			/* The client's "please add a link" hint (procedures.md 3.2): no response. */
+			/* The client's "please add a link" hint (docs/protocol/procedures.md 3.2):
+			 * no response. */
 			dropped(l, "ADD LINK hint (single-link server)");
 			return;
 		}
-		/* Single-link client (procedures.md 3.2 "smcr minimum"): reject at once, the
-		 * request echoed with 0xC0 and reason 1, as Linux smc_llc_cli_add_link_reject. */
+		/* Single-link client (docs/protocol/procedures.md 3.2 "smcr minimum"): reject at
+		 * once, the request echoed with 0xC0 and reason 1, as Linux
+		 * smc_llc_cli_add_link_reject. */
 		uint8_t out[LLC_MSG_LEN];
 		llc_add_link_reject_raw(raw, LLC_AL_REJ_NO_ALT_PATH, out);
 		CORE_CTR_INC(lg->eng, ctr_llc_tx);
@@ -211,7 +214,7 @@ static void on_delete_link(struct core_link *l, struct llc_msg *m, const uint8_t
 	if (m->resp)
 		return;	/* the answer to a DELETE LINK of ours: nothing left to do */
 	if (m->delete_link.all) {
-		/* No response; terminate (wire-formats.md 6.5). */
+		/* No response; terminate (docs/protocol/wire-formats.md 6.5). */
 		LOG_INFO(CORE_UNIT, "LG %u: peer deleted the link group (%s)", lg->id,
 			 llc_del_reason_name(m->delete_link.reason) ?
 				 llc_del_reason_name(m->delete_link.reason) : "?");
@@ -238,7 +241,7 @@ static void on_confirm_rkey(struct core_link *l, struct llc_msg *m, const uint8_
 	struct core_lgr *lg = l->lg;
 	if (!m->resp) {
 		/* Remember the peer's RMB for this link; answer with the request echoed
-		 * (0x20|0x10 when it cannot be stored), linux-interop.md 7. */
+		 * (0x20|0x10 when it cannot be stored), docs/protocol/linux-interop.md 7. */
 		struct llc_msg r = *m;
 		r.resp = true;
 		if (lgr_rtoken_add(lg, m->confirm_rkey.rkey, m->confirm_rkey.vaddr)) {
@@ -295,7 +298,7 @@ static void on_test_link(struct core_link *l, struct llc_msg *m, const uint8_t *
 		l->testlink_deadline = CORE_NEVER;
 		return;
 	}
-	struct llc_msg r = *m;	/* echo, user data included (procedures.md 3.5) */
+	struct llc_msg r = *m;	/* echo, user data included (docs/protocol/procedures.md 3.5) */
 	r.resp = true;
 	(void)llc_send(l, &r);
 }
@@ -388,8 +391,8 @@ void llc_rx(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now)
 	struct llc_msg m;
 	int rc = llc_decode(buf, len, &m);
 	if (rc) {
-		/* Unknown and v2 types are dropped silently by Linux (wire-formats.md 6.1);
-		 * malformed v1 messages are dropped too, with a log line. */
+		/* Unknown and v2 types are dropped silently by Linux (docs/protocol/wire-formats.md
+		 * 6.1); malformed v1 messages are dropped too, with a log line. */
 		SMCR_LOG_RL(SMCR_LOG_INFO, CORE_UNIT, "LG %u: LLC message dropped: %s", l->lg->id,
 			    smcr_err_msg(rc));
 		atomic_fetch_add(&l->lg->eng->llc_rx_dropped, 1);
@@ -418,10 +421,10 @@ void llc_start_add_link_offer(struct core_lgr *lg, uint64_t now)
 	llc_flow_kick(lg, now);
 }
 
-/* procedures.md 3.2 / linux-interop.md 7: a Linux client waits 2 s for an ADD LINK after
- * the first CONFIRM LINK. A single-link server offers one it knows will be rejected: the
- * link's own GID/MAC and MTU code 0 (Linux >= 5.10 rejects MTU 0 at once; a 4.x client
- * rejects every ADD LINK; an smcr client rejects every ADD LINK). */
+/* docs/protocol/procedures.md 3.2 / docs/protocol/linux-interop.md 7: a Linux client waits 2 s for
+ * an ADD LINK after the first CONFIRM LINK. A single-link server offers one it knows will be
+ * rejected: the link's own GID/MAC and MTU code 0 (Linux >= 5.10 rejects MTU 0 at once; a 4.x
+ * client rejects every ADD LINK; an smcr client rejects every ADD LINK). */
 static int send_add_link_offer(struct core_lgr *lg)
 {
 	struct core_link *l = lgr_link_any(lg);
@@ -460,7 +463,8 @@ void llc_flow_kick(struct core_lgr *lg, uint64_t now)
 			conn_put(c);
 			continue;
 		}
-		/* CONFIRM RKEY (wire-formats.md 6.6): the RMB on this link, no other links. */
+		/* CONFIRM RKEY (docs/protocol/wire-formats.md 6.6): the RMB on this link, no other
+		 * links. */
 		struct llc_msg m = { .type = LLC_CONFIRM_RKEY };
 		m.confirm_rkey.rkey = c->rmb->mr->rkey;
 		m.confirm_rkey.vaddr = (uint64_t)(uintptr_t)c->rmb->mr->addr;

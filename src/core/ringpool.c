@@ -7,7 +7,7 @@
  * are resident. With one ring per connection kept for the connection's life, 1000
  * streaming connections wrote into 64 MiB of rings last touched a whole loop cycle before
  * (out of the cache), and a new set of connections took page faults on fresh ones
- * (docs/parts/conns.md Round 8).
+ * (docs/parts/conns.md "Memory").
  *
  * One list per size (the ring sizes are powers of two, tx_sndbuf_size), all under one
  * mutex; the bytes kept are bounded (RING_POOL_BYTES, $SMCR_RING_POOL_KB; 0: no list, a

@@ -1,8 +1,8 @@
-/* rx.c: the receiving side of the data path (procedures.md 4.2, 4.4, 4.6; wire-formats.md 7.1,
- * 7.3): CDC messages are decoded, matched to a connection by alert token, checked (sequence
- * number, cursors inside the window the protocol allows) and only then applied; reads copy
- * from our RMBE at the consumer cursor (two pieces at the ring end), honour the urgent mark
- * as TCP does, and send window updates by the rule of 4.5. */
+/* rx.c: the receiving side of the data path (docs/protocol/procedures.md 4.2, 4.4, 4.6;
+ * docs/protocol/wire-formats.md 7.1, 7.3): CDC messages are decoded, matched to a connection by
+ * alert token, checked (sequence number, cursors inside the window the protocol allows) and only
+ * then applied; reads copy from our RMBE at the consumer cursor (two pieces at the ring end),
+ * honour the urgent mark as TCP does, and send window updates by the rule of 4.5. */
 #include "core/core_int.h"
 
 #include <string.h>
@@ -66,7 +66,7 @@ void rx_cdc(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now)
 		/* The connection is dead (a bad cursor, our abort, the peer's A): no cursor or
 		 * data of a later CDC is taken (the program gets the reset, never bytes after
 		 * it: sock-wishes.md 1). Only the close flags count, so the close exchange can
-		 * finish (procedures.md 5.2). */
+		 * finish (docs/protocol/procedures.md 5.2). */
 		if (m.cf.abort && !(c->cl & CL_RCVD_A)) {
 			c->cl |= CL_RCVD_A;
 			close_change = true;

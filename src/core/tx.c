@@ -1,8 +1,8 @@
-/* tx.c: the sending side of the data path (procedures.md 4.3, 4.5, 4.6): RDMA WRITEs into the
- * peer's RMBE (the ring split in at most two pieces at its end), then one CDC on the same QP
- * carrying the producer cursor, our consumer cursor (window update piggybacked) and flags;
+/* tx.c: the sending side of the data path (docs/protocol/procedures.md 4.3, 4.5, 4.6): RDMA WRITEs
+ * into the peer's RMBE (the ring split in at most two pieces at its end), then one CDC on the same
+ * QP carrying the producer cursor, our consumer cursor (window update piggybacked) and flags;
  * the send ring (SO_SNDBUF), corking (MSG_MORE / TCP_CORK) and the ordering of D/C after
- * queued bytes (procedures.md 4.1, 5.1; docs/parts/sndbuf.md).
+ * queued bytes (docs/protocol/procedures.md 4.1, 5.1; docs/parts/sndbuf.md).
  *
  * Copies: where the provider takes inline WRITEs of the size needed, the WRITE reads the
  * caller's iovec directly (one copy in all: into the peer's RMBE). Otherwise the data is
@@ -18,7 +18,8 @@
 
 #include "util/copy.h"
 
-/* Fills the slot with a CDC for c's current state (wire-formats.md 7). conn->lock held. */
+/* Fills the slot with a CDC for c's current state (docs/protocol/wire-formats.md 7). conn->lock
+ * held. */
 static void cdc_fill(struct core_conn *c, uint8_t *buf, bool urg)
 {
 	struct cdc_msg m;
@@ -79,7 +80,7 @@ void tx_cons_update_locked(struct core_conn *c, bool force)
 		(void)tx_cdc_locked(c, false);
 		return;
 	}
-	/* procedures.md 4.5 (Linux smc_tx_consumer_update). */
+	/* docs/protocol/procedures.md 4.5 (Linux smc_tx_consumer_update). */
 	struct curs_wnd w = {
 		.size = c->rmbe_size,
 		.cons_sent = abs_to_curs(c->rx_cons_sent, c->rmbe_size),
@@ -126,7 +127,7 @@ static void wake_one(struct core_lgr *lg, unsigned i)
 	}
 }
 
-/* Only the connections that found no send slot (link.c starved bits, conns2 branch): a
+/* Only the connections that found no send slot (link.c starved bits): a
  * sender waiting for the peer's RMBE or its own ring is woken by the CDC that frees it
  * (rx.c flush), and every path that waits for a slot goes through link_slot_get, which
  * sets the bit. Was: every connection of the LG, locked in turn, at every wake. */
@@ -465,7 +466,8 @@ unsigned tx_flush_locked(struct core_conn *c, bool push)
 		uint32_t space = conn_writable_locked(c);
 		if (space == 0) {
 			if (!c->tx_blocked) {
-				/* procedures.md 4.5: B makes a Linux reader send its update. */
+				/* docs/protocol/procedures.md 4.5: B makes a Linux reader send its
+				 * update. */
 				c->tx_blocked = true;
 				CORE_CTR_INC(c->eng, ctr_rmbe_full);
 				(void)tx_cdc_locked(c, false);
@@ -504,7 +506,7 @@ unsigned tx_flush_locked(struct core_conn *c, bool push)
 		c->sb = NULL;
 	}
 	if (c->sb_tail == c->sb_head && c->cl_pend && !c->reset_err) {
-		/* procedures.md 5.1: D / C after all pending data. */
+		/* docs/protocol/procedures.md 5.1: D / C after all pending data. */
 		c->cl |= c->cl_pend;
 		c->cl_pend = 0;
 		c->giveup_deadline = CORE_NEVER;

@@ -1,11 +1,11 @@
 /* dev.h: the RDMA device interface of smcr, the subset of libibverbs that SMC-R uses
- * (RFC 7609 2.1, 4; spec procedures.md 2.6 and 4.3, linux-interop.md 6), with verbs
- * semantics, implemented by providers (STYLE.md 14-17).
+ * (RFC 7609 2.1, 4; docs/protocol/procedures.md 2.6 and 4.3, docs/protocol/linux-interop.md 6),
+ * with verbs semantics, implemented by providers (STYLE.md 14-17).
  *
  * What SMC-R needs from RDMA: reliable-connected (RC) queue pairs, RDMA WRITEs into the peer's
  * registered memory (RMBEs) and 44-byte SENDs (LLC, CDC) that the peer receives after every
- * WRITE posted before them on the same QP (procedures.md 4.7). Everything here keeps the
- * meaning of the libibverbs call of the same name (ibv_open_device, ibv_reg_mr,
+ * WRITE posted before them on the same QP (docs/protocol/procedures.md 4.7). Everything here keeps
+ * the meaning of the libibverbs call of the same name (ibv_open_device, ibv_reg_mr,
  * ibv_create_cq, ibv_req_notify_cq, ibv_get_cq_event, ibv_poll_cq, ibv_create_qp,
  * ibv_modify_qp, ibv_post_send, ibv_post_recv, ibv_get_async_event), so a libibverbs
  * provider maps each call 1:1. Deviations from verbs are marked "DIFFERS".
@@ -83,7 +83,7 @@
 #define DEV_NAME_MAX 32
 
 /* A port GID as in the GID table (16 bytes, IPv6 format, network order). Same bytes as the
- * CLC/LLC GID fields (wire-formats.md 2.3); the core converts with a memcpy. */
+ * CLC/LLC GID fields (docs/protocol/wire-formats.md 2.3); the core converts with a memcpy. */
 struct dev_gid {
 	uint8_t raw[DEV_GID_LEN];
 };
@@ -105,7 +105,8 @@ struct dev_gid_entry {
 };
 #define DEV_VLAN_NONE 0xffffu
 
-/* IB MTU codes, same values as the 4-bit QP MTU code on the wire (wire-formats.md). */
+/* IB MTU codes, same values as the 4-bit QP MTU code on the wire
+ * (docs/protocol/wire-formats.md). */
 enum dev_mtu {
 	DEV_MTU_256 = 1,
 	DEV_MTU_512 = 2,
@@ -249,7 +250,8 @@ enum dev_qp_attr_mask {
 	DEV_QP_DEST_QPN = 1u << 20,
 };
 
-/* Required masks per transition (ibv_modify_qp, procedures.md 2.6 lists SMC-R's values). */
+/* Required masks per transition (ibv_modify_qp, docs/protocol/procedures.md 2.6 lists SMC-R's
+ * values). */
 #define DEV_QP_MASK_INIT (DEV_QP_STATE | DEV_QP_PORT | DEV_QP_ACCESS_FLAGS)
 #define DEV_QP_MASK_RTR                                                                  \
 	(DEV_QP_STATE | DEV_QP_AV | DEV_QP_PATH_MTU | DEV_QP_DEST_QPN | DEV_QP_RQ_PSN |  \

@@ -401,8 +401,8 @@ int smcr_accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
 			sock_put(s);
 			return nfd;
 		}
-		/* procedures.md 2.3: a client whose handshake fails is dropped, never handed to
-		 * the program; wait for the next one. */
+		/* docs/protocol/procedures.md 2.3: a client whose handshake fails is dropped, never
+		 * handed to the program; wait for the next one. */
 		smcr_close(nfd);
 		sock_put(s);
 		if (alen)
@@ -453,7 +453,8 @@ int smcr_shutdown(int fd, int how)
 		if (rc < 0)
 			break;
 		if (how != SHUT_RD) {
-			/* procedures.md 5.1: the TCP side follows ("sending done" first) */
+			/* docs/protocol/procedures.md 5.1: the TCP side follows ("sending done"
+			 * first) */
 			(void)sock_sys.shutdown(s->tcp, SHUT_WR);
 			sig_shut_wr(&s->sig);
 			s->shut_wr = true;
@@ -494,7 +495,7 @@ static void linger_wait(struct sock *s, int secs)
 	}
 }
 
-/* The close reaper (connect4 branch; core close.c "Quiet final C"). A peer's final C may
+/* The close reaper (core close.c "Quiet final C"). A peer's final C may
  * come unsolicited: it wakes no thread here, and is taken by the next CQ poll of this
  * process (a spin, a progress turn for anything else). So that an idle process still
  * releases the connection's RMB, a close that leaves the exchange incomplete (close_wait)
@@ -509,7 +510,7 @@ static void linger_wait(struct sock *s, int secs)
  * timer. reap_lock (taken before progress_lock, nothing else under it) protects
  * reap_inited, reap_next_ns, reap_due_ns and reap_closeq_seen. fork(): the child's
  * progress thread has no timers; the child's next close arms its own.
- * The same timer closes the close-later list (closeq.h, closeq branch): every fd queued
+ * The same timer closes the close-later list (closeq.h): every fd queued
  * makes sure it fires within closeq_timer_ms() (sock_reap_soon); a turn that finds fds
  * were queued since the last one comes back after that bound again, so while closes go
  * on it fires every 5 ms without a kick, and stops (or falls back to the reaper's own
@@ -665,7 +666,7 @@ int sock_close(struct sock *s)
 		hs_abort_locked(s);
 	if (st == SS_SMC) {
 		bool abort = s->linger_set && s->linger_secs == 0;
-		/* The TCP watch goes before our C (closeq branch; it went after): a peer that
+		/* The TCP watch goes before our C, not after it: a peer that
 		 * resets its TCP side once both C crossed (below) must not have its RST taken
 		 * for an abort of a connection whose C we sent (an A after our C). */
 		hs_unwatch_locked(s);
@@ -690,16 +691,16 @@ int sock_close(struct sock *s)
 							  sizeof(lg));
 			} else {
 				/* The active closer's TCP side goes right after the C: closed
-				 * here, not shut down and closed at the recycle (procedures.md
-				 * 5.1; the same FIN, one system call fewer per connection). Nothing
-				 * uses it after this: the watch is gone, calls see closing.
-				 * closeq branch: the close itself is done later, where a thread
-				 * waits anyway (closeq.h); the number is hidden, so the program
-				 * sees no difference. When the peer's C came first and ours is
-				 * out (both sides closed the SMC-R connection; nobody reads the
+				 * here, not shut down and closed at the recycle
+				 * (docs/protocol/procedures.md 5.1; the same FIN, one system call
+				 * fewer per connection). Nothing uses it after this: the watch is
+				 * gone, calls see closing. The close itself is done later, where a
+				 * thread waits anyway (closeq.h); the number is hidden, so the
+				 * program sees no difference. When the peer's C came first and ours
+				 * is out (both sides closed the SMC-R connection; nobody reads the
 				 * TCP connection any more), it ends with an RST: no FIN exchange
 				 * and no TIME_WAIT (DEVIATION from Linux's FIN, measured and
-				 * bounded in docs/parts/connect.md Round 5; $SMCR_CLOSE_RST=0).
+				 * bounded in docs/history/connect.md; $SMCR_CLOSE_RST=0).
 				 * Only on a software device, whose peer is smcr: its C is sent
 				 * by close only, and its TCP watch went before its C. A Linux
 				 * peer (verbs) sends C at shutdown(SHUT_RDWR) too, with its

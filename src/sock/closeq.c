@@ -1,5 +1,5 @@
 /* closeq.c: "close later" for the hidden fds of closed SMC-R sockets (rules, sites and
- * locking in closeq.h; docs/parts/connect.md Round 5). */
+ * locking in closeq.h; docs/parts/connect.md "Close"). */
 #define _GNU_SOURCE
 #include "sock/closeq.h"
 

@@ -1,5 +1,5 @@
-/* closeq.h: "close later" for the hidden fds of closed SMC-R sockets (closeq branch,
- * docs/parts/connect.md Round 5).
+/* closeq.h: "close later" for the hidden fds of closed SMC-R sockets (docs/parts/connect.md
+ * "Close").
  *
  * Why: a short connection's smcr_close closed its hidden TCP socket (its FIN runs through
  * the loopback stack with the peer's processing inline: ~24 µs) and the signal pair's

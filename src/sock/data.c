@@ -447,8 +447,9 @@ static ssize_t smc_send(struct sock *s, const struct iovec *uiov, int cnt, int f
 	size_t want = iov_total(iov, cnt), done = 0;
 	int idx = iov_advance(iov, cnt, 0, 0);
 	int rc = 0;
-	/* MSG_OOB: the last byte is urgent (procedures.md 4.6). The engine sends an urgent
-	 * write only if it fits whole, so a long one goes as data first, then its last byte. */
+	/* MSG_OOB: the last byte is urgent (docs/protocol/procedures.md 4.6). The engine sends an
+	 * urgent write only if it fits whole, so a long one goes as data first, then its last
+	 * byte. */
 	int oob_idx = -1;
 	struct iovec last;
 	if ((flags & MSG_OOB) && want > 1) {

@@ -1,6 +1,6 @@
 /* discovery.c: SMC-R capability discovery for the socket layer (discovery.h): the rules
- * plus the TCP option exchanged by the smcr BPF programs (procedures.md 2.1; opt-in channel
- * bpf/optin.h). */
+ * plus the TCP option exchanged by the smcr BPF programs (docs/protocol/procedures.md 2.1; opt-in
+ * channel bpf/optin.h). */
 #define _GNU_SOURCE
 #include "sock/discovery.h"
 

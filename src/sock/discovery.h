@@ -1,5 +1,5 @@
 /* discovery.h: which connections try SMC-R, combining the rules (rules.h, docs/CONFIG.md)
- * with the TCP-option discovery of the installed BPF programs (procedures.md 2.1,
+ * with the TCP-option discovery of the installed BPF programs (docs/protocol/procedures.md 2.1,
  * bpf/optin.h, docs/parts/bpf.md). The preferred source is the option exchange; the rules
  * are the only source when the programs are not installed for the socket's cgroup.
  *

@@ -1,7 +1,7 @@
 /* engine.c: the composition root. Registers the device providers, creates the process's
- * SMC-R engine (one per process = one SMC-R instance, linux-interop.md 5) on first use,
- * connects it to the progress thread (ENGINE.md decision 3), and routes the engine's
- * per-connection events to the sockets' readiness.
+ * SMC-R engine (one per process = one SMC-R instance, docs/protocol/linux-interop.md 5) on first
+ * use, connects it to the progress thread (docs/design/engine-decisions.md decision 3), and routes
+ * the engine's per-connection events to the sockets' readiness.
  *
  * Configuration (docs/CONFIG.md): $SMCR_DEVICES names the devices to open, separated by
  * spaces or ';' (default "shm"); $SMCR_CLC_WAIT_MS, $SMCR_CLC_WAIT_SHORT_MS,
@@ -44,7 +44,7 @@ static _Atomic(struct core_engine *) eng_fast; /* eng, for lock-free reads once 
 static struct prog_watch *eng_watch[16];      /* (eng_lock) the engine fds' watches, kept for
 					       * the engine's life (the process's) */
 
-/* ---- Direct wake (mode branch; docs/parts/stream.md "Round 3") ----
+/* ---- Direct wake (mode branch; docs/history/stream.md "Round 3") ----
  *
  * A blocking call that sleeps used to be woken in two steps: the peer's message writes
  * the CQ's eventfd, the progress thread wakes, polls, writes the socket's POLLIN token

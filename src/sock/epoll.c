@@ -1,6 +1,6 @@
 /* epoll.c: smcr_epoll_ctl, which records the epoll registrations of smcr fds so a swap of
  * the file behind an fd (sock.h: placeholder at the start of a handshake, TCP socket back
- * at a fallback) can move them (ENGINE.md decision 2).
+ * at a fallback) can move them (docs/design/engine-decisions.md decision 2).
  *
  * Why: an epoll registration belongs to the (file, fd number) pair and lives as long as the
  * file. After dup3() puts another file at the number, the old registration keeps reporting

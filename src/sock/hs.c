@@ -1,5 +1,5 @@
-/* hs.c: drives the CLC handshake of a connection over its TCP socket (procedures.md 2.2-2.4;
- * RFC 7609 3.x): reads whole CLC messages from the TCP stream, hands them to the engine's
+/* hs.c: drives the CLC handshake of a connection over its TCP socket (docs/protocol/procedures.md
+ * 2.2-2.4; RFC 7609 3.x): reads whole CLC messages from the TCP stream, hands them to the engine's
  * state machine (core_conn_clc_step), writes what it answers, and applies the outcome:
  * SMC-R (the placeholder becomes the live program end), fallback (the TCP socket goes back
  * to the program's fd) or failure (the program end shows the error).
@@ -16,8 +16,8 @@
  * nothing consumed), and so does silence until the first-byte wait (sock.h) ends.
  *
  * Without an engine (no device could be opened) the driver answers for itself: a client
- * sends a Decline (NOSMCRDEV) as its first CLC message, which procedures.md 2.2 allows; a
- * server answers a Proposal with that Decline. Both then fall back. */
+ * sends a Decline (NOSMCRDEV) as its first CLC message, which docs/protocol/procedures.md 2.2
+ * allows; a server answers a Proposal with that Decline. Both then fall back. */
 #define _GNU_SOURCE
 #include "sock/sock.h"
 #include "sock/stats.h"
@@ -163,8 +163,8 @@ static void hs_watch_fn(void *arg, uint32_t events)
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* The peer closed (C or A, procedures.md 5.1): the TCP connection's FIN/RST that follows
- * tells nothing new, so the watch goes now, on the progress thread that took the C (no
+/* The peer closed (C or A, docs/protocol/procedures.md 5.1): the TCP connection's FIN/RST that
+ * follows tells nothing new, so the watch goes now, on the progress thread that took the C (no
  * lock or kick), instead of waking that thread again for the FIN and removing it in the
  * program's close (a wake-up and an epoll_ctl on each connection's path). */
 static void hs_peer_closed_fn(void *arg, uint32_t lost_peer)
@@ -235,7 +235,7 @@ void hs_peer_closed(struct sock *s, unsigned events)
  * one list (FIFO, deadlines in order), one progress timer for the whole list; a close
  * before takes it off the list (no system call). A registration reports a reset that
  * came before it (epoll checks the socket's state at EPOLL_CTL_ADD), so an RST in the
- * first HS_WATCH_DEFER_NS is noticed at most that late (docs/parts/connect.md, Round 3:
+ * first HS_WATCH_DEFER_NS is noticed at most that late (docs/history/connect.md, Round 3:
  * deviation). The engine's own signals (the peer's C or A, link failure) are not delayed.
  * Lock: hs_dw_lock, a leaf (taken under a socket's lock; progress_lock is taken under it
  * by progress_timer_arm); it protects the list, the s->dw_* fields and hs_dw_inited. */
@@ -452,8 +452,8 @@ static void hs_smc_locked(struct sock *s)
 	}
 	/* The watch stays, now for the idle TCP connection's RST (RFC 7609: TCP stays up for
 	 * the connection's life; a Linux peer resets it when it aborts connections,
-	 * linux-interop.md 8). Only EPOLLERR/EPOLLHUP, which epoll always reports: a FIN
-	 * means nothing here (core_conn_tcp_event ignores it, the C says it all) and comes
+	 * docs/protocol/linux-interop.md 8). Only EPOLLERR/EPOLLHUP, which epoll always reports: a
+	 * FIN means nothing here (core_conn_tcp_event ignores it, the C says it all) and comes
 	 * right after the peer's C on every connection: waking the progress thread for it
 	 * cost a wake-up and a sock.lock contention with the program's close. HUP without
 	 * ERR needs our own FIN too (we send it only in close, which removes the watch) or a
@@ -886,8 +886,8 @@ int sock_conn_params_locked(struct sock *s, struct core_conn_params *p,
 	p->oobinline = s->oobinline;
 	p->cb = sock_core_event;
 	p->cb_ctx = s;
-	/* The prefixes of the interface holding the local address (wire-formats.md 3.3),
-	 * from the cache (prefix.c). */
+	/* The prefixes of the interface holding the local address (docs/protocol/wire-formats.md
+	 * 3.3), from the cache (prefix.c). */
 	int n = sock_prefixes((const struct sockaddr *)&p->local, pfx, maxpfx);
 	p->prefixes = n ? pfx : NULL;
 	p->nprefixes = n;

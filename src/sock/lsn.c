@@ -1,5 +1,5 @@
 /* lsn.c: the accept queue of an smcr listener: CLC handshakes of many clients run at once,
- * and accept returns the first that completed (procedures.md 2.3; project issue 4;
+ * and accept returns the first that completed (docs/protocol/procedures.md 2.3; project issue 4;
  * docs/parts/connect.md "Accept").
  *
  * Why: TCP's accept returns established connections in arrival order, whatever each client
@@ -22,8 +22,8 @@
  *     TCP file stays there, fd_is_tcp, plus a hidden dup the handshake uses), driven by the
  *     progress thread like any background handshake (hs.c).
  *   - A child that ends in SMC-R or TCP moves from pending to ready; one that fails is
- *     dropped (reset, closed; never handed to the program, procedures.md 2.3): a malformed
- *     message at once, a silent client after the server's wait (SMCR_SERVER_WAIT_MS: TCP
+ *     dropped (reset, closed; never handed to the program, docs/protocol/procedures.md 2.3): a
+ *     malformed message at once, a silent client after the server's wait (SMCR_SERVER_WAIT_MS: TCP
  *     fallback, nothing was read), a client silent after its Proposal after the CLC wait.
  *   - accept pops the oldest ready child and applies accept4's flags to it.
  *
@@ -492,8 +492,8 @@ void lsn_child_done_locked(struct sock *c)
 		lsn_ready_locked(ls, c);
 	pthread_mutex_unlock(&ls->lq_lock);
 	if (!keep) {
-		/* Never handed to the program (procedures.md 2.3). The queue's reference may be
-		 * the last and we hold c's lock: end it on the progress thread. */
+		/* Never handed to the program (docs/protocol/procedures.md 2.3). The queue's
+		 * reference may be the last and we hold c's lock: end it on the progress thread. */
 		LOG_INFO("sock", "accept: dropped a client whose handshake failed (fd %d)", c->fd);
 		if (progress_call(lsn_drop_call, c) < 0)
 			LOG_ERR("sock", "fd %d: cannot queue the drop; leaked", c->fd);
@@ -744,7 +744,7 @@ static int lsn_wait(struct sock *ls, struct lsn_drive *d, uint64_t deadline)
 	 * for a new connection, the server is idle (the client is between two connections).
 	 * In the wait for a Confirm it is not: the client answers our Accept within ~10 µs,
 	 * and the closes (one TCP socket's ~12 µs) delayed the Confirm's step, the answer
-	 * and the connection (docs/parts/connect.md Round 10: ~15 % of the connect rate). */
+	 * and the connection (docs/history/connect.md Round 10: ~15 % of the connect rate). */
 	if (d->n == 0)
 		closeq_drain(CLOSEQ_WAIT_MAX);
 	/* Idle (no handshake in flight), a short spin for the next connection too: a client

@@ -1,5 +1,5 @@
 /* prefix.c: the IP prefixes of the interface a connection uses, for the Proposal's IP area
- * and the server's prefix check (wire-formats.md 3.3; sock.h sock_prefixes).
+ * and the server's prefix check (docs/protocol/wire-formats.md 3.3; sock.h sock_prefixes).
  *
  * getifaddrs() is a netlink dump (a socket, several messages, a close: tens of
  * microseconds and most of the kernel's per-connection work in a connect-rate profile,

@@ -1,4 +1,4 @@
-/* progress.h: the one progress thread of the process (ENGINE.md decision 3).
+/* progress.h: the one progress thread of the process (docs/design/engine-decisions.md decision 3).
  *
  * Started lazily (progress_start, by the first smcr socket), it sleeps in epoll_wait on:
  *   - fds registered with progress_watch: the engine's completion and timer fds and the
@@ -77,7 +77,7 @@ void progress_timer_init(struct prog_timer *t, prog_fn fn, void *arg);
 SMCR_MUST_CHECK int progress_timer_arm(struct prog_timer *t, uint64_t deadline_ns);
 /* Arms t only if that needs no kick: the progress thread is awake (it reads the timers
  * before it sleeps) or will wake by deadline_ns anyway. 0: armed; -1: not armed (nothing
- * changed; the caller does without). For data.c's hold (mode branch), which must not
+ * changed; the caller does without). For data.c's hold, which must not
  * cost the wake-up it saves. */
 int progress_timer_arm_quiet(struct prog_timer *t, uint64_t deadline_ns);
 /* True while armed (not yet popped for running). */
@@ -101,7 +101,8 @@ void progress_kick(void);
  * no timer insert: a post taken by the thread before it sleeps or seen to be covered by
  * its sleep's end costs two atomic loads; a kick only when the thread sleeps past at_ns
  * (once per such sleep). Any thread; a no-op on the progress thread itself (its hook runs
- * before it sleeps). Added by conns4 (docs/parts/conns.md "Round 4"). */
+ * before it sleeps). docs/parts/conns.md "The held spin and the progress thread standing
+ * back". */
 void progress_due_by(uint64_t at_ns);
 
 /* Loop turns so far (tests: the thread sleeps when idle). */

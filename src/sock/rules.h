@@ -1,5 +1,5 @@
-/* rules.h: which connections use SMC-R, by explicit configuration (ENGINE.md decision 5;
- * the syntax is documented for users in docs/CONFIG.md, libsdp-style).
+/* rules.h: which connections use SMC-R, by explicit configuration (docs/design/engine-decisions.md
+ * decision 5; the syntax is documented for users in docs/CONFIG.md, libsdp-style).
  *
  *   use <smc|tcp|smc-only> <client|server|both> <program-glob> <address>[:<ports>]
  *

@@ -1,5 +1,5 @@
 /* sig.h: the program-visible fd of an SMC-R connection and how the engine drives its
- * readiness (ENGINE.md decision 2; docs/parts/sock.md "Readiness").
+ * readiness (docs/design/engine-decisions.md decision 2; docs/parts/sock.md "Readiness").
  *
  * An SMC-R connection's fd is the "program end" (prog) of an AF_UNIX SOCK_STREAM socket
  * pair; the engine holds the other, "signal end" (end), at a hidden high fd number. The
@@ -76,8 +76,8 @@ struct sig {
 			       * may not show it yet. Set and cleared under the lock around the
 			       * send; read without it by sig_readable_if_none's fast path, which
 			       * must not take "tokens > 0" for "POLLIN is on" while the byte is
-			       * still on its way (hold branch: a program's poll right after its
-			       * receive missed POLLIN with bytes left, docs/parts/hold.md) */
+			       * still on its way (else a program's poll right after its receive
+			       * could miss POLLIN with bytes left, docs/parts/hold.md) */
 	unsigned filled;      /* bytes queued from prog towards end (POLLOUT off when > 0) */
 	_Atomic bool out_blocked; /* sig_block_out done and not undone */
 	bool rdhup;	      /* shutdown(end, SHUT_WR) done */
@@ -102,7 +102,7 @@ SMCR_MUST_CHECK int sig_install(struct sig *s, int target, bool cloexec);
 /* Closes end (if still open). prog belongs to the program's fd and is closed by its owner.
  * Frees the lock. */
 void sig_close(struct sig *s);
-/* sig_close, with end's close done later (closeq.h; closeq branch): true when end was
+/* sig_close, with end's close done later (closeq.h): true when end was
  * queued (the caller calls sock_reap_soon). */
 bool sig_close_later(struct sig *s);
 

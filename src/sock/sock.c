@@ -1,6 +1,6 @@
 /* sock.c: smcr socket objects: the type-stable pool, lookup and references, the fd swaps
- * of ENGINE.md decision 2 and how the engine's readiness reaches the program's fd (rules
- * and locks in sock.h, readiness mechanism in sig.h). */
+ * of docs/design/engine-decisions.md decision 2 and how the engine's readiness reaches the
+ * program's fd (rules and locks in sock.h, readiness mechanism in sig.h). */
 #define _GNU_SOURCE
 #include "sock/sock.h"
 #include "sock/statsrv.h"
@@ -304,7 +304,7 @@ void sock_apply_events(struct sock *s, unsigned ev, unsigned raised, bool from_p
 	/* EOF (the peer's C or D): sig_rdhup below shuts end's write side, which shows prog
 	 * POLLIN|POLLRDHUP for good and wakes prog's waiters (a new EPOLLET edge, a direct
 	 * sleeper), so the token that would go first is one send for nothing: once per
-	 * connection, on the path of a short connection's close (connect4, connect.md Round 4). */
+	 * connection, on the path of a short connection's close. */
 	bool eof = ev & CORE_EV_RDHUP;
 	if (raised & (CORE_EV_IN | CORE_EV_IN_NEW)) {
 		if (!eof)

@@ -12,7 +12,8 @@
  *    │  └──────fallback──► TCP
  *    └─────────failure───► FAILED
  *
- * The fd the program holds (ENGINE.md decision 2; sig.h for the readiness rules):
+ * The fd the program holds (docs/design/engine-decisions.md decision 2; sig.h for the readiness
+ * rules):
  *   NEW, LISTEN, TCP: the kernel TCP socket itself (tcp == fd); calls pass through.
  *   HANDSHAKE: a placeholder socket pair end with no readiness (sig filled, no tokens); the
  *     TCP socket is at a hidden number (tcp). DEVIATION from decision 2 (which keeps the TCP
@@ -114,7 +115,7 @@ struct sock {
 	struct sig sig;			  /* (own lock) the program end's readiness */
 	/* Threads spinning in a receive on this socket (SOCK_RX_SPIN_ONE each) and
 	 * SOCK_RX_DEFERRED: an arrival's POLLIN token was not written because a spinner
-	 * will take the data (data.c "Deferred tokens"; added by the ready branch). Atomic:
+	 * will take the data (data.c "Deferred tokens"). Atomic:
 	 * program threads and the engine's callback. */
 	_Atomic unsigned rx_spin;
 	/* (L) The wait policy's state of blocking receives ([0]) / sends ([1]) on this
@@ -288,7 +289,7 @@ bool sock_close_alias_locked(struct sock *s, int fd);
 struct core_engine *sock_engine_if_up(void);
 /* At most this many CQ fds (one per device) for a direct sleeper (engine.c). */
 #define SOCK_ENGINE_FDS_MAX 8
-/* Direct wake (engine.c "Direct wake", mode branch): one program thread at a time sleeps
+/* Direct wake (engine.c "Direct wake"): one program thread at a time sleeps
  * on the CQ fds and its program fd (fd, EPOLLIN or EPOLLOUT when out) and takes the
  * completions itself; the progress thread is then not woken for them. begin: false when
  * another thread owns it or it is off (sleep the usual way); serial: the socket's
@@ -450,8 +451,8 @@ bool sock_epoll_has_smcr(int epfd);
 
 /* ---- helpers ---- */
 
-/* The prefixes of the interface holding local (wire-formats.md 3.3), from a cache of the
- * interface addresses (getifaddrs) refreshed when older than SOCK_PFX_TTL_NS, or on a miss
+/* The prefixes of the interface holding local (docs/protocol/wire-formats.md 3.3), from a cache of
+ * the interface addresses (getifaddrs) refreshed when older than SOCK_PFX_TTL_NS, or on a miss
  * once it is older than SOCK_PFX_MISS_NS. Returns how many were written (0: none known). */
 int sock_prefixes(const struct sockaddr *local, struct core_ip_prefix *out, int max);
 #define SOCK_PFX_TTL_NS 1000000000ull

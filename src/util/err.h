@@ -2,7 +2,7 @@
  *
  * Internal functions return 0 on success or a negative code -SMCR_E_x. Each code
  * carries the errno a program would see, the CLC decline diagnosis code where one
- * applies (wire-formats.md 5.2) and a message. Translation to errno happens only
+ * applies (docs/protocol/wire-formats.md 5.2) and a message. Translation to errno happens only
  * through smcr_err_errno(). */
 #ifndef SMCR_UTIL_ERR_H
 #define SMCR_UTIL_ERR_H

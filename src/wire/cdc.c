@@ -1,4 +1,4 @@
-/* cdc.c: the CDC message codec (wire-formats.md 7) and its state-free receive checks
+/* cdc.c: the CDC message codec (docs/protocol/wire-formats.md 7) and its state-free receive checks
  * (7.1). Offsets in the comments are from the type byte. */
 #include "wire/cdc.h"
 

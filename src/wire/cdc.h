@@ -1,5 +1,5 @@
 /* cdc.h: host-side struct and codec of the 44-byte CDC message, type 0xFE
- * (wire-formats.md 7), with the receive checks of 7.1 that need no connection state
+ * (docs/protocol/wire-formats.md 7), with the receive checks of 7.1 that need no connection state
  * (length, length byte, type, non-zero alert token). Sequence-number and cursor rules live in
  * wire/curs.h; finding the connection and the F/validation logic belong to core.
  *

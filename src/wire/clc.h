@@ -1,4 +1,4 @@
-/* clc.h: the four CLC messages of SMC-R v1 (wire-formats.md 2-5; RFC 7609 App. A.2).
+/* clc.h: the four CLC messages of SMC-R v1 (docs/protocol/wire-formats.md 2-5; RFC 7609 App. A.2).
  *
  * CLC messages travel inside the TCP stream before any data: Proposal (client -> server),
  * Accept (server -> client), Confirm (client -> server), Decline (either way, any time during

@@ -1,6 +1,6 @@
 /* clc_accept.c: the SMC-R v1 Accept (server -> client) and Confirm (client -> server), the
- * same 68-byte layout (wire-formats.md 4, value encodings 8.1/8.2/8.4). v2 (version >= 2,
- * >= 108 bytes) and SMC-D (path 1, 48 bytes) are recognised and rejected with their own
+ * same 68-byte layout (docs/protocol/wire-formats.md 4, value encodings 8.1/8.2/8.4). v2 (version
+ * >= 2, >= 108 bytes) and SMC-D (path 1, 48 bytes) are recognised and rejected with their own
  * errors; path bits 2/3 are malformed (2.2, Linux smc_clc_msg_acc_conf_valid). */
 #include "wire/clc_internal.h"
 

@@ -1,5 +1,5 @@
-/* clc_codes.c: the CLC peer diagnosis codes of a Decline (wire-formats.md 5.2): every code
- * Linux 6.x sends (smc_clc.h SMC_CLC_DECL_*), with its Linux name and meaning, and the
+/* clc_codes.c: the CLC peer diagnosis codes of a Decline (docs/protocol/wire-formats.md 5.2): every
+ * code Linux 6.x sends (smc_clc.h SMC_CLC_DECL_*), with its Linux name and meaning, and the
  * Linux 4.11 codes that differ, so a Decline from any Linux version can be named. */
 #include "wire/clc.h"
 

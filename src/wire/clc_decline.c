@@ -1,6 +1,6 @@
-/* clc_decline.c: the CLC Decline, either direction (wire-formats.md 5.1, 5.3): 28 bytes in
- * version 1, 44 bytes in version >= 2 (four more diagnosis words, OS type); out-of-sync flag
- * in byte 7; path bits 2/3 malformed (2.2, Linux smc_clc_msg_decl_valid). The diagnosis
+/* clc_decline.c: the CLC Decline, either direction (docs/protocol/wire-formats.md 5.1, 5.3): 28
+ * bytes in version 1, 44 bytes in version >= 2 (four more diagnosis words, OS type); out-of-sync
+ * flag in byte 7; path bits 2/3 malformed (2.2, Linux smc_clc_msg_decl_valid). The diagnosis
  * code itself is not validated: receivers treat every value alike (5.2). */
 #include "wire/clc_internal.h"
 

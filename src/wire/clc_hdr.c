@@ -1,6 +1,6 @@
 /* clc_hdr.c: CLC framing, the 8-byte header and 4-byte trailer of every CLC message
- * (wire-formats.md 2.1, 2.2, and the receive checks of 2.4; RFC 7609 App. A.2: eyecatcher
- * validated at both ends, reserved fields not validated). */
+ * (docs/protocol/wire-formats.md 2.1, 2.2, and the receive checks of 2.4; RFC 7609 App. A.2:
+ * eyecatcher validated at both ends, reserved fields not validated). */
 #include "wire/clc_internal.h"
 
 static int eye_get(uint32_t v, enum clc_eye *eye)

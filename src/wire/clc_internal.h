@@ -1,5 +1,6 @@
 /* clc_internal.h: helpers shared by the clc_*.c codecs (not for other units): the frame
- * (header + trailer, wire-formats.md 2.1) reader and writer and the byte-7 bit masks (2.2). */
+ * (header + trailer, docs/protocol/wire-formats.md 2.1) reader and writer and the byte-7 bit masks
+ * (2.2). */
 #ifndef SMCR_WIRE_CLC_INTERNAL_H
 #define SMCR_WIRE_CLC_INTERNAL_H
 

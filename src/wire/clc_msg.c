@@ -1,5 +1,5 @@
-/* clc_msg.c: any CLC message (wire-formats.md 2-5): decode by the type byte, encode by the
- * struct's type, and field-by-field equality for round-trip checks. */
+/* clc_msg.c: any CLC message (docs/protocol/wire-formats.md 2-5): decode by the type byte, encode
+ * by the struct's type, and field-by-field equality for round-trip checks. */
 #include "wire/clc_internal.h"
 
 #include <string.h>

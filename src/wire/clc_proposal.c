@@ -1,4 +1,5 @@
-/* clc_proposal.c: the CLC Proposal, client -> server (wire-formats.md 3; RFC 7609 App. A.2).
+/* clc_proposal.c: the CLC Proposal, client -> server (docs/protocol/wire-formats.md 3; RFC 7609
+ * App. A.2).
  *
  * Decodes the classic RFC layout (version 1, any optional-area length N), Linux's
  * version-2-marked Proposals (>= 5.10: 40-byte SMC-D area always present, IP area only when

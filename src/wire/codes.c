@@ -1,4 +1,4 @@
-/* codes.c: RMBE size and QP MTU encodings (wire-formats.md 8.1, 8.2). */
+/* codes.c: RMBE size and QP MTU encodings (docs/protocol/wire-formats.md 8.1, 8.2). */
 #include "wire/codes.h"
 
 uint64_t wire_rmbe_size(unsigned code)

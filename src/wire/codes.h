@@ -1,4 +1,4 @@
-/* codes.h: the 4-bit value encodings of SMC-R (wire-formats.md 8.1, 8.2).
+/* codes.h: the 4-bit value encodings of SMC-R (docs/protocol/wire-formats.md 8.1, 8.2).
  * RMBE size code c means 2^(c+14) bytes; QP MTU code n means 2^(7+n) bytes (1..5). */
 #ifndef SMCR_WIRE_CODES_H
 #define SMCR_WIRE_CODES_H

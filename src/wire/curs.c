@@ -1,12 +1,14 @@
-/* curs.c: ring-cursor arithmetic (wire-formats.md 7.1, 7.2, 8.3; procedures.md 4.2-4.5).
- * See curs.h for the contract and the TCP equivalent of each helper. */
+/* curs.c: ring-cursor arithmetic (docs/protocol/wire-formats.md 7.1, 7.2, 8.3;
+ * docs/protocol/procedures.md 4.2-4.5). See curs.h for the contract and the TCP equivalent of each
+ * helper. */
 #include "wire/curs.h"
 
 /* Bytes from old to new in a ring of size bytes (Linux smc_curs_diff), exact while they are
  * at most one lap apart; 0 if new is behind. */
 static uint64_t curs_diff(struct curs old, struct curs new_, uint32_t size)
 {
-	/* procedures.md 4.2; negative results (new behind old) count as 0, as in Linux. */
+	/* docs/protocol/procedures.md 4.2; negative results (new behind old) count as 0, as in
+	 * Linux. */
 	int64_t d;
 	if (old.wrap == new_.wrap)
 		d = (int64_t)new_.count - (int64_t)old.count;

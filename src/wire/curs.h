@@ -15,8 +15,8 @@
 
 #include "util/err.h"
 
-/* A position in one RMBE ring (wire-formats.md 8.3). count is a byte offset, 0 <= count <
- * ring size; wrap counts the times count went from size back to 0, modulo 65536. */
+/* A position in one RMBE ring (docs/protocol/wire-formats.md 8.3). count is a byte offset, 0 <=
+ * count < ring size; wrap counts the times count went from size back to 0, modulo 65536. */
 struct curs {
 	uint16_t wrap;
 	uint32_t count;
@@ -59,14 +59,14 @@ struct curs_chunk {
 };
 
 /* Splits len bytes starting at ring offset off of a ring of size bytes into at most two
- * contiguous pieces: [off, min(off+len, size)) then [0, rest) (procedures.md 4.3 step 2,
- * 4.4). Returns the number of pieces (0 when len is 0, 1 or 2), or -SMCR_E_INVAL if size
+ * contiguous pieces: [off, min(off+len, size)) then [0, rest) (docs/protocol/procedures.md 4.3 step
+ * 2, 4.4). Returns the number of pieces (0 when len is 0, 1 or 2), or -SMCR_E_INVAL if size
  * is 0, off >= size or len > size. The pieces cover exactly len bytes, in ring order.
  * TCP: copying across the end of a circular receive buffer. */
 SMCR_MUST_CHECK int curs_split(uint32_t off, uint32_t len, uint32_t size,
 			       struct curs_chunk out[2]);
 
-/* CDC sequence numbers (wire-formats.md 7.2): 16-bit, compared by signed difference.
+/* CDC sequence numbers (docs/protocol/wire-formats.md 7.2): 16-bit, compared by signed difference.
  * seq16_diff(a, b) is a - b as a signed 16-bit value (-32768..32767);
  * seq16_older(a, b) is true when a is strictly older than b (equal is not older, and is
  * processed again per 7.1). TCP: SEQ_LT on a 16-bit sequence space (RFC 1982). */

@@ -1,5 +1,5 @@
-/* llc.c: the LLC common header and the type dispatch (wire-formats.md 6.1): length and
- * type checks, v1/v2/CDC/unknown classification, the per-type operations table, names
+/* llc.c: the LLC common header and the type dispatch (docs/protocol/wire-formats.md 6.1): length
+ * and type checks, v1/v2/CDC/unknown classification, the per-type operations table, names
  * for logs and smcr-decode. The type bodies are in llc_link.c and llc_rkey.c. */
 #include "wire/llc.h"
 
@@ -33,8 +33,8 @@ enum llc_kind llc_kind_of(uint8_t type)
 	switch (type) {
 	case LLC_TYPE_CDC:
 		return LLC_KIND_CDC;
-	/* SMC-R v2 types Linux registers handlers for (6.1 table; linux-interop.md 11).
-	 * 0x23 and 0x28 are not among them: unknown. */
+	/* SMC-R v2 types Linux registers handlers for (6.1 table; docs/protocol/linux-interop.md
+	 * 11). 0x23 and 0x28 are not among them: unknown. */
 	case 0x21: case 0x22: case 0x24: case 0x25: case 0x26: case 0x27: case 0x29:
 		return LLC_KIND_V2;
 	default:

@@ -1,11 +1,11 @@
 /* llc.h: host-side structs and the 44-byte codec of the eight SMC-R v1 LLC messages
- * (wire-formats.md 6: 6.1 header, 6.2 CONFIRM LINK, 6.3 ADD LINK, 6.4 ADD LINK
+ * (docs/protocol/wire-formats.md 6: 6.1 header, 6.2 CONFIRM LINK, 6.3 ADD LINK, 6.4 ADD LINK
  * CONTINUATION, 6.5 DELETE LINK, 6.6 CONFIRM RKEY, 6.7 CONFIRM RKEY CONTINUATION,
  * 6.8 DELETE RKEY, 6.9 TEST LINK), requests and responses alike.
  *
  * The protocol sees only these structs; byte order, offsets and bit positions live in the
- * codec (STYLE.md 5). llc_decode validates everything wire-formats.md 6 lists and returns a
- * distinct -SMCR_E_LLC_* code per violation (src/util/errors/llc.def); reserved bytes and
+ * codec (STYLE.md 5). llc_decode validates everything docs/protocol/wire-formats.md 6 lists and
+ * returns a distinct -SMCR_E_LLC_* code per violation (src/util/errors/llc.def); reserved bytes and
  * reserved flag bits are ignored on receive and sent as zeros. llc_encode checks the same
  * rules (plus field ranges the wire cannot express), so whatever it writes llc_decode
  * accepts, and decode -> encode -> decode gives an equal struct (llc_msg_equal).
@@ -21,7 +21,7 @@
 #include "util/err.h"
 #include "wire/types.h"
 
-#define LLC_MSG_LEN 44		/* every v1 LLC message, and byte 1 (wire-formats.md 6.1) */
+#define LLC_MSG_LEN 44		/* every v1 LLC message, and byte 1 (docs/protocol/wire-formats.md 6.1) */
 #define LLC_FLAG_RESP 0x80	/* byte 3, all types: this is a response */
 
 /* Type byte (offset 0) of the v1 messages. */
@@ -38,7 +38,7 @@ enum llc_type {
 
 #define LLC_TYPE_CDC 0xFE	/* same receive queue: the CDC message (wire/cdc.h) */
 
-/* What a received type byte is (wire-formats.md 6.1): lets the receive path and
+/* What a received type byte is (docs/protocol/wire-formats.md 6.1): lets the receive path and
  * smcr-decode dispatch before decoding. */
 enum llc_kind {
 	LLC_KIND_V1,		/* one of enum llc_type: llc_decode it */
@@ -196,12 +196,12 @@ SMCR_MUST_CHECK int llc_encode(const struct llc_msg *m, uint8_t out[LLC_MSG_LEN]
 /* Field-by-field equality of two messages (type, resp and the type's member only). */
 bool llc_msg_equal(const struct llc_msg *a, const struct llc_msg *b);
 
-/* CONFIRM LINK acceptance rule of Linux (wire-formats.md 6.2): the peer must declare "no
- * RMBE eyecatchers" (either bit of 0x03). 0, or -SMCR_E_LLC_RMBE_EYECATCHERS whose decline
+/* CONFIRM LINK acceptance rule of Linux (docs/protocol/wire-formats.md 6.2): the peer must declare
+ * "no RMBE eyecatchers" (either bit of 0x03). 0, or -SMCR_E_LLC_RMBE_EYECATCHERS whose decline
  * code is 0x03050000. */
 SMCR_MUST_CHECK int llc_confirm_link_check_eyec(const struct llc_confirm_link *cl);
 
-/* ADD LINK reject exactly as Linux sends it (wire-formats.md 6.3,
+/* ADD LINK reject exactly as Linux sends it (docs/protocol/wire-formats.md 6.3,
  * smc_llc_cli_add_link_reject): the request's 44 bytes echoed with byte 2 = reason & 0x0F
  * and byte 3 |= 0xC0. Works on raw bytes so a request that failed llc_decode (say, an
  * invalid MTU code) can still be rejected. req and out may be the same buffer. */

@@ -1,6 +1,6 @@
 /* llc_impl.h: internal to the LLC codec (llc.c, llc_link.c, llc_rkey.c): the per-type
  * operations table that llc.c dispatches through (STYLE.md 10), and the wire offsets
- * shared by every type (wire-formats.md 6.1). Not for use outside src/wire/llc*.c. */
+ * shared by every type (docs/protocol/wire-formats.md 6.1). Not for use outside src/wire/llc*.c. */
 #ifndef SMCR_WIRE_LLC_IMPL_H
 #define SMCR_WIRE_LLC_IMPL_H
 

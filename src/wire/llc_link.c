@@ -1,6 +1,7 @@
-/* llc_link.c: bodies of the link-management LLC messages: CONFIRM LINK (wire-formats.md
- * 6.2), ADD LINK (6.3), ADD LINK CONTINUATION (6.4), DELETE LINK (6.5), TEST LINK (6.9).
- * Each body is offsets 4..43; the comment at each read gives the spec offset. */
+/* llc_link.c: bodies of the link-management LLC messages: CONFIRM LINK
+ * (docs/protocol/wire-formats.md 6.2), ADD LINK (6.3), ADD LINK CONTINUATION (6.4), DELETE LINK
+ * (6.5), TEST LINK (6.9). Each body is offsets 4..43; the comment at each read gives the spec
+ * offset. */
 #include <string.h>
 
 #include "wire/codes.h"
@@ -146,9 +147,9 @@ static int al_validate(const struct llc_msg *m)
 	if (al->mtu > WIRE_MTU_CODE_MAX)	/* 8.2: 1..5; 6..15 never valid */
 		return -SMCR_E_LLC_AL_BAD_MTU;
 	/* A request may carry link number 0 and MTU 0: the client's "please add a link"
-	 * hint does (procedures.md 3.2), and a request with MTU 0 must still decode so it can
-	 * be rejected (Linux does). A reject echoes the request, so it may too. An accepting
-	 * response names the new link and the agreed MTU. */
+	 * hint does (docs/protocol/procedures.md 3.2), and a request with MTU 0 must still decode
+	 * so it can be rejected (Linux does). A reject echoes the request, so it may too. An
+	 * accepting response names the new link and the agreed MTU. */
 	if (m->resp && al->link_num == 0)
 		return -SMCR_E_LLC_AL_LINK_ZERO;
 	if (m->resp && !al->rejected && al->mtu == 0)
@@ -217,7 +218,8 @@ static int alc_enc(struct wcur *w, const struct llc_msg *m)
 
 static int alc_validate(const struct llc_msg *m)
 {
-	/* num_rkeys: any 0..255 (0 = "nothing left", still sent, procedures.md 3.2). */
+	/* num_rkeys: any 0..255 (0 = "nothing left", still sent, docs/protocol/procedures.md
+	 * 3.2). */
 	return m->add_link_cont.link_num ? 0 : -SMCR_E_LLC_ALC_LINK_ZERO;
 }
 

@@ -1,4 +1,4 @@
-/* llc_rkey.c: bodies of the rkey LLC messages: CONFIRM RKEY (wire-formats.md 6.6),
+/* llc_rkey.c: bodies of the rkey LLC messages: CONFIRM RKEY (docs/protocol/wire-formats.md 6.6),
  * CONFIRM RKEY CONTINUATION (6.7), DELETE RKEY (6.8). Entries beyond a message's count
  * carry nothing: they are skipped on decode (left zero) and sent as zeros. */
 #include <string.h>

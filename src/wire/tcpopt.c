@@ -1,5 +1,5 @@
-/* tcpopt.c: encode, decode and find the SMC TCP experimental option (wire-formats.md 1;
- * RFC 7609 App. A.1; Linux tcp_input.c smc_parse_options for the receive rule). */
+/* tcpopt.c: encode, decode and find the SMC TCP experimental option (docs/protocol/wire-formats.md
+ * 1; RFC 7609 App. A.1; Linux tcp_input.c smc_parse_options for the receive rule). */
 #include "wire/tcpopt.h"
 
 static const uint8_t smc_opt[TCPOPT_SMC_LEN] = {

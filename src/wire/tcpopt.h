@@ -1,4 +1,5 @@
-/* tcpopt.h: the SMC TCP experimental option (wire-formats.md 1; RFC 7609 App. A.1, RFC 6994).
+/* tcpopt.h: the SMC TCP experimental option (docs/protocol/wire-formats.md 1; RFC 7609 App. A.1,
+ * RFC 6994).
  *
  * Kind 254, length 6, 32-bit ExID 0xE2D4C3D9 ("SMCR" in EBCDIC), nothing after it. A client
  * puts it in its SYN, a server in its SYN-ACK; SMC is attempted only if both carried it.

@@ -1,4 +1,4 @@
-/* types.h: field types shared by several SMC-R messages (wire-formats.md 2.3, 8.4):
+/* types.h: field types shared by several SMC-R messages (docs/protocol/wire-formats.md 2.3, 8.4):
  * GID, MAC, peer ID, and their cursor readers/writers. Host-side structs only; byte order
  * lives in the get/put functions. */
 #ifndef SMCR_WIRE_TYPES_H
@@ -10,7 +10,7 @@
 
 #define WIRE_GID_LEN 16
 #define WIRE_MAC_LEN 6
-#define WIRE_PEER_ID_LEN 8	/* 2-byte instance number + 6-byte MAC (wire-formats.md 2.3) */
+#define WIRE_PEER_ID_LEN 8	/* 2-byte instance number + 6-byte MAC (docs/protocol/wire-formats.md 2.3) */
 
 struct wire_gid {
 	uint8_t b[WIRE_GID_LEN];	/* as in the GID table, e.g. fe80::9a03:9bff:fe00:1 */
@@ -20,7 +20,7 @@ struct wire_mac {
 	uint8_t b[WIRE_MAC_LEN];
 };
 
-/* Names an SMC-R instance (one per smcr process, linux-interop.md 5). */
+/* Names an SMC-R instance (one per smcr process, docs/protocol/linux-interop.md 5). */
 struct wire_peer_id {
 	uint16_t instance;
 	struct wire_mac mac;

@@ -1,6 +1,6 @@
 /* test_bpf_matrix.c: both ends of every connection agree on "SMC or plain TCP"
- * (procedures.md 2.1; rules R1-R7 of src/bpf/smcr_opt.bpf.c), over 1000 connections per
- * case: both ends opted in, one end only, one end outside the covered cgroup, IPv4, IPv6,
+ * (docs/protocol/procedures.md 2.1; rules R1-R7 of src/bpf/smcr_opt.bpf.c), over 1000 connections
+ * per case: both ends opted in, one end only, one end outside the covered cgroup, IPv4, IPv6,
  * v4-mapped, SO_REUSEPORT with all and with some listeners opted in, two network
  * namespaces over a veth pair, and opt-ins that come too late. Each result is also
  * checked against the outcome the case must have, with its reason.

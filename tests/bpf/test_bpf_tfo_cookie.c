@@ -1,5 +1,5 @@
 /* test_bpf_tfo_cookie.c: the hard cases of src/bpf/smcr_opt.bpf.c, over 1000 connections
- * each, both ends always agreeing (procedures.md 2.1):
+ * each, both ends always agreeing (docs/protocol/procedures.md 2.1):
  *  - syncookies forced (net.ipv4.tcp_syncookies=2): never echo in cookie mode (R3);
  *  - every first SYN-ACK dropped (nft, in the test's namespace): retransmits repeat the
  *    echo from the request's saved SYN (R2);

@@ -1,4 +1,4 @@
-/* test_bpf_wire.c: the bytes on the wire (wire-formats.md 1). Captured with a raw
+/* test_bpf_wire.c: the bytes on the wire (docs/protocol/wire-formats.md 1). Captured with a raw
  * AF_PACKET socket on the server's end of a veth pair between two namespaces:
  *  - a SYN / SYN-ACK of opted-in sockets carries exactly fe 06 e2 d4 c3 d9, padded by the
  *    kernel to 8 bytes with two NOPs (01 01) and placed after every other option, and
@@ -215,7 +215,8 @@ static void tshark_check(const struct seg *syn, int family)
 	                       path);
 	unlink(path);
 	assert_int_equal(rc, 0);
-	/* Wireshark reads a 16-bit ExID (e2d4) followed by data c3d9 (wireshark.md). */
+	/* Wireshark reads a 16-bit ExID (e2d4) followed by data c3d9
+	 * (docs/protocol/wireshark.md). */
 	assert_non_null(strstr(out, "0xe2d4"));
 	assert_non_null(strstr(out, "c3d9"));
 }

@@ -1,7 +1,8 @@
 /* conf_lib.c: helpers shared by the conformance suite and the shm tests (hostile peer,
  * quiet, slow peer, populate, tune): open a "side" (device, PD, CQs, a remote-writable and a
- * local buffer), create and connect RC QPs with SMC-R's attribute values (procedures.md
- * 2.6), a connected pair and its teardown, post and wait; shm as the provider under test. */
+ * local buffer), create and connect RC QPs with SMC-R's attribute values
+ * (docs/protocol/procedures.md 2.6), a connected pair and its teardown, post and wait; shm as the
+ * provider under test. */
 #define _GNU_SOURCE
 #include "conf_lib.h"
 
@@ -109,7 +110,7 @@ void qp_init(struct dev_qp *q)
 	assert_int_equal(dev_modify_qp(q, &a, DEV_QP_MASK_INIT | DEV_QP_PKEY_INDEX), 0);
 }
 
-/* SMC-R's values (procedures.md 2.6). */
+/* SMC-R's values (docs/protocol/procedures.md 2.6). */
 void qp_rtr(struct dev_qp *q, const struct dev_gid *dgid, uint32_t dqpn)
 {
 	struct dev_qp_attr a = { .qp_state = DEV_QPS_RTR, .path_mtu = DEV_MTU_1024,

@@ -1,8 +1,8 @@
 /* conformance.c: the device-provider conformance suite (dev/dev.h semantics, RC rules 1-8),
  * one suite run against every provider of providers.def: `conformance <provider>`.
- * What SMC-R relies on (spec procedures.md 4.3, 4.7; linux-interop.md 6): RDMA WRITE then
- * SEND ordering on one QP, 44-byte inline solicited SENDs, up to two SGEs per WRITE,
- * remote access errors, flushes, and a peer that vanishes being noticed.
+ * What SMC-R relies on (docs/protocol/procedures.md 4.3, 4.7; docs/protocol/linux-interop.md 6):
+ * RDMA WRITE then SEND ordering on one QP, 44-byte inline solicited SENDs, up to two SGEs per
+ * WRITE, remote access errors, flushes, and a peer that vanishes being noticed.
  *
  * `conformance <provider> --peer <rfd> <wfd>` is the peer process of the "peer killed"
  * test (exec'd, so it is a clean process under every sanitizer). */
@@ -166,7 +166,8 @@ static void t_qp_states(void **state)
 	assert_int_equal(dev_destroy_qp(q), 0);
 }
 
-/* SEND with a solicited inline 44-byte message, as SMC-R's LLC/CDC (linux-interop.md 6). */
+/* SEND with a solicited inline 44-byte message, as SMC-R's LLC/CDC (docs/protocol/linux-interop.md
+ * 6). */
 static void t_send_inline(void **state)
 {
 	struct fx *f = *state;

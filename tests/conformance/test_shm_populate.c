@@ -1,5 +1,5 @@
 /* test_shm_populate.c: shm's WRITE populates the pages of a peer MR it is about to write
- * (shm_qp.c rmr_touch; docs/parts/conns.md Round 5), and nothing more.
+ * (shm_qp.c rmr_touch; docs/parts/conns.md "Memory"), and nothing more.
  *
  *   - the first 64 KiB WRITE into a fresh peer MR takes (almost) no page faults in the
  *     writing thread: its 16 pages were populated in one madvise call. Counted with the

@@ -1,11 +1,11 @@
 /* test_core_burst_close.c: many connections of one link group closed back to back
- * (procedures.md 5.1; close.c close_finished_locked). A link has CORE_SEND_SLOTS send
+ * (docs/protocol/procedures.md 5.1; close.c close_finished_locked). A link has CORE_SEND_SLOTS send
  * slots; a close whose C finds none is marked sent (CL_SENT_C) but goes out only when a
  * slot frees (tx.c wake_one walks the LG's slots). The connection must stay in its LG
  * until then: once detached it is out of that walk and its C is never sent, and the peer
  * holds the connection and its RMB for close_wait_ns (found with smcr-perf's conns test:
  * 1000 closes left ~890 of the server's connections waiting, and the next round made
- * new link groups; docs/parts/conns.md Round 5).
+ * new link groups).
  *
  * Two engines in one process, fake clock that never advances (so no close_wait_ns timer
  * can end a connection): the server closes all N connections (its Cs exceed the slots as

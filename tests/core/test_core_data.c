@@ -1,5 +1,5 @@
-/* test_core_data.c: the data path between two engines in one process (procedures.md 4):
- * every write size 1..4096, large transfers with random write and read sizes in both
+/* test_core_data.c: the data path between two engines in one process (docs/protocol/procedures.md
+ * 4): every write size 1..4096, large transfers with random write and read sizes in both
  * directions at once, the window (RMBE full -> AGAIN -> window update), iovecs, MSG_PEEK,
  * over both transmit paths: staged (provider inline 128 bytes, shm-like) and direct inline
  * WRITEs from the caller's buffer (provider inline 1 MiB), on the in-process loop provider
@@ -194,8 +194,8 @@ static void test_random_both_ways(void **state)
 	assert_int_equal(si.readable, 0);
 }
 
-/* procedures.md 4.3/4.5 with the send ring (docs/parts/sndbuf.md): the writer fills the
- * peer's RMBE exactly and then its own ring (64 KiB by default), gets AGAIN (B on the wire),
+/* docs/protocol/procedures.md 4.3/4.5 with the send ring (docs/parts/sndbuf.md): the writer fills
+ * the peer's RMBE exactly and then its own ring (64 KiB by default), gets AGAIN (B on the wire),
  * and the reader's window update (after reading more than 10 %) lets the engine write the
  * freed space from the ring, which makes room for the writer again. */
 static void test_window(void **state)

@@ -1,5 +1,5 @@
 /* test_core_sndbuf.c: the send ring, corking and close ordering of the engine
- * (docs/parts/sndbuf.md; procedures.md 4.1, 4.3, 4.6, 5.1) between two engines in one
+ * (docs/parts/sndbuf.md; docs/protocol/procedures.md 4.1, 4.3, 4.6, 5.1) between two engines in one
  * process with a fake clock, so every rule is checked deterministically:
  *   - the size rule (power of two, 16 KiB floor, 1 MiB cap, 64 KiB default);
  *   - a writer fills the peer's RMBE, then the ring, then gets AGAIN; the ring is written as

@@ -1,7 +1,7 @@
 /* test_core_threads.c: two engines in one process with the threading model sock uses
- * (ENGINE.md decision 3): one progress thread sleeping on the engines' fds, application
- * threads that send and receive concurrently on several connections and wait for the event
- * callback when the engine says AGAIN (and sometimes call progress themselves, as blocking
+ * (docs/design/engine-decisions.md decision 3): one progress thread sleeping on the engines' fds,
+ * application threads that send and receive concurrently on several connections and wait for the
+ * event callback when the engine says AGAIN (and sometimes call progress themselves, as blocking
  * calls do). Real clock. Checks every byte; run under TSan (label threads). */
 #define _GNU_SOURCE
 #include <setjmp.h>

@@ -1,4 +1,5 @@
-/* test_discovery.c: SMC-R discovery end to end (procedures.md 2.1; src/sock/discovery.h).
+/* test_discovery.c: SMC-R discovery end to end (docs/protocol/procedures.md 2.1;
+ * src/sock/discovery.h).
  *
  * Two forked peers in the test's own cgroup (bpfenv: T/in covered by the installed smcr
  * BPF programs, T/out not) and its own network namespace, talking over 127.0.0.1. A peer
@@ -447,7 +448,7 @@ static void test_offering_server_answers_garbage(void **state)
 {
 	(void)state;
 	/* the option said SMC, the Proposal went out, the answer is not CLC: the connect
-	 * fails (procedures.md 2.2: malformed -> EPROTO), quickly, no hang */
+	 * fails (docs/protocol/procedures.md 2.2: malformed -> EPROTO), quickly, no hang */
 	run((struct peer){ .kind = P_OPTIN, .covered = 1, .act = A_GARBAGE },
 	    (struct peer){ .kind = P_SMCR, .covered = 1 });
 	assert_true(sh->srv.data_ok); /* the server did get a Proposal */
@@ -461,7 +462,8 @@ static void test_offering_server_silent(void **state)
 {
 	(void)state;
 	/* the option said SMC but the peer never answers the Proposal: the CLC wait ends
-	 * (procedures.md 2.2, 6 s; 500 ms here) and the connect fails with ETIMEDOUT */
+	 * (docs/protocol/procedures.md 2.2, 6 s; 500 ms here) and the connect fails with
+	 * ETIMEDOUT */
 	run((struct peer){ .kind = P_OPTIN, .covered = 1, .act = A_SILENT },
 	    (struct peer){ .kind = P_SMCR, .covered = 1, .env = { "SMCR_CLC_WAIT_MS=500" } });
 	assert_true(sh->srv.data_ok);

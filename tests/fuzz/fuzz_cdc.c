@@ -1,5 +1,5 @@
-/* fuzz_cdc.c: libFuzzer target for cdc_decode (wire-formats.md 7). Any input: decode must
- * not crash or read outside it; if it decodes, encode must succeed and the bytes must
+/* fuzz_cdc.c: libFuzzer target for cdc_decode (docs/protocol/wire-formats.md 7). Any input: decode
+ * must not crash or read outside it; if it decodes, encode must succeed and the bytes must
  * decode to an equal message that encodes to the same bytes (abort otherwise). */
 #include <stddef.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
-/* fuzz_clc.c: libFuzzer target for the CLC decoders (wire-formats.md 2-5). Decode; if that
- * succeeds, encode, decode again and require the same message and the same bytes
+/* fuzz_clc.c: libFuzzer target for the CLC decoders (docs/protocol/wire-formats.md 2-5). Decode; if
+ * that succeeds, encode, decode again and require the same message and the same bytes
  * (tests/lib/clc_check.c aborts on a mismatch). Also peeks the header as a stream reader
  * would. Seed corpus: tests/fuzz/corpus/fuzz_clc/ (the golden vectors). */
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* fuzz_llc.c: libFuzzer target for llc_decode (wire-formats.md 6). Any input: decode
+/* fuzz_llc.c: libFuzzer target for llc_decode (docs/protocol/wire-formats.md 6). Any input: decode
  * must not crash or read outside it; if it decodes, encode must succeed and the bytes must
  * decode to an equal message that encodes to the same bytes (abort otherwise). */
 #include <stddef.h>

@@ -1,7 +1,7 @@
-/* test_core_clc.c: the CLC state machines (procedures.md 2.2-2.5): every decline path with
- * its diagnosis code (wire-formats.md 5.2), fallback with both reasons recorded, timeouts
- * (6 s CLC, 2 s + 1 s CONFIRM LINK) with time passed in, malformed and unexpected messages,
- * partial input, IPv4/IPv6 prefix matching, out-of-sync handling. */
+/* test_core_clc.c: the CLC state machines (docs/protocol/procedures.md 2.2-2.5): every decline path
+ * with its diagnosis code (docs/protocol/wire-formats.md 5.2), fallback with both reasons recorded,
+ * timeouts (6 s CLC, 2 s + 1 s CONFIRM LINK) with time passed in, malformed and unexpected
+ * messages, partial input, IPv4/IPv6 prefix matching, out-of-sync handling. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -179,7 +179,7 @@ static void test_timeouts(void **state)
 	core_conn_release(c, T0);
 }
 
-/* procedures.md 2.2/2.3: the client never answers CONFIRM LINK: the server waits 2 s,
+/* docs/protocol/procedures.md 2.2/2.3: the client never answers CONFIRM LINK: the server waits 2 s,
  * then 1 s for a Decline, then declines TIMEOUT_CL; both fall back; the new LGs go. */
 static void test_confirm_link_timeout(void **state)
 {
@@ -248,7 +248,8 @@ static void test_malformed(void **state)
 	assert_int_equal(r.out_len, 0);
 	core_conn_release(s, T0);
 
-	/* A Proposal with a broken trailer: framing error, no fallback (wire-formats.md 2.4). */
+	/* A Proposal with a broken trailer: framing error, no fallback
+	 * (docs/protocol/wire-formats.md 2.4). */
 	struct core_conn *c = new_conn(t->ce, CORE_CLIENT);
 	r = step(c, NULL, 0, false, T0);
 	uint8_t prop[CLC_PROPOSAL_LINUX_LEN];
@@ -414,7 +415,7 @@ static void test_declines(void **state)
 	assert_int_equal(st.lgs, 0);
 }
 
-/* wire-formats.md 5.3: a Decline with the out-of-sync flag for a reuse connection
+/* docs/protocol/wire-formats.md 5.3: a Decline with the out-of-sync flag for a reuse connection
  * terminates the LG it was to reuse (its other connections are reset). */
 static void test_out_of_sync_received(void **state)
 {
@@ -425,7 +426,7 @@ static void test_out_of_sync_received(void **state)
 	struct core_conn *c = new_conn(t->ce, CORE_CLIENT), *s = new_conn(t->se, CORE_SERVER);
 	struct core_clc_result r = step(c, NULL, 0, false, p1.now);
 	r = step(s, r.out, r.out_len, false, p1.now);
-	/* a new RMB: CONFIRM RKEY first (procedures.md 2.7), then the reuse Accept */
+	/* a new RMB: CONFIRM RKEY first (docs/protocol/procedures.md 2.7), then the reuse Accept */
 	assert_int_equal(r.status, CORE_CLC_WAIT_LINK);
 	assert_int_equal(r.out_len, 0);
 	cp_progress(&p1, 2);
@@ -447,7 +448,7 @@ static void test_out_of_sync_received(void **state)
 }
 
 /* No usable device (port down): a client sends a Decline instead of a Proposal, a server
- * declines the Proposal; both NOSMCRDEV 0x03030002 (wire-formats.md 5.2). */
+ * declines the Proposal; both NOSMCRDEV 0x03030002 (docs/protocol/wire-formats.md 5.2). */
 static void test_no_device(void **state)
 {
 	(void)state;

@@ -1,5 +1,5 @@
 /* test_core_fc_wait.c: a server holds a Proposal back while the same peer's first contact
- * is in progress (src/core/handshake.c on_proposal; procedures.md 2.5), so concurrent
+ * is in progress (src/core/handshake.c on_proposal; docs/protocol/procedures.md 2.5), so concurrent
  * handshakes of one client (the accept queue runs them at once, docs/parts/connect.md)
  * share one link group instead of making a second.
  *

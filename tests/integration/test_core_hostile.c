@@ -2,8 +2,9 @@
  * sends what a broken or hostile SMC-R stack might: bad and backward cursors, unknown tokens,
  * stale sequence numbers, data after "sending done", out-of-order and malformed LLC
  * messages, CONFIRM LINK without the no-eyecatcher flags. Every CDC/LLC must be validated
- * before it changes state (ENGINE.md "A hostile peer"); the engine survives, aborts only what
- * it must, and never writes outside the RMBE it was given (checked with guard areas). */
+ * before it changes state (docs/design/engine-decisions.md "A hostile peer"); the engine survives,
+ * aborts only what it must, and never writes outside the RMBE it was given (checked with guard
+ * areas). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -108,7 +109,7 @@ static void test_rmbe_eyecatcher(void **state)
 	(void)state;
 	struct fx x;
 	struct core_clc_result r = handshake(&x, 65536, 0, 2, 0x00);
-	/* wire-formats.md 6.2: no 0x03 flags -> Decline RMBE_EC, fallback. */
+	/* docs/protocol/wire-formats.md 6.2: no 0x03 flags -> Decline RMBE_EC, fallback. */
 	assert_int_equal(r.status, CORE_CLC_FALLBACK);
 	struct clc_msg m;
 	assert_int_equal(clc_decode(r.out, r.out_len, &m), 0);
@@ -230,7 +231,7 @@ static void test_llc_requests(void **state)
 	struct fx x;
 	setup_smc(&x);
 	uint8_t r[44];
-	/* TEST LINK: echoed with the response flag (procedures.md 3.5) */
+	/* TEST LINK: echoed with the response flag (docs/protocol/procedures.md 3.5) */
 	uint8_t tl[44] = { LLC_TEST_LINK, 44, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 };
 	assert_int_equal(fp_send(&x.fp, tl), 0);
 	progress(&x);
@@ -302,7 +303,7 @@ static void test_llc_requests(void **state)
 	done(&x);
 }
 
-/* Out-of-order LLC (procedures.md 3.1): the LG is terminated with DELETE LINK all,
+/* Out-of-order LLC (docs/protocol/procedures.md 3.1): the LG is terminated with DELETE LINK all,
  * reason "protocol violation", and its connections are reset. */
 static void violation(const uint8_t msg[44])
 {
@@ -457,8 +458,8 @@ static void test_peer_vanishes(void **state)
 	done(&x);
 }
 
-/* procedures.md 4.3/4.5: B on the wire when our data does not fit the peer's free space;
- * R from the peer gets a consumer-cursor CDC even below the 10 % threshold. */
+/* docs/protocol/procedures.md 4.3/4.5: B on the wire when our data does not fit the peer's free
+ * space; R from the peer gets a consumer-cursor CDC even below the 10 % threshold. */
 static void test_b_and_r_flags(void **state)
 {
 	(void)state;

@@ -2,7 +2,8 @@
  * half-close and EOF, close with C, abort with A (unread data, SO_LINGER 0), reuse of the LG
  * with and without CONFIRM RKEY (RMB pool), 255 connections per LG, the idle-LG timer, urgent
  * data as TCP presents it, TEST LINK, a vanished peer, engine teardown
- * (procedures.md 2.5, 2.7, 3.3, 3.5, 3.8, 4.6, 5). Time is passed in: timers run instantly. */
+ * (docs/protocol/procedures.md 2.5, 2.7, 3.3, 3.5, 3.8, 4.6, 5). Time is passed in: timers run
+ * instantly. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -152,7 +153,7 @@ static void test_abort_unread(void **state)
 	char b[64];
 	assert_int_equal(send_str(pp.cli, "unread", 0), 6);
 	cp_progress(&pp, 2);
-	/* procedures.md 5.1: close with unread data sends A. */
+	/* docs/protocol/procedures.md 5.1: close with unread data sends A. */
 	core_conn_close(pp.srv, false, pp.now);
 	struct core_conn_info si, ci;
 	core_conn_info(pp.srv, &si);
@@ -230,7 +231,7 @@ static void test_reuse(void **state)
 	assert_true(c1.first_contact);
 
 	/* A second connection while the first is open: same LG, a new RMB announced with
-	 * CONFIRM RKEY before the CLC message (procedures.md 2.7). */
+	 * CONFIRM RKEY before the CLC message (docs/protocol/procedures.md 2.7). */
 	struct loopdev_stats before, after;
 	loopdev_stats(&before);
 	connect_smc(&p2, ce, se);
@@ -308,7 +309,8 @@ static void test_sequential_1000(void **state)
 	core_engine_free(se);
 }
 
-/* procedures.md 6: 255 connections per LG, the 256th makes a new LG (first contact). */
+/* docs/protocol/procedures.md 6: 255 connections per LG, the 256th makes a new LG (first
+ * contact). */
 static void test_255_per_lg(void **state)
 {
 	(void)state;
@@ -356,8 +358,8 @@ static void test_255_per_lg(void **state)
 	core_engine_free(se);
 }
 
-/* procedures.md 3.8: an LG without connections is freed 600 s (server) / 610 s (client)
- * after its last connection ended, with DELETE LINK all + orderly. */
+/* docs/protocol/procedures.md 3.8: an LG without connections is freed 600 s (server) / 610 s
+ * (client) after its last connection ended, with DELETE LINK all + orderly. */
 static void test_idle_lg(void **state)
 {
 	(void)state;
@@ -399,7 +401,7 @@ static void test_idle_lg(void **state)
 	core_engine_free(se);
 }
 
-/* procedures.md 4.6: urgent data as TCP presents it. */
+/* docs/protocol/procedures.md 4.6: urgent data as TCP presents it. */
 static void test_urgent(void **state)
 {
 	(void)state;
@@ -451,7 +453,7 @@ static void test_urgent(void **state)
 	core_engine_free(se);
 }
 
-/* procedures.md 3.5: TEST LINK after 30 s idle, answered; unanswered -> link down. */
+/* docs/protocol/procedures.md 3.5: TEST LINK after 30 s idle, answered; unanswered -> link down. */
 static void test_testlink(void **state)
 {
 	(void)state;

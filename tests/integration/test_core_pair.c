@@ -1,6 +1,6 @@
 /* test_core_pair.c: the engine's vertical slice with two engines in one process
- * (procedures.md 2.2-2.6 first contact, 4 data path, 5 close), single-threaded over the
- * in-process provider, time passed in. */
+ * (docs/protocol/procedures.md 2.2-2.6 first contact, 4 data path, 5 close), single-threaded over
+ * the in-process provider, time passed in. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
 /* test_core_quietc.c: the quiet final C (core close.c "Quiet final C"; docs/parts/connect.md
- * "Round 4"), two engines in one process, no threads, time passed in:
+ * "Close"), two engines in one process, no threads, time passed in:
  *  - the server closes first (its C is solicited: a sleeping client is woken), the client
  *    then closes: its C, the final one, is sent unsolicited on a software device, so the
  *    server's CQ, armed for solicited completions as a sleeping progress thread leaves it,

@@ -1,6 +1,7 @@
 /* test_decode_cli.c: smcr-decode end to end (docs/parts/decode.md), run as a program:
- *   - every hex example of the spec (tests/vectors/spec/<name>.hex, wire-formats.md 3.6, 4, 9,
- *     wireshark.md 6.1) decodes with --json to the fields in the matching .json file;
+ *   - every hex example of the spec (tests/vectors/spec/<name>.hex, docs/protocol/wire-formats.md
+ *     3.6, 4, 9, docs/protocol/wireshark.md 6.1) decodes with --json to the fields in the matching
+ *     .json file;
  *   - every malformed vector (tests/vectors/malformed/<name>.hex, "# error: NAME") exits 2 with a
  *     one-line reason naming the codec error;
  *   - messages back to back (a CLC stream, LLC/CDC runs) are decoded one by one, also with a
@@ -128,7 +129,7 @@ static void test_spec_vectors_json(void **state)
 	char dir[2048], names[64][256];
 	snprintf(dir, sizeof(dir), "%s/tests/vectors/spec", srcdir);
 	size_t n = list_dir(dir, ".hex", names, 64);
-	assert_true(n >= 24);	/* every hex example of wire-formats.md 1, 3.6, 4, 9 + ws 6.1 */
+	assert_true(n >= 24);	/* every hex example of docs/protocol/wire-formats.md 1, 3.6, 4, 9 + ws 6.1 */
 	for (size_t i = 0; i < n; i++) {
 		char hex[2304], json[2304], expected[8192];
 		snprintf(hex, sizeof(hex), "%s/%s", dir, names[i]);
@@ -229,7 +230,7 @@ static void test_clc_stream_back_to_back(void **state)
 	n += load_hex("spec/accept_wireshark_recipe.hex", msg + n, sizeof(msg) - n);
 	size_t conf = n;
 	n += load_hex("spec/accept_wireshark_recipe.hex", msg + n, sizeof(msg) - n);
-	msg[conf + 4] = 3;	/* a Confirm: same layout (wire-formats.md 4) */
+	msg[conf + 4] = 3;	/* a Confirm: same layout (docs/protocol/wire-formats.md 4) */
 	msg[conf + 7] = 0x10;
 	size_t decl = n;
 	n += load_hex("spec/decline_syncerr_oos.hex", msg + n, sizeof(msg) - n);
@@ -377,7 +378,7 @@ static void test_hex_forms(void **state)
 	assert_non_null(strstr(r.err, "'0g' is not hex"));
 	runcmd_free(&r);
 
-	/* The SMC TCP option alone (wire-formats.md 1). */
+	/* The SMC TCP option alone (docs/protocol/wire-formats.md 1). */
 	assert_int_equal(runcmd(&r, "%s --json fe06e2d4c3d9", shq(decoder)), 0);
 	assert_int_equal(r.status, 0);
 	expect_line(r.out, 0,

@@ -1,6 +1,6 @@
 /* llc_golden.h: the LLC golden-vector steps the per-flow LLC unit tests share
- * (test_llc_link.c, test_llc_rkey.c): load a wire-formats.md 9 example by name, and decode
- * it with the check that the decoded message encodes back to the same 44 bytes. cmocka
+ * (test_llc_link.c, test_llc_rkey.c): load a docs/protocol/wire-formats.md 9 example by name, and
+ * decode it with the check that the decoded message encodes back to the same 44 bytes. cmocka
  * asserts: call them from cmocka tests only. */
 #ifndef SMCR_TESTS_LLC_GOLDEN_H
 #define SMCR_TESTS_LLC_GOLDEN_H

@@ -1,4 +1,4 @@
-/* llccdc_vectors.c: the LLC and CDC hex examples of wire-formats.md 9 (MAC
+/* llccdc_vectors.c: the LLC and CDC hex examples of docs/protocol/wire-formats.md 9 (MAC
  * 98:03:9b:00:00:0X, GID fe80::9a03:9bff:fe00:X; X = 1 client, 2 server). Where the spec
  * describes a variant in words ("byte 3 = 0x83", "rest zero") the bytes below are that
  * description applied; the source field says which. */

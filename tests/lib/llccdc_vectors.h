@@ -1,5 +1,5 @@
-/* llccdc_vectors.h: the LLC and CDC hex examples of wire-formats.md 9, as test vectors
- * (golden bytes for the codec tests, the fuzz seed corpora, and any tool test that wants
+/* llccdc_vectors.h: the LLC and CDC hex examples of docs/protocol/wire-formats.md 9, as test
+ * vectors (golden bytes for the codec tests, the fuzz seed corpora, and any tool test that wants
  * known-good 44-byte messages), plus a small deterministic PRNG for property tests. */
 #ifndef SMCR_TESTS_LLCCDC_VECTORS_H
 #define SMCR_TESTS_LLCCDC_VECTORS_H

@@ -1,5 +1,6 @@
 /* pcapw.c: classic pcap writer and Ethernet/IPv4/TCP and RoCE v1/v2 frame builders for tests
- * (see pcapw.h; framing per wire-formats.md 10 and wireshark.md 6.2-6.3). */
+ * (see pcapw.h; framing per docs/protocol/wire-formats.md 10 and docs/protocol/wireshark.md
+ * 6.2-6.3). */
 #include "pcapw.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* pcapw.h: test helper that writes classic pcap files (LINKTYPE_ETHERNET) and builds the
  * frames SMC-R travels in, so tests can hand our own encoded bytes to tshark and to
- * smcr-decode (wireshark.md 6.2-6.3, wire-formats.md 10):
+ * smcr-decode (docs/protocol/wireshark.md 6.2-6.3, docs/protocol/wire-formats.md 10):
  *   - Ethernet + IPv4 + TCP segments with correct IPv4/TCP checksums, and a small TCP flow
  *     helper (SYN / SYN-ACK / ACK handshake, then data with consistent seq/ack) so tshark
  *     reassembles the stream and runs its SMC heuristic on it;

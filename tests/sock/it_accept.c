@@ -171,7 +171,7 @@ static int echo_server(void *arg)
 		if (i == 0) {
 			/* listener + the stalled client, pending. A silent client may still be
 			 * in the kernel (TCP_DEFER_ACCEPT, lsn.c): then it holds none of our fds
-			 * yet; and under TSan at load 9 the settling (the normal client's LG to
+			 * yet; and under TSan on a loaded machine the settling (the normal client's LG to
 			 * go) can outlast the stalled one's CLC wait: then it was dropped
 			 * already. The socket count is read around the fd count, so both
 			 * describe the same moment (retried if it changed in between). */
@@ -360,7 +360,7 @@ static void test_half_proposal_dropped_next_served(void **state)
 	assert_int_equal(it_wait(s, 20000), 0);
 	assert_int_equal(sh->srv_n, 1); /* never accepted */
 	/* its fd and the handshake's hidden dup if it was ours at mid (none if it was not
-	 * taken yet or dropped already; failed once under TSan at load 9: 19 != 17) */
+	 * taken yet or dropped already; failed once under TSan on a loaded machine) */
 	assert_true(sh->socks_mid == 1 || sh->socks_mid == 2);
 	assert_int_equal(sh->fds_after, sh->fds_mid - 2 * (sh->socks_mid - 1));
 	finish();
@@ -555,8 +555,8 @@ static int eintr_server(void *arg)
 	/* Repeated every 200 ms: a signal that lands while the accept is between its checks
 	 * and its poll() (not inside the system call) runs its handler and the poll then
 	 * sleeps on; only a signal inside the poll makes EINTR (a userspace accept's window,
-	 * which TCP's kernel wait does not have). Once, under TSan at load 8, the only signal
-	 * landed there and the accept slept until the test's 10 s limit (hold branch). */
+	 * which TCP's kernel wait does not have). Once, under TSan on a loaded machine, the only
+	 * signal landed there and the accept slept until the test's 10 s limit. */
 	struct itimerval it = { .it_value = { 0, 200000 }, .it_interval = { 0, 200000 } };
 	IT_CHECK(setitimer(ITIMER_REAL, &it, NULL) == 0);
 	uint64_t t0 = now_ns();
@@ -665,7 +665,7 @@ static void test_blocking_accepts_and_gap(void **state)
 	}
 	/* the 4th completed while the server slept outside accept: its connect returned
 	 * before the server's next accept call, which waited for it up to 5 s (a fixed
-	 * 200 ms bound failed at load 8: a first contact took 261 ms; a fixed 1 s gap under
+	 * 200 ms bound failed on a loaded machine: a first contact took 261 ms; a fixed 1 s gap under
 	 * TSan: the client's process started after it) */
 	fprintf(stderr, "gap: %.1f ms; the 4th client's connect %.1f ms, returned %.1f ms "
 		"before the server's next accept\n",

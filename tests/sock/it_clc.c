@@ -1,7 +1,7 @@
-/* it_clc.c: fake CLC peers against the smcr socket layer (procedures.md 2.2-2.4,
- * wire-formats.md 2-5; ENGINE.md test list "each decline path" and "a fake peer sending
- * malformed CLC"). The test process itself is the fake: plain libc sockets and the wire
- * codecs, writing exactly the bytes each case needs.
+/* it_clc.c: fake CLC peers against the smcr socket layer (docs/protocol/procedures.md 2.2-2.4,
+ * docs/protocol/wire-formats.md 2-5; docs/design/engine-decisions.md test list "each decline path"
+ * and "a fake peer sending malformed CLC"). The test process itself is the fake: plain libc sockets
+ * and the wire codecs, writing exactly the bytes each case needs.
  *
  * Fake clients against an smcr server (a child with a blocking accept loop):
  *   malformed header, a message of the wrong type, a truncated Proposal, a Proposal then

@@ -1,5 +1,5 @@
 /* it_clcspin.c: the CLC answer's bounded spin (src/sock/hs.c hs_spin_poll; docs/parts/
- * connect.md "Round 2"). A thread that sent a CLC message polls for the answer without
+ * connect.md "Spinning for the CLC answer"). A thread that sent a CLC message polls for the answer without
  * blocking for at most HS_SPIN_NS (client) / HS_SPIN_SERVER_NS (server) before it sleeps,
  * and stops spinning while most spins miss. The test process is a fake peer (plain libc
  * sockets and the wire codecs) that answers late:
@@ -45,7 +45,7 @@
 #define NLATE 12
 /* misses from a hit rate of 100 % (1024, 1/16 per spin) to below 75 %: 5 */
 #define HS_SPIN_OFF_AFTER 5
-/* a thread spinning through the wait got 24-44 ms of CPU in 90 ms at load 6 */
+/* a thread spinning through the whole wait uses a quarter to a half of its time in CPU */
 #define CPU_MAX_NS (LATE_MS * 1000000ull / 6)
 #define DECLINE_DIAG 0x03070000u
 

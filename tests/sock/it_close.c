@@ -1,9 +1,9 @@
-/* it_close.c: ending SMC-R connections with TCP's semantics (procedures.md 5; ENGINE.md
- * test list): half-close and EOF (shutdown(SHUT_WR) = "sending done", the other way still
- * works), EPIPE and SIGPIPE after one's own SHUT_WR and after the peer closed, SO_LINGER 0
- * and close with unread data ("abnormal close" -> ECONNRESET at the peer, POLLERR), and a
- * peer process killed mid-transfer (ECONNRESET or EPIPE within 1 s, never a hang), both for
- * a blocked writer and a blocked reader. */
+/* it_close.c: ending SMC-R connections with TCP's semantics (docs/protocol/procedures.md 5;
+ * docs/design/engine-decisions.md test list): half-close and EOF (shutdown(SHUT_WR) = "sending
+ * done", the other way still works), EPIPE and SIGPIPE after one's own SHUT_WR and after the peer
+ * closed, SO_LINGER 0 and close with unread data ("abnormal close" -> ECONNRESET at the peer,
+ * POLLERR), and a peer process killed mid-transfer (ECONNRESET or EPIPE within 1 s, never a hang),
+ * both for a blocked writer and a blocked reader. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>

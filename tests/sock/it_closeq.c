@@ -1,5 +1,5 @@
 /* it_closeq.c: the close-later list of hidden fds and the RST of a closed peer's TCP
- * connection (sock/closeq.h; docs/parts/connect.md "Round 5 (closeq)").
+ * connection (sock/closeq.h; docs/parts/connect.md "Close").
  *
  * Two processes over SMC-R (itlib.h). Checked:
  *  - test_fork_after_close: right after a close the connection's hidden fds (TCP socket,
@@ -648,7 +648,7 @@ static void trail_install(void)
  * and none between the Accept and the Confirm: the client answers the Accept within
  * microseconds, and a close of a TCP socket (~12 µs, its RST or FIN through the loopback
  * stack) there delayed the Confirm's step, the answer and so the connection
- * (docs/parts/connect.md Round 10). */
+ * (docs/parts/connect.md "Close"). */
 static int idle_drain_server(void *a)
 {
 	(void)a;

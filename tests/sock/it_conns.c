@@ -1,4 +1,4 @@
-/* it_conns.c: many connections between two processes (ENGINE.md test list):
+/* it_conns.c: many connections between two processes (docs/design/engine-decisions.md test list):
  *   - 200 connections open at once, all SMC-R, all on one link group (one first contact),
  *     each carrying its own data;
  *   - 1000 connections opened and closed in sequence, reusing the link group, with no

@@ -1,6 +1,6 @@
-/* it_data.c: data integrity over SMC-R between two processes (ENGINE.md test list): random
- * data both ways at once with SHA-256 checked at 1 MiB and 1 GiB (the latter in the plain
- * stage only: skipped when SMCR_TEST_QUICK is set), writes of random sizes from 1 byte to
+/* it_data.c: data integrity over SMC-R between two processes (docs/design/engine-decisions.md test
+ * list): random data both ways at once with SHA-256 checked at 1 MiB and 1 GiB (the latter in the
+ * plain stage only: skipped when SMCR_TEST_QUICK is set), writes of random sizes from 1 byte to
  * 1 MiB through every send call (send, write, writev, sendmsg) read back through every
  * receive call (recv, read, readv, recvmsg, MSG_WAITALL), and every write size from 1 to
  * 4096 bytes. Every connection must really be SMC-R (SOL_SMCR query). */

@@ -1,5 +1,5 @@
 /* it_direct.c: the direct wake (src/sock/engine.c "Direct wake", data.c wait_for;
- * docs/parts/stream.md "Round 3"): a program thread asleep in a blocking call waits on the
+ * docs/parts/stream.md "Direct wake"): a program thread asleep in a blocking call waits on the
  * engine's CQ fds itself and takes the completion, and the progress thread is not woken.
  *
  * In the client process of a real two-process SMC-R pair ($SMCR_DIRECT_WAKE=2: every

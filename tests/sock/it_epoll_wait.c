@@ -128,7 +128,7 @@ static int loop_server(void *arg)
 	 * (conn 0 crossed half way with a burst), before a call had a slot for the pipe:
 	 * the loop then ends with the pipe's event still due. It must still be reported,
 	 * by the next call (only the pipe is registered now), within its timeout. Before,
-	 * the check ran at once and failed 1 in ~75 runs (hold branch, 22:40). */
+	 * the check ran at once and failed about 1 in 75 runs. */
 	for (int k = 0; k < 3 && piped && pipe_events == 0; k++) {
 		struct epoll_event ev1;
 		int n = smcr_epoll_wait(ep, &ev1, 1, 1000);
@@ -863,7 +863,7 @@ static int left_server(void *arg)
 	for (int round = 0; round < 3; round++) {
 		/* the event may be an edge of a token left from the previous round's 'y' (a
 		 * POLLIN that recv answers with EAGAIN is allowed, as below: wait again; seen
-		 * once in ~35 ASan runs with the other core busy, conns4) */
+		 * once in about 35 ASan runs with the other core busy) */
 		char b[8];
 		ssize_t rx = -1;
 		for (int k = 0; k < 10 && rx != 1; k++) {

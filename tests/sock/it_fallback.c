@@ -1,8 +1,8 @@
-/* it_fallback.c: TCP fallback on the same connection (procedures.md 2.4; ENGINE.md test
- * list): a plain TCP peer on either side, the rules choosing TCP, and the Decline paths of
- * a process without a usable device, each with correct data both ways and the reasons
- * recorded (SOL_SMCR query); smc-only refusing the fallback. The fd of a fallen-back
- * connection is the TCP socket itself (SO_DOMAIN AF_INET, SO_PROTOCOL TCP). */
+/* it_fallback.c: TCP fallback on the same connection (docs/protocol/procedures.md 2.4;
+ * docs/design/engine-decisions.md test list): a plain TCP peer on either side, the rules choosing
+ * TCP, and the Decline paths of a process without a usable device, each with correct data both ways
+ * and the reasons recorded (SOL_SMCR query); smc-only refusing the fallback. The fd of a
+ * fallen-back connection is the TCP socket itself (SO_DOMAIN AF_INET, SO_PROTOCOL TCP). */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -100,10 +100,11 @@ static int server(void *a)
 		fd = accept(lfd, NULL, NULL); /* libc: the listener is a plain socket here */
 	} else {
 		if (cfg.expect_dropped) {
-			/* A dropped client is never handed to the program (procedures.md 2.3; the
-			 * accept queue, docs/parts/connect.md): a non-blocking accept keeps saying
-			 * EAGAIN and the listener never shows POLLIN, while the client's bytes
-			 * arrive (not CLC: fallback, which smc-only turns into a reset). */
+			/* A dropped client is never handed to the program
+			 * (docs/protocol/procedures.md 2.3; the accept queue,
+			 * docs/parts/connect.md): a non-blocking accept keeps saying EAGAIN and the
+			 * listener never shows POLLIN, while the client's bytes arrive (not CLC:
+			 * fallback, which smc-only turns into a reset). */
 			int fl = smcr_fcntl(lfd, F_GETFL);
 			smcr_fcntl(lfd, F_SETFL, fl | O_NONBLOCK);
 			struct pollfd p = { .fd = lfd, .events = POLLIN };
@@ -264,7 +265,7 @@ static void test_decline_client_without_device(void **state)
 	cfg = (struct cfg){ .srv_rules = "use smc both * *", .cli_rules = "use smc both * *",
 			    .cli_devices = "no-such-provider" };
 	run();
-	/* the client's first CLC message is a Decline (procedures.md 2.2) */
+	/* the client's first CLC message is a Decline (docs/protocol/procedures.md 2.2) */
 	expect_tcp(&sh->cli, SMCR_REASON_NODEV, 0);
 	expect_tcp(&sh->srv, SMCR_REASON_PEERDECL, SMCR_REASON_NODEV);
 }

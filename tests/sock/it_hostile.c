@@ -1,6 +1,6 @@
-/* it_hostile.c: a hostile SMC-R peer on an established link group (ENGINE.md test list: "a
- * fake peer sending bad cursors and unknown tokens: the smcr side survives, serves the next
- * client, and writes nothing out of bounds under ASan").
+/* it_hostile.c: a hostile SMC-R peer on an established link group (docs/design/engine-decisions.md
+ * test list: "a fake peer sending bad cursors and unknown tokens: the smcr side survives, serves
+ * the next client, and writes nothing out of bounds under ASan").
  *
  * The attacker is an smcr client that reaches into its own engine (core_int.h: tests may
  * include anything) and sends hand-made 44-byte CDC messages on the link's QP with

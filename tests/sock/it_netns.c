@@ -1,7 +1,7 @@
 /* it_netns.c: two processes in two network namespaces joined by a veth pair, over the
- * emulated RDMA provider (ENGINE.md test list: "across two network namespaces made by the
- * test, on the emulated provider"): random data both ways with SHA-256, 1 MiB, over SMC-R
- * (SOL_SMCR query), a second connection reusing the link group, and a half-close.
+ * emulated RDMA provider (docs/design/engine-decisions.md test list: "across two network namespaces
+ * made by the test, on the emulated provider"): random data both ways with SHA-256, 1 MiB, over
+ * SMC-R (SOL_SMCR query), a second connection reusing the link group, and a half-close.
  * Needs root and iproute2 (`ip netns`); skipped with a message otherwise. */
 #define _GNU_SOURCE
 #include <setjmp.h>

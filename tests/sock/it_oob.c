@@ -1,8 +1,8 @@
-/* it_oob.c: urgent data as TCP presents it (procedures.md 4.6; ENGINE.md test list): the
- * last byte of a MSG_OOB send is urgent; without SO_OOBINLINE a read stops at the mark,
- * SIOCATMARK says so, recv(MSG_OOB) returns the byte once and the stream goes on without
- * it; with SO_OOBINLINE the byte stays in the stream and recv(MSG_OOB) is EINVAL. Also
- * FIONREAD and SIOCOUTQ on an SMC-R connection. */
+/* it_oob.c: urgent data as TCP presents it (docs/protocol/procedures.md 4.6;
+ * docs/design/engine-decisions.md test list): the last byte of a MSG_OOB send is urgent; without
+ * SO_OOBINLINE a read stops at the mark, SIOCATMARK says so, recv(MSG_OOB) returns the byte once
+ * and the stream goes on without it; with SO_OOBINLINE the byte stays in the stream and
+ * recv(MSG_OOB) is EINVAL. Also FIONREAD and SIOCOUTQ on an SMC-R connection. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,6 +1,6 @@
 /* it_poll.c: readiness of SMC-R fds seen through poll, select and epoll (level- and
- * edge-triggered, mixed with other fds) between two processes (ENGINE.md decision 2 and
- * test list): non-blocking connect and accept with the handshake in the background
+ * edge-triggered, mixed with other fds) between two processes (docs/design/engine-decisions.md
+ * decision 2 and test list): non-blocking connect and accept with the handshake in the background
  * (nothing ready until it ends, then POLLOUT; smcr_epoll_ctl registrations survive the fd
  * swap, also the swap back of a fallback), POLLIN per arrival, POLLOUT off while the peer's
  * RMBE is full and back when it reads, POLLRDHUP, POLLHUP, POLLERR. */

@@ -1,4 +1,4 @@
-/* it_quietc.c: the quiet final C, the close reaper and the EOF without a token (docs/parts/connect.md "Round 4";
+/* it_quietc.c: the quiet final C, the close reaper and the EOF without a token (docs/parts/connect.md "Close";
  * core close.c "Quiet final C", sock/api.c "The close reaper").
  *
  * The server answers and closes first (its C is solicited: the client's program is

@@ -1,5 +1,5 @@
 /* it_ready.c: readiness and query details of an SMC-R connection against a real TCP
- * connection, step by step (docs/parts/ready.md; procedures.md 4.6 urgent data):
+ * connection, step by step (docs/parts/ready.md; docs/protocol/procedures.md 4.6 urgent data):
  *   - urgent data, out of band and inline: after every arrival and every read, the poll
  *     mask (POLLIN|POLLPRI|POLLOUT|POLLRDHUP), FIONREAD and SIOCATMARK of the smcr fd equal
  *     those of a TCP loopback connection that got the same bytes and the same calls; the

@@ -1,5 +1,5 @@
 /* it_setup.c: the per-connection set-up work the connect rate (issue 6, docs/parts/connect.md
- * "Round 3") cut, checked for what it must still do:
+ * "What a connection's set-up does not do") cut, checked for what it must still do:
  *  - options set after connect/accept on an SMC-R connection (SO_RCVTIMEO, SO_SNDTIMEO,
  *    TCP_NODELAY) do not reach the hidden TCP socket at once (no system call), still act
  *    (a receive times out), and read back as TCP answers them (flushed on the first read);

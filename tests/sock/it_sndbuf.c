@@ -176,7 +176,7 @@ static int fill_client(void *a)
 	IT_CHECK(pwait(fd, POLLOUT, 5000) & POLLOUT);
 	wait_for(&sh->sstage, 3);
 	/* SIOCOUTQ falls by what the peer consumed (its last window update may lag by up to
-	 * the 10 % rule of procedures.md 4.5) */
+	 * the 10 % rule of docs/protocol/procedures.md 4.5) */
 	int q = 0;
 	for (int i = 0; i < 2000; i++) {
 		q = outq(fd);

@@ -1,7 +1,7 @@
 /* itlib.h: helpers for the socket layer's two-process integration tests (tests/sock/it_*.c).
  *
  * Each test forks: the children run the server and the client on the smcr API, each its
- * own SMC-R instance (one engine per process, linux-interop.md 5). A child never uses
+ * own SMC-R instance (one engine per process, docs/protocol/linux-interop.md 5). A child never uses
  * cmocka (a failed assert would longjmp into the copied test runner): it checks with
  * IT_CHECK, which prints the place and _exit(1)s, and the parent asserts on the exit
  * status. The device each process opens comes from it_child_env(): the same-host provider

@@ -184,7 +184,7 @@ static void test_calls_hook_idle(void **state)
 	progress_stop();
 }
 
-/* progress_due_by (conns4, docs/parts/conns.md "Round 4"): a thread asleep with no timeout
+/* progress_due_by (progress.h): a thread asleep with no timeout
  * is kicked and then runs a turn at the posted time (taken into its next sleep); a post
  * that the thread's own deadline covers wakes nothing, and is taken into the sleep after
  * that deadline's turn. */

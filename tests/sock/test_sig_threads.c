@@ -3,7 +3,7 @@
  * progress thread while the program's receive, which left bytes unread, re-synchronises
  * POLLIN on its own thread (sock_sync_after_call -> sig_readable_if_none).
  *
- * The bug this pins (hold branch, docs/parts/hold.md): sig_readable counts a token before
+ * The bug this pins (docs/parts/hold.md): sig_readable counts a token before
  * its send (for sig_drain_in's lock-free check), and sig_readable_if_none's lock-free
  * check took "tokens > 0" for "POLLIN is on". When the callback was between the count and
  * the send, the program's receive returned with data left and its poll right after saw

@@ -65,7 +65,7 @@ static void handshake(struct gen *g, struct pcapw_flow *fl)
 {
 	uint8_t opt[TCPOPT_SMC_ALIGNED_LEN + 4];
 	size_t ol = 0;
-	/* MSS then the SMC option as Linux aligns it (wire-formats.md 1). */
+	/* MSS then the SMC option as Linux aligns it (docs/protocol/wire-formats.md 1). */
 	opt[0] = 0x02;
 	opt[1] = 0x04;
 	opt[2] = 0x05;
@@ -218,7 +218,7 @@ static void clc_flows(struct gen *g)
 	m.decline.diag_v2[3] = 0x09990003;
 	clc(g, &fl, true, &m, "Decline v2");
 
-	/* Flow 4: the classic 52-byte Proposal (N = 0): wireshark.md quirk 1. */
+	/* Flow 4: the classic 52-byte Proposal (N = 0): docs/protocol/wireshark.md quirk 1. */
 	c.port++;
 	s.port++;
 	pcapw_flow_init(&fl, &c, &s, 0x70000000, 0x7fff0000);

@@ -1,13 +1,13 @@
-/* test_tshark.c: tshark conformance test (wireshark.md 4-6). Every SMC-R v1 message type --
- * the TCP option in SYN and SYN-ACK, Proposal (v1 N=40 IPv4, v1 with IPv6 prefixes, the
+/* test_tshark.c: tshark conformance test (docs/protocol/wireshark.md 4-6). Every SMC-R v1 message
+ * type -- the TCP option in SYN and SYN-ACK, Proposal (v1 N=40 IPv4, v1 with IPv6 prefixes, the
  * version-2 form of modern Linux, the classic N=0 form), Accept, Confirm, Decline v1 and v2,
  * the 8 LLC messages as requests and responses, CDC with each flag -- is encoded by OUR
  * encoders with distinct non-zero values (gen.c), written into a pcap (CLC in TCP/IPv4
  * exchanges, LLC/CDC in RoCE v1 and v2 frames, tests/lib/pcapw.h) and decoded by tshark,
- * Wireshark's independent dissector, as wireshark.md 6.4 says: `tshark -r f.pcap -T fields`.
- * Every field tshark shows must equal what was encoded; where tshark 4.0.17 is known to be
- * wrong (wireshark.md 5) the test asserts the wrong value it shows, citing the quirk, so a
- * fixed dissector shows up as a failure to look at. The same pcap is also decoded by
+ * Wireshark's independent dissector, as docs/protocol/wireshark.md 6.4 says: `tshark -r f.pcap -T
+ * fields`. Every field tshark shows must equal what was encoded; where tshark 4.0.17 is known to be
+ * wrong (docs/protocol/wireshark.md 5) the test asserts the wrong value it shows, citing the quirk,
+ * so a fixed dissector shows up as a failure to look at. The same pcap is also decoded by
  * smcr-decode, which must find every message in the right frame.
  *
  * Exits 77 (CTest skip) when tshark is not installed. */
@@ -194,8 +194,8 @@ static void check_syn(const struct gen_frame *f)
 {
 	want(f, "tcp.flags.syn", "1");
 	want(f, "tcp.flags.ack", "%d", f->synack ? 1 : 0);
-	/* wire-formats.md 1 / wireshark.md quirk 12: the 32-bit ExID 0xE2D4C3D9 shows as a
-	 * 16-bit "Experiment Identifier" 0xe2d4 followed by data c3d9. */
+	/* docs/protocol/wire-formats.md 1 / docs/protocol/wireshark.md quirk 12: the 32-bit ExID
+	 * 0xE2D4C3D9 shows as a 16-bit "Experiment Identifier" 0xe2d4 followed by data c3d9. */
 	want(f, "tcp.options.experimental.exid", "0xe2d4");
 	want(f, "tcp.options.experimental.data", "c3d9");
 	want(f, "tcp.checksum.status", "1");	/* Good: our builder's checksums */
@@ -214,8 +214,8 @@ static void check_proposal(const struct gen_frame *f, const struct clc_proposal 
 	want(f, "smc.proposal.client.preferred.mac", "%s", mac_text(p->mac.b));
 	want(f, "smc.proposal.smcv1_subnet_ext_offset", "0x%04x", p->iparea_offset);
 	if (p->iparea_offset == 0) {
-		/* wireshark.md quirk 1: 4.0.17 assumes N = 40 and reads the trailer as two
-		 * reserved fields, then runs out of bytes: [Malformed Packet]. */
+		/* docs/protocol/wireshark.md quirk 1: 4.0.17 assumes N = 40 and reads the trailer
+		 * as two reserved fields, then runs out of bytes: [Malformed Packet]. */
 		want(f, "_ws.malformed", "[Malformed Packet: SMC],_ws.malformed");
 		want(f, "smc.reserved", "e2d4,c3d9");
 		want(f, "smc.outgoing.interface.subnet.mask", "%s", "");
@@ -228,9 +228,9 @@ static void check_proposal(const struct gen_frame *f, const struct clc_proposal 
 		/* CHID (as "Reserved"), then the 28 reserved bytes, then the IP area's. */
 		want(f, "smc.reserved", "%04x,%056x,0000", p->ism_chid, 0);
 	} else {
-		/* Quirk seen here (wireshark.md 5, quirk 1 family): for a version-1 SMC-R
-		 * Proposal 4.0.17 skips the 8-byte ISM GID without showing it and shows the CHID
-		 * and the v2 extension offset as "Reserved". */
+		/* Quirk seen here (docs/protocol/wireshark.md 5, quirk 1 family): for a version-1
+		 * SMC-R Proposal 4.0.17 skips the 8-byte ISM GID without showing it and shows the
+		 * CHID and the v2 extension offset as "Reserved". */
 		want(f, "smc.proposal.ism.gid", "%s", "");
 		want(f, "smc.proposal.smc.chid", "%s", "");
 		want(f, "smc.reserved", "%04x,%04x,%056x,0000", p->ism_chid, p->v2ext_offset, 0);
@@ -260,7 +260,8 @@ static void check_accept(const struct gen_frame *f, const struct clc_accept *a, 
 	want(f, "smc.length", "68");
 	if (!confirm) {
 		want(f, "smc.accept.flags", "0x%02x", f->bytes[7]);
-		/* wireshark.md 4: the Accept's first-contact bit is smc.proposal.first.contact */
+		/* docs/protocol/wireshark.md 4: the Accept's first-contact bit is
+		 * smc.proposal.first.contact */
 		want(f, "smc.proposal.first.contact", "%d", a->first_contact);
 		want(f, "smc.accept.sender.server.peer.id", "0x%016llx", peer_u64(&a->peer_id));
 		want(f, "smc.accept.server.preferred.gid", "%s", gid_text(a->gid.b));
@@ -304,7 +305,7 @@ static void check_decline(const struct gen_frame *f, const struct clc_decline *d
 		     d->diag_v2[0], d->diag_v2[1], d->diag_v2[2], d->diag_v2[3]);
 		want(f, "smc.decline.os.type", "%u", d->os_type);
 	} else {
-		/* wireshark.md quirk 9: the diagnosis is a raw number. */
+		/* docs/protocol/wireshark.md quirk 9: the diagnosis is a raw number. */
 		want(f, "smc.peer.diag.info", "0x%08x", d->diag);
 		want(f, "smc.decline.os.type", "%s", "");
 	}
@@ -312,11 +313,12 @@ static void check_decline(const struct gen_frame *f, const struct clc_decline *d
 
 static void check_roce(const struct gen_frame *f, bool from_server)
 {
-	want(f, "infiniband.bth.opcode", "4");	/* RC SEND Only (wire-formats.md 10) */
+	want(f, "infiniband.bth.opcode", "4");	/* RC SEND Only (docs/protocol/wire-formats.md 10) */
 	want(f, "infiniband.bth.se", "1");
 	want(f, "infiniband.bth.destqp", "0x%06x", f->dest_qp);
 	want(f, "infiniband.bth.psn", "%u", f->bth_psn);
-	/* tshark shows the ICRC we computed (it does not check it: wireshark.md 6.2). */
+	/* tshark shows the ICRC we computed (it does not check it: docs/protocol/wireshark.md
+	 * 6.2). */
 	want(f, "infiniband.invariant.crc", "0x%08x", f->icrc_wire);
 	want(f, "_ws.malformed", "%s", "");
 	want(f, "smc.length", "44");
@@ -342,7 +344,8 @@ static void check_llc(const struct gen_frame *f, const struct llc_msg *m)
 	case LLC_CONFIRM_LINK: {
 		const struct llc_confirm_link *c = &m->confirm_link;
 		want(f, "smc.confirm.link.response", "%s", b01(m->resp));
-		/* wireshark.md quirk 4: only 0x80 is decoded; the 0x03 bits are in the byte. */
+		/* docs/protocol/wireshark.md quirk 4: only 0x80 is decoded; the 0x03 bits are in
+		 * the byte. */
 		want(f, "smc.confirm.link.flags", "0x%02x", (m->resp ? 0x80 : 0) | c->no_eyec);
 		want(f, "smc.confirm.link.sender.mac", "%s", mac_text(c->mac.b));
 		want(f, "smc.sender.gid", "%s", gid_text(c->gid.b));
@@ -358,7 +361,8 @@ static void check_llc(const struct gen_frame *f, const struct llc_msg *m)
 		want(f, "smc.add.link.response.rejected", "%s", b01(a->rejected));
 		want(f, "smc.add.link.flags", "0x%02x",
 		     (m->resp ? 0x80 : 0) | (a->rejected ? 0x40 : 0));
-		/* wireshark.md quirk 3: the v1 reject reason (byte 2) is not shown. */
+		/* docs/protocol/wireshark.md quirk 3: the v1 reject reason (byte 2) is not
+		 * shown. */
 		want(f, "smc.add.link.response.reject_reason", "%s", "");
 		want(f, "smc.add.link.sender.mac", "%s", mac_text(a->mac.b));
 		want(f, "smc.add.link.sender.gid", "%s", gid_text(a->gid.b));
@@ -366,7 +370,7 @@ static void check_llc(const struct gen_frame *f, const struct llc_msg *m)
 		want(f, "smc.add.link.link.number", "0x%02x", a->link_num);
 		want(f, "smc.add.link.qp.mtu.value", "%u", a->mtu);
 		want(f, "smc.add.link.initial.psn", "0x%06x", a->psn);
-		want(f, "smc.reserved", "0000");	/* bytes 10-11 (wire-formats.md 6.3) */
+		want(f, "smc.reserved", "0000");	/* bytes 10-11 (docs/protocol/wire-formats.md 6.3) */
 		break;
 	}
 	case LLC_ADD_LINK_CONT: {
@@ -374,9 +378,9 @@ static void check_llc(const struct gen_frame *f, const struct llc_msg *m)
 		want(f, "smc.add.link.cont.response", "%s", b01(m->resp));
 		want(f, "smc.add.link.cont.link.number", "0x%02x", c->link_num);
 		want(f, "smc.add.link.cont.rkey.number", "%u", c->num_rkeys);
-		/* wireshark.md quirk 2: tshark reads the pairs from offset 6 instead of 8, so
-		 * each value it shows is the 2 bytes before ours plus ours cut by 2 bytes. Our
-		 * pairs are at 8 and 24 (Linux); bytes 6-7 are reserved zero. */
+		/* docs/protocol/wireshark.md quirk 2: tshark reads the pairs from offset 6 instead
+		 * of 8, so each value it shows is the 2 bytes before ours plus ours cut by 2 bytes.
+		 * Our pairs are at 8 and 24 (Linux); bytes 6-7 are reserved zero. */
 		const struct llc_alc_pair *p = c->rt;
 		uint32_t r1 = p[0].rkey >> 16;
 		uint32_t r2 = (p[0].rkey & 0xffff) << 16 | p[0].rkey_new >> 16;
@@ -398,7 +402,8 @@ static void check_llc(const struct gen_frame *f, const struct llc_msg *m)
 			     (unsigned long long)v);
 			want(f, "smc.add.link.cont.rmb.RTok2.Rkey1", "%s", "");
 		}
-		/* And our bytes are at Linux's offsets (wire-formats.md 6.4): pair 1 at 8. */
+		/* And our bytes are at Linux's offsets (docs/protocol/wire-formats.md 6.4): pair 1
+		 * at 8. */
 		uint32_t at8 = (uint32_t)f->bytes[8] << 24 | (uint32_t)f->bytes[9] << 16 |
 			       (uint32_t)f->bytes[10] << 8 | f->bytes[11];
 		if (at8 != p[0].rkey || f->bytes[6] || f->bytes[7])
@@ -475,7 +480,8 @@ static void check_llc(const struct gen_frame *f, const struct llc_msg *m)
 		break;
 	}
 	case LLC_TEST_LINK:
-		/* wireshark.md 4: only the flags; the 16 bytes of user data are not shown. */
+		/* docs/protocol/wireshark.md 4: only the flags; the 16 bytes of user data are not
+		 * shown. */
 		want(f, "smc.test.link.response", "%s", b01(m->resp));
 		want(f, "smc.test.link.flags", "0x%02x", m->resp ? 0x80 : 0);
 		break;
@@ -487,8 +493,8 @@ static void check_cdc(const struct gen_frame *f, const struct cdc_msg *m)
 	want(f, "smc.llc_msg", "0xfe");
 	want(f, "smc.rmbe.ctrl.seqno", "0x%04x", m->seqno);
 	want(f, "smc.rmbe.ctrl.alert.token", "0x%08x", m->token);
-	/* wireshark.md quirk 5: the consumer fields share the producer fields' names in
-	 * 4.0.x, so each of these holds "producer,consumer". */
+	/* docs/protocol/wireshark.md quirk 5: the consumer fields share the producer fields' names
+	 * in 4.0.x, so each of these holds "producer,consumer". */
 	want(f, "smc.rmbe.ctrl.prod.wrap.seq", "0x%04x,0x%04x", m->prod.wrap, m->cons.wrap);
 	want(f, "smc.rmbe.ctrl.peer.prod.curs", "0x%08x,0x%08x", m->prod.count, m->cons.count);
 	want(f, "smc.rmbe.ctrl.conn.rw.status.flags", "0x%02x", cdc_prod_flags_byte(&m->pf));

@@ -1,4 +1,4 @@
-/* test_tune_core.c: what the tune branch changed in the engine (docs/parts/tune.md), each
+/* test_tune_core.c: the engine's data-path mechanisms of docs/parts/tune.md, each
  * asserted on its outcome, two engines in one process (tests/lib/core_pair):
  *   - a reused RMB is all zero when the next connection starts, whether the last one used a
  *     little of it, wrapped it, or ended in a reset (only the used part is cleared now);

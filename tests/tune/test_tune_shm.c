@@ -1,4 +1,4 @@
-/* test_tune_shm.c: what the tune branch changed in the shm provider's data path
+/* test_tune_shm.c: the shm provider's data-path mechanisms
  * (docs/parts/tune.md), each property asserted on its outcome:
  *   - big inline WRITEs (max_inline_data up to SHM_MAX_INLINE_BIG): the bytes land in the
  *     peer's memory from the caller's unregistered buffer, which is free again when
@@ -132,7 +132,7 @@ static void t_big_inline_queued(void **state)
 
 /* Big inline WRITEs queued behind a blocked SEND, twice over: the second round's copies
  * come from the QP's cache of the first round's (shm_qp.heap_cache, docs/parts/conns.md
- * Round 5), in other sizes (a bigger cached buffer serves a smaller WRITE; a WRITE bigger
+ * "Memory"), in other sizes (a bigger cached buffer serves a smaller WRITE; a WRITE bigger
  * than all of them gets a new one). Every WRITE's bytes land intact at its own offset, so
  * no copy is served stale or short. */
 static void queued_round(struct fx *f, const uint32_t *len, int n, uint8_t seed, uint64_t id)

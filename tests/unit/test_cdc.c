@@ -1,5 +1,5 @@
-/* test_cdc.c: the CDC codec (wire-formats.md 7): the CDC hex examples of 9 decode to the
- * documented fields and re-encode to the same bytes, each flag bit maps to its own field,
+/* test_cdc.c: the CDC codec (docs/protocol/wire-formats.md 7): the CDC hex examples of 9 decode to
+ * the documented fields and re-encode to the same bytes, each flag bit maps to its own field,
  * the receive checks of 7.1 (length, length byte, type) and the token rule each give their
  * own error, reserved bytes are ignored, random messages and buffers round-trip. */
 #include <setjmp.h>

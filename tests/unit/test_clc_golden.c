@@ -1,7 +1,7 @@
-/* test_clc_golden.c: every CLC hex example of the spec (wire-formats.md 3.6, 4, 9;
- * wireshark.md 6.1) and the hand-built IPv6 / version-2 vectors decode to the documented
- * field values and re-encode to the same bytes; encoders built from fields produce them too.
- * Also the decline-code table (5.2) and the peek of a header for stream readers. */
+/* test_clc_golden.c: every CLC hex example of the spec (docs/protocol/wire-formats.md 3.6, 4, 9;
+ * docs/protocol/wireshark.md 6.1) and the hand-built IPv6 / version-2 vectors decode to the
+ * documented field values and re-encode to the same bytes; encoders built from fields produce them
+ * too. Also the decline-code table (5.2) and the peek of a header for stream readers. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>

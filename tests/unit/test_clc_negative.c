@@ -1,5 +1,5 @@
 /* test_clc_negative.c: every malformed CLC form gets its own error, asserted exactly
- * (wire-formats.md 2.4, 3.5, 4, 5.1, 8.1, 8.2), plus what must still decode (SMCD
+ * (docs/protocol/wire-formats.md 2.4, 3.5, 4, 5.1, 8.1, 8.2), plus what must still decode (SMCD
  * eyecatchers, reserved bits, typev1 none / SMC-D only flagged, > 8 IPv6 prefixes), and the
  * encoders' refusals. Every decode runs on an exact-size heap copy, so a read past the end
  * is caught by ASan. */

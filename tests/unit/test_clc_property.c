@@ -1,4 +1,4 @@
-/* test_clc_property.c: property tests of the CLC codecs (wire-formats.md 3-5).
+/* test_clc_property.c: property tests of the CLC codecs (docs/protocol/wire-formats.md 3-5).
  *  - random valid field values: encode -> decode gives the same message, and encode again
  *    gives the same bytes;
  *  - every truncation and every single-byte mutation (all 256 values) of each golden vector,

@@ -1,8 +1,8 @@
 /* test_core_curs.c: the engine's absolute-cursor conversions (core_int.h abs_to_curs,
- * curs_to_abs; procedures.md 4.2, wire-formats.md 8.3): round trips across the 16-bit wrap
- * counter's 65535 -> 0 step, and every cursor outside the window the protocol allows (behind
- * the last one, beyond the ring, whole laps ahead) rejected. Property checks over many
- * random positions and ring sizes (STYLE.md 29). */
+ * curs_to_abs; docs/protocol/procedures.md 4.2, docs/protocol/wire-formats.md 8.3): round trips
+ * across the 16-bit wrap counter's 65535 -> 0 step, and every cursor outside the window the
+ * protocol allows (behind the last one, beyond the ring, whole laps ahead) rejected. Property
+ * checks over many random positions and ring sizes (STYLE.md 29). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
-/* test_llc.c: the LLC common header and dispatch (wire-formats.md 6.1) and properties of
- * the whole codec: every vector of 9 round-trips; length, length byte and type errors;
+/* test_llc.c: the LLC common header and dispatch (docs/protocol/wire-formats.md 6.1) and properties
+ * of the whole codec: every vector of 9 round-trips; length, length byte and type errors;
  * v1/v2/CDC/unknown classification; reserved bytes ignored on receive and zero on send;
  * random valid messages round-trip; random buffers never crash and never decode to
  * something that does not re-encode; the fuzz seed corpus equals the vectors. */

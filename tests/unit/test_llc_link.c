@@ -1,5 +1,5 @@
 /* test_llc_link.c: CONFIRM LINK, ADD LINK, ADD LINK CONTINUATION, DELETE LINK and TEST
- * LINK (wire-formats.md 6.2-6.5, 6.9): the hex examples of 9 decode to the documented
+ * LINK (docs/protocol/wire-formats.md 6.2-6.5, 6.9): the hex examples of 9 decode to the documented
  * fields and re-encode to the same bytes; every malformed form gets its own error. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -156,7 +156,7 @@ static void test_add_link_hint_and_mtu(void **state)
 	uint8_t b[LLC_MSG_LEN];
 	struct llc_msg m;
 	/* The client's "please add a link" hint: MAC and GID, link number, QPN, MTU and PSN
-	 * zero (procedures.md 3.2). Decodes as a request. */
+	 * zero (docs/protocol/procedures.md 3.2). Decodes as a request. */
 	llc_golden_load("add_link_req", b);
 	memset(b + 28, 0, 8);	/* QPN, link, MTU, PSN */
 	assert_int_equal(llc_decode(b, sizeof(b), &m), 0);

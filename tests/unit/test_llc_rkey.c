@@ -1,6 +1,6 @@
 /* test_llc_rkey.c: CONFIRM RKEY, CONFIRM RKEY CONTINUATION and DELETE RKEY
- * (wire-formats.md 6.6-6.8): golden vectors of 9, negative and retry flags, entry counts,
- * the DELETE RKEY error-mask bit order, and one error per malformed form. */
+ * (docs/protocol/wire-formats.md 6.6-6.8): golden vectors of 9, negative and retry flags, entry
+ * counts, the DELETE RKEY error-mask bit order, and one error per malformed form. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

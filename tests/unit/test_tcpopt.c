@@ -1,5 +1,5 @@
-/* test_tcpopt.c: the SMC TCP option codec (wire-formats.md 1): golden bytes, each malformed
- * form with its own error, options-block scanning with Linux's acceptance rule, and a
+/* test_tcpopt.c: the SMC TCP option codec (docs/protocol/wire-formats.md 1): golden bytes, each
+ * malformed form with its own error, options-block scanning with Linux's acceptance rule, and a
  * property test over random blocks. */
 #include <setjmp.h>
 #include <stdarg.h>

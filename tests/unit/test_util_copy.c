@@ -4,8 +4,8 @@
  * source bytes and not one byte more (guard bytes on both sides stay untouched). Plus the
  * speed property it exists for, measured against itself only: in the bad window it is not
  * more than 2.5x slower than at distance 0 (a 64 KiB copy, best of 21; memcpy itself is 20x
- * slower there on the measuring machine, and a 2 KiB piece inlined as rep movsq 3.5x; the
- * 2026-12-01 VM's EPYC has no such penalty: memcpy 93 against 113 GB/s). */
+ * slower there on the measuring machine, and a 2 KiB piece inlined as rep movsq 3.5x; some
+ * CPUs show no such penalty at all). */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -89,7 +89,7 @@ static void test_copy_no_alias_trap(void **state)
 	memset(d, 0, 65536 + 128);
 	/* best of 21 short runs (50 copies, ~0.2 ms each), so that a descheduled or
 	 * interrupted run cannot make the test fail: best of 3 runs of 200 copies failed
-	 * once in a CI run with parallel tests (2026-12-01) */
+	 * once in a CI run with parallel tests) */
 	double good = 1e18, bad = 1e18;
 	for (int r = 0; r < 21; r++) {
 		double g = time_copy(d, s, 65536, 50);

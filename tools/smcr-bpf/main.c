@@ -1,5 +1,6 @@
 /* smcr-bpf: installs, upgrades, removes and shows the smcr BPF programs that write and
- * read SMC-R's TCP option (wire-formats.md 1, linux-interop.md 3, docs/parts/bpf.md).
+ * read SMC-R's TCP option (docs/protocol/wire-formats.md 1, docs/protocol/linux-interop.md 3,
+ * docs/parts/bpf.md).
  *
  *   smcr-bpf install   [--cgroup PATH] [--pin-dir DIR]   (mounts bpffs on DIR's parent if needed)
  *   smcr-bpf upgrade   [--pin-dir DIR]

@@ -211,7 +211,7 @@ static void tcp_segment(struct cap *c, const struct frame_info *fi)
 
 static void roce_packet(struct cap *c, const struct frame_info *fi)
 {
-	/* SMC-R sends LLC and CDC as RC SEND Only (wire-formats.md 10). */
+	/* SMC-R sends LLC and CDC as RC SEND Only (docs/protocol/wire-formats.md 10). */
 	if (fi->opcode != BTH_OP_RC_SEND_ONLY)
 		return;
 	char src[64], dst[64];

@@ -1,7 +1,7 @@
 /* cap.h: smcr-decode's capture input: reads a pcap or pcapng file with libpcap, walks each
  * frame (frame.h), reassembles every TCP direction from its first byte to find the CLC
- * messages at the start of the stream (wire-formats.md 2: back to back, before any data),
- * and hands RoCE v1/v2 RC SEND Only payloads (BTH opcode 0x04) to the LLC/CDC decoder.
+ * messages at the start of the stream (docs/protocol/wire-formats.md 2: back to back, before any
+ * data), and hands RoCE v1/v2 RC SEND Only payloads (BTH opcode 0x04) to the LLC/CDC decoder.
  *
  * TCP reassembly: per direction (src ip:port -> dst ip:port) the stream starts after the
  * SYN's sequence number, or, without a SYN in the capture, at the first data segment if it

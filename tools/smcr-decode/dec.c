@@ -96,7 +96,7 @@ static const char *clc_kind_of_byte(const uint8_t *p, size_t len)
 }
 
 /* Decodes one LLC or CDC message of len bytes (the codecs reject len != 44, except a CDC
- * of 26..43 bytes, which Linux accepts: wire-formats.md 7.1). */
+ * of 26..43 bytes, which Linux accepts: docs/protocol/wire-formats.md 7.1). */
 static void dec_llc_cdc(struct dec *d, const uint8_t *p, size_t len, const struct dec_where *w)
 {
 	if (len >= 1 && p[0] == LLC_TYPE_CDC) {

@@ -4,10 +4,11 @@
  *
  * Detection (docs/parts/decode.md):
  *   CLC        the eyecatcher E2 D4 C3 D9 / E2 D4 C3 C4; length from bytes 5-6
- *              (wire-formats.md 2.1), so CLC messages back to back are taken one by one;
+ *              (docs/protocol/wire-formats.md 2.1), so CLC messages back to back are taken one by
+ *              one;
  *   LLC / CDC  type byte 0x01-0x09 or 0xFE with length byte 44 (0x2C): 44 bytes
- *              (wire-formats.md 6.1, 7); a known type with another length byte is reported
- *              malformed (the codec names the field) and 44 bytes are skipped;
+ *              (docs/protocol/wire-formats.md 6.1, 7); a known type with another length byte is
+ *              reported malformed (the codec names the field) and 44 bytes are skipped;
  *   TCP option FE 06 E2 D4 C3 D9, or 01 01 FE 06 E2 D4 C3 D9 as Linux aligns it (1).
  * After a malformed message whose extent is unknown, decoding resumes at the next byte where
  * a plausible message starts (a CLC header clc_peek_header accepts, or an LLC/CDC type
@@ -76,8 +77,8 @@ size_t dec_clc_stream(struct dec *d, const uint8_t *buf, size_t len, bool final,
  * 44-byte SMC-R v1 messages nor look like one are ignored (returns false). */
 bool dec_send_payload(struct dec *d, const uint8_t *buf, size_t len, struct dec_where *w);
 
-/* A SYN or SYN-ACK carrying the SMC TCP option (wire-formats.md 1): prints a "tcp.option"
- * record. */
+/* A SYN or SYN-ACK carrying the SMC TCP option (docs/protocol/wire-formats.md 1): prints a
+ * "tcp.option" record. */
 void dec_tcp_option(struct dec *d, bool ack, const struct dec_where *w);
 
 #endif

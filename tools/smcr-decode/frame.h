@@ -1,6 +1,6 @@
-/* frame.h: walks one captured frame down to what smcr-decode needs (wire-formats.md 10,
- * wireshark.md 3): a TCP segment (IPv4 or IPv6) or the BTH and payload of a RoCE v1
- * (Ethertype 0x8915, GRH) or RoCE v2 (UDP port 4791) packet.
+/* frame.h: walks one captured frame down to what smcr-decode needs (docs/protocol/wire-formats.md
+ * 10, docs/protocol/wireshark.md 3): a TCP segment (IPv4 or IPv6) or the BTH and payload of a RoCE
+ * v1 (Ethertype 0x8915, GRH) or RoCE v2 (UDP port 4791) packet.
  *
  * Link types: Ethernet (with up to two 802.1Q/802.1ad tags), Linux cooked v1 and v2, raw
  * IP, BSD loopback (NULL/LOOP). The frame is hostile: every header is bounds-checked against

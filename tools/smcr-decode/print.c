@@ -1,6 +1,6 @@
-/* print.c: record printers of smcr-decode (print.h). Field names follow wire-formats.md
- * (2-7) in snake_case; docs/parts/decode.md lists them per kind. Numbers are JSON numbers;
- * identifiers, keys, addresses and codes are "0x..." strings. */
+/* print.c: record printers of smcr-decode (print.h). Field names follow
+ * docs/protocol/wire-formats.md (2-7) in snake_case; docs/parts/decode.md lists them per kind.
+ * Numbers are JSON numbers; identifiers, keys, addresses and codes are "0x..." strings. */
 #include "print.h"
 
 #include "wire/codes.h"
@@ -99,7 +99,7 @@ static void frame_fields(struct out *o, const struct clc_frame *f)
 	out_str(o, "trailer", eye_name(f->trail));
 }
 
-/* 16 hex digits, no prefix: 2-byte instance then the MAC (wire-formats.md 2.3). */
+/* 16 hex digits, no prefix: 2-byte instance then the MAC (docs/protocol/wire-formats.md 2.3). */
 static void peer_id(struct out *o, const struct wire_peer_id *p)
 {
 	uint8_t b[WIRE_PEER_ID_LEN];

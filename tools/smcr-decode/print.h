@@ -1,5 +1,6 @@
 /* print.h: the record printers of smcr-decode, one per message kind, with the JSON keys of
- * docs/parts/decode.md (the spec's field names in snake_case, wire-formats.md 1-7). */
+ * docs/parts/decode.md (the spec's field names in snake_case, docs/protocol/wire-formats.md
+ * 1-7). */
 #ifndef SMCR_DECODE_PRINT_H
 #define SMCR_DECODE_PRINT_H
 

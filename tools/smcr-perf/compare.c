@@ -8,7 +8,7 @@
  * Before the first size's measured rounds it runs o->warmup rounds of each transport, in the
  * same turns, kept apart from the medians and printed as such: a fresh process's first
  * round pays one-time costs (the first touch of new buffers; for conns, 1000 connections'
- * RMBs and send rings, parts/conns.md Round 6) that a long-running service pays once.
+ * RMBs and send rings) that a long-running service pays once.
  * The children die with this process (PR_SET_PDEATHSIG) and are killed and reaped at the
  * end. */
 #define _GNU_SOURCE

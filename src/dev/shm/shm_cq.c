@@ -1,7 +1,7 @@
 /* shm_cq.c: completion queues of the shm provider: a growable ring of completions, an
  * eventfd as the completion fd, arming (ibv_req_notify_cq semantics, solicited-only
- * included, linux-interop.md 6), and poll_cq, which also runs the receive progress of the
- * QPs receiving into the CQ (the data path: no syscall unless a wake-up is due). */
+ * included, docs/protocol/linux-interop.md 6), and poll_cq, which also runs the receive progress of
+ * the QPs receiving into the CQ (the data path: no syscall unless a wake-up is due). */
 #define _GNU_SOURCE
 #include "dev/shm/shm_int.h"
 

@@ -271,7 +271,7 @@ struct shm_qp {
 	 * heap_len[i] bytes. A SQ blocked on the peer's receive credits copies every big
 	 * WRITE queued behind (up to ~64 at once on an SMC-R link), and a malloc and free of
 	 * 64 KiB each time had glibc trim and regrow its heap: a TLB shootdown and fresh page
-	 * faults per WRITE (docs/parts/conns.md Round 5). Freed with the QP. */
+	 * faults per WRITE (docs/parts/conns.md "Memory"). Freed with the QP. */
 	uint8_t *heap_cache[SHM_HEAP_CACHE];
 	uint32_t heap_len[SHM_HEAP_CACHE];
 	uint32_t n_heap;

@@ -1,7 +1,8 @@
 /* shm_qp.c: RC queue pairs of the shm provider: the state machine (RESET, INIT, RTR, RTS,
  * ERR), the connection handshake steps, post_send (SEND, RDMA WRITE, WRITE_WITH_IMM) and
  * post_recv, send/receive progress, errors and flushes. Semantics: dev.h (RC rules 1-8);
- * how SMC-R uses them: spec procedures.md 2.6, 4.3, 4.7; linux-interop.md 6. */
+ * how SMC-R uses them: docs/protocol/procedures.md 2.6, 4.3, 4.7; docs/protocol/linux-interop.md
+ * 6. */
 #define _GNU_SOURCE
 #include "dev/shm/shm_int.h"
 
@@ -462,8 +463,8 @@ static uint32_t inline_src(const struct shm_swqe *w, const void *src[SHM_MAX_SGE
 
 /* The first WRITEs into the part of a peer MR our mapping has not touched yet populate
  * its pages in one call (MADV_POPULATE_WRITE) instead of taking a fault on each (a 64 KiB
- * RMBE is 16; on a VM with shadow page tables a fault costs ~10 us, docs/parts/conns.md
- * Round 5). Only what is written is populated, so memory stays what use makes resident,
+ * RMBE is 16; on a VM with shadow page tables a fault costs about 10 us, docs/parts/conns.md
+ * "Memory"). Only what is written is populated, so memory stays what use makes resident,
  * and only a write that continues the populated prefix (rings are written from their
  * start): a write beyond a gap takes its faults as before, so a peer cannot make us
  * populate memory we never write. Best effort: before Linux 5.14 madvise says EINVAL. */
