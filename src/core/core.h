@@ -297,8 +297,9 @@ void core_engine_stats(struct core_engine *e, struct core_engine_stats *st);
 
 /* Counters since the engine started, read without a lock (atomic loads only: safe in a
  * signal handler; the socket layer's SMCR_STATS line, sock/stats.h). rmbe_full: a write
- * found the peer's RMBE full (the connection's writer-blocked flag went up, procedures.md
- * 4.3); window_stall: a send found the send ring full and had to wait or give EAGAIN. */
+ * found the peer's RMBE full (the connection's writer-blocked flag went up,
+ * docs/protocol/procedures.md 4.3); window_stall: a send found the send ring full and had to wait
+ * or give EAGAIN. */
 struct core_engine_counters {
 	uint64_t cdc_sent, cdc_received, cdc_dropped;
 	uint64_t llc_sent, llc_received, llc_dropped;

@@ -50,10 +50,10 @@
 #define CORE_LG_SLOTS 256		/* conn slots 1..255; alert token = gen << 8 | slot */
 #define CORE_RTOKENS_MAX 255		/* peer RMBs remembered per LG (docs/protocol/procedures.md 6) */
 #define CORE_MAX_DEVS 4
-/* Links per LG (procedures.md 6, linux-interop.md 7): Linux keeps a table of 3 of which at
- * most 2 are in use (the third slot holds a replacement being built while a failed link is
- * still being deleted) and announces "max links 2" in CONFIRM LINK. smcr keeps the same, so
- * an LG with a Linux peer never holds more links than that peer will. */
+/* Links per LG (docs/protocol/procedures.md 6, docs/protocol/linux-interop.md 7): Linux keeps a
+ * table of 3 of which at most 2 are in use (the third slot holds a replacement being built while a
+ * failed link is still being deleted) and announces "max links 2" in CONFIRM LINK. smcr keeps the
+ * same, so an LG with a Linux peer never holds more links than that peer will. */
 #define CORE_LG_LINKS 3
 #define CORE_LG_LINKS_USABLE 2
 
@@ -189,8 +189,8 @@ struct core_lgr {
 	struct core_dev *cdev;		/* [I] */
 	struct dev_pd *pd;		/* [I] one PD per LG: its RMBs are reachable only by its QPs */
 	/* [E] the LG's links by table slot (NULL: free). Each connection names its own
-	 * (conn->link, chosen by lgr_attach: procedures.md 3.4). Until ADD LINK is built
-	 * (issue 22) only slot 0 is ever filled: the first contact's link. */
+	 * (conn->link, chosen by lgr_attach: docs/protocol/procedures.md 3.4). Until ADD LINK is
+	 * built (issue 22) only slot 0 is ever filled: the first contact's link. */
 	struct core_link *links[CORE_LG_LINKS];
 	struct core_conn *slots[CORE_LG_SLOTS];	/* [E] by alert token & 0xFF; [0] unused */
 	unsigned nconns;		/* [E] slots in use */
@@ -229,7 +229,7 @@ static inline uint8_t lgr_gid_index(const struct core_lgr *lg)
 	return lg->v2 ? lg->cdev->gid_v2_index : lg->cdev->gid_index;
 }
 
-/* Handshake states (procedures.md 2.2, 2.3). */
+/* Handshake states (docs/protocol/procedures.md 2.2, 2.3). */
 enum core_hs {
 	HS_C_START = 1,		/* client: Proposal not sent yet */
 	HS_C_WAIT_ACCEPT = 2,
@@ -484,9 +484,9 @@ struct core_lgr *lgr_find_client(struct core_engine *e, const struct clc_accept 
 /* Attaches c to lg: slot, token, RMB from the pool (*need_rkey set if the RMB is new and
  * must be announced with CONFIRM RKEY). */
 int lgr_attach(struct core_lgr *lg, struct core_conn *c, bool *need_rkey, uint64_t now);
-/* The link a new connection goes on (procedures.md 3.4): the server alternates between the
- * LG's active links by the parity of its connection count (as Linux); the client takes the
- * one the Accept named (its QPN: peer_qpn). NULL: none usable. During first contact (SETUP)
+/* The link a new connection goes on (docs/protocol/procedures.md 3.4): the server alternates
+ * between the LG's active links by the parity of its connection count (as Linux); the client takes
+ * the one the Accept named (its QPN: peer_qpn). NULL: none usable. During first contact (SETUP)
  * the LG's one link, not active yet. */
 struct core_link *lgr_link_assign(struct core_lgr *lg, uint32_t accept_qpn);
 /* Some active link of lg for an LLC message (the lowest slot); NULL if none. */

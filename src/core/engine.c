@@ -40,8 +40,8 @@ static uint64_t seed64(void)
 
 /* ---- devices ----------------------------------------------------------------------------- */
 
-/* Picks port 1 and its best GID: RoCE v1 first (what SMC-R v1 uses, linux-interop.md 6),
- * else a software provider's GID or a RoCE v2 GID of an IPv4 address (::ffff:a.b.c.d,
+/* Picks port 1 and its best GID: RoCE v1 first (what SMC-R v1 uses, docs/protocol/linux-interop.md
+ * 6), else a software provider's GID or a RoCE v2 GID of an IPv4 address (::ffff:a.b.c.d,
  * routable, what Linux's SMC-R v2 uses; Soft-RoCE has only v2 GIDs, docs/parts/verbs.md),
  * else index 0 (e.g. an fe80:: link-local v2 GID); and, apart, the RoCE v2 GID SMC-R v2
  * uses (docs/parts/wire-v2.md 6): the first IPv4-mapped one, else the first v2 one. */

@@ -34,8 +34,8 @@ static void send_decline(struct core_conn *c, uint32_t code, bool oos)
 {
 	struct clc_decline d;
 	memset(&d, 0, sizeof(d));
-	/* 28 bytes (wire-formats.md 5.1), or 44 in answer to a version-2 Proposal and after a
-	 * v2 Accept, as Linux sends them (wire-v2.md 3) */
+	/* 28 bytes (docs/protocol/wire-formats.md 5.1), or 44 in answer to a version-2 Proposal and
+	 * after a v2 Accept, as Linux sends them (wire-v2.md 3) */
 	d.f.version = c->decl_v2 ? CLC_VERSION_2 : CLC_VERSION_1;
 	if (c->decl_v2)
 		d.os_type = CLC_OS_LINUX;
@@ -100,7 +100,7 @@ static int send_accept_v2(struct core_conn *c, const struct clc_accept *v1, enum
 	return clc_accept_v2_encode(&a, type, c->out + c->out_len, sizeof(c->out) - c->out_len, n);
 }
 
-/* Accept (server) or Confirm (client), 68 bytes (wire-formats.md 4). */
+/* Accept (server) or Confirm (client), 68 bytes (docs/protocol/wire-formats.md 4). */
 static int send_accept(struct core_conn *c, enum clc_type type, bool first, uint8_t mtu)
 {
 	struct core_link *l = c->link;
@@ -240,8 +240,8 @@ static void go_smc(struct core_conn *c, uint64_t now, bool async)
 	pthread_mutex_lock(&c->lock);
 	c->mode = CORE_MODE_SMC;
 	c->link_num = c->link->link_num;
-	/* CDCs may have arrived during the handshake (procedures.md 2.7: the peer can be
-	 * ACTIVE first); answer what is due now that we know the peer's token. */
+	/* CDCs may have arrived during the handshake (docs/protocol/procedures.md 2.7: the peer can
+	 * be ACTIVE first); answer what is due now that we know the peer's token. */
 	tx_cons_update_locked(c, false);
 	bool readable = conn_readable_locked(c) > 0;
 	pthread_mutex_unlock(&c->lock);
@@ -630,7 +630,8 @@ static void on_proposal(struct core_conn *c, const struct clc_proposal *p, uint6
 		lg->v2 = c->v2;
 		lg->max_conns = c->v2_fce.max_conns;
 		lg->max_links = c->v2_fce.max_links;
-		/* The client's port, for matching later connections (procedures.md 2.5). */
+		/* The client's port, for matching later connections (docs/protocol/procedures.md
+		 * 2.5). */
 		lg->links[0]->peer_gid = c->v2 ? x.roce_gid : p->gid;
 		lg->links[0]->peer_mac = p->mac;
 		c->first_contact = true;
@@ -678,7 +679,8 @@ static void on_accept(struct core_conn *c, const struct clc_accept *a, uint64_t 
 		uint8_t mtu = (uint8_t)cd->port.active_mtu;
 		if (a->mtu_code < mtu)
 			mtu = a->mtu_code;
-		/* procedures.md 2.6: client QP INIT -> RTR at the Accept; RTS at CONFIRM LINK. */
+		/* docs/protocol/procedures.md 2.6: client QP INIT -> RTR at the Accept; RTS at
+		 * CONFIRM LINK. */
 		rc = link_rtr(c->link, a->qpn, a->psn, mtu, &a->gid, &a->mac);
 		if (rc) {
 			hs_fallback(c, 0x09990002u, 0, true, false, now, false);	/* ERR_RDYLNK */
@@ -822,7 +824,8 @@ static void on_message_v2(struct core_conn *c, const uint8_t *buf, size_t len,
 		on_confirm(c, &a, now);
 		return;
 	}
-	/* A v2 message where v1 runs (or v2 was never offered): wire-formats.md 2.4 item 3. */
+	/* A v2 message where v1 runs (or v2 was never offered): docs/protocol/wire-formats.md 2.4
+	 * item 3. */
 	SMCR_LOG_RL(SMCR_LOG_INFO, CORE_UNIT, "unexpected CLC v2 %s", clc_type_name(type));
 	hs_fail(c, -SMCR_E_CORE_CLC_UNEXPECTED, now, false);
 }

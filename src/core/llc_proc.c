@@ -468,7 +468,7 @@ void llc_flow_kick(struct core_lgr *lg, uint64_t now)
 		struct llc_msg m = { .type = LLC_CONFIRM_RKEY };
 		m.confirm_rkey.rkey = c->rmb->mr->rkey;
 		m.confirm_rkey.vaddr = (uint64_t)(uintptr_t)c->rmb->mr->addr;
-		/* CONFIRM RKEY on the connection's own link (wire-formats.md 6.6) */
+		/* CONFIRM RKEY on the connection's own link (docs/protocol/wire-formats.md 6.6) */
 		if (llc_send(c->link ? c->link : lgr_link_any(lg), &m)) {
 			hs_rkey_confirmed(c, -SMCR_E_CORE_REGBUF, now);
 			conn_put(c);
@@ -481,8 +481,8 @@ void llc_flow_kick(struct core_lgr *lg, uint64_t now)
 	}
 }
 
-/* TEST LINK (procedures.md 3.5), per link: after testlink_ns without receiving anything on
- * it, ask; no answer within the LLC wait: the link is down. */
+/* TEST LINK (docs/protocol/procedures.md 3.5), per link: after testlink_ns without receiving
+ * anything on it, ask; no answer within the LLC wait: the link is down. */
 static void testlink_timer(struct core_lgr *lg, struct core_link *l, uint64_t now)
 {
 	struct core_engine *e = lg->eng;

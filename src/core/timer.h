@@ -1,5 +1,5 @@
-/* timer.h: the engine's timers (procedures.md 1 lists them: CLC waits, LLC waits, TEST
- * LINK, idle LG, close waits): one binary min-heap of deadlines per engine, keyed by a time
+/* timer.h: the engine's timers (docs/protocol/procedures.md 1 lists them: CLC waits, LLC waits,
+ * TEST LINK, idle LG, close waits): one binary min-heap of deadlines per engine, keyed by a time
  * the caller passes in (the engine reads no clock). Each timed object embeds one struct
  * core_timer; arming, moving and cancelling cost O(log n) and an idle engine costs nothing:
  * progress looks at the heap's top only, so thousands of connections and several links add

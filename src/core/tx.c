@@ -428,7 +428,8 @@ static long post_locked(struct core_conn *c, const struct iovec *iov, int iovcnt
 	}
 	if (urg && pl.sent < n)
 		urg = false;	/* the urgent byte is not in this piece */
-	/* procedures.md 4.3 step 1: B when the data did not fit the peer's free space. */
+	/* docs/protocol/procedures.md 4.3 step 1: B when the data did not fit the peer's free
+	 * space. */
 	bool blocked = want > pl.sent && pl.sent == space;
 	if (blocked && !c->tx_blocked)
 		CORE_CTR_INC(c->eng, ctr_rmbe_full);

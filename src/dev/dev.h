@@ -90,7 +90,7 @@ struct dev_gid {
 
 enum dev_gid_type {
 	DEV_GID_TYPE_IB = 0,		/* InfiniBand */
-	DEV_GID_TYPE_ROCE_V1 = 1,	/* what SMC-R v1 uses (linux-interop.md 6) */
+	DEV_GID_TYPE_ROCE_V1 = 1,	/* what SMC-R v1 uses (docs/protocol/linux-interop.md 6) */
 	DEV_GID_TYPE_ROCE_V2 = 2,	/* routable (UDP 4791): the GID is the port's IP address,
 					 * ::ffff:a.b.c.d for IPv4 (dev_gid_ipv4); what SMC-R
 					 * v2 needs (docs/parts/wire-v2.md 6) */

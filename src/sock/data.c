@@ -3,10 +3,10 @@
  * MSG_OOB, MSG_NOSIGNAL, MSG_MORE, SO_RCVTIMEO/SO_SNDTIMEO, EPIPE + SIGPIPE.
  *
  * On an SMC-R connection the bytes move through the engine (core_conn_send/recv: RDMA
- * WRITEs into the peer's RMBE, reads from ours; procedures.md 4), which never blocks; the
- * blocking semantics are built here (ENGINE.md decision 3): poll the engine's progress
- * for the wait policy's budget (waitpol.h), then sleep on the CQ fds and the program's
- * own fd, or on that fd alone, whose readiness the engine drives (sig.h;
+ * WRITEs into the peer's RMBE, reads from ours; docs/protocol/procedures.md 4), which never blocks;
+ * the blocking semantics are built here (docs/design/engine-decisions.md decision 3): poll the
+ * engine's progress for the wait policy's budget (waitpol.h), then sleep on the CQ fds and the
+ * program's own fd, or on that fd alone, whose readiness the engine drives (sig.h;
  * docs/design/readiness.md). Every other fd, and every smcr socket in TCP mode, gets the
  * libc call. */
 #define _GNU_SOURCE

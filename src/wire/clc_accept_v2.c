@@ -1,6 +1,6 @@
 /* clc_accept_v2.c: the SMC-R v2 Accept and Confirm (docs/parts/wire-v2.md 4): the v1
- * fields at their v1 offsets (wire-formats.md 4), then the chosen EID, then on first contact
- * the first-contact extension (36 bytes in release 0, 52 in release >= 1) and, in a
+ * fields at their v1 offsets (docs/protocol/wire-formats.md 4), then the chosen EID, then on first
+ * contact the first-contact extension (36 bytes in release 0, 52 in release >= 1) and, in a
  * Confirm, the list of the client's RoCE v2 GIDs. Strict on receive: every byte of the
  * message belongs to one of these parts, so a decoded message re-encodes byte-exactly. */
 #include "wire/clc_internal.h"

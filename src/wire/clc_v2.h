@@ -45,7 +45,7 @@
 #define CLC_LINKS_MIN 1
 #define CLC_LINKS_MAX 2
 
-/* Decline codes the v2 rules produce (wire-formats.md 5.2 has the whole table). */
+/* Decline codes the v2 rules produce (docs/protocol/wire-formats.md 5.2 has the whole table). */
 #define CLC2_DECL_PEERNOSMC 0x03010000u	/* the Proposal offers no path at all */
 #define CLC2_DECL_NOSMCDEV 0x03030000u	/* no usable SMC device for what was offered */
 #define CLC2_DECL_NOV2EXT 0x03030004u	/* v2 offered without a v2 extension */

@@ -3,9 +3,10 @@
  * cursor arithmetic the engine uses (absolute 64-bit positions, the newer-cursor check of a
  * received cursor) is core's own (src/core: curs_to_abs, abs_to_curs): one model.
  *
- * Spec: wire-formats.md 8.3 (encoding), 7.1 (newer-cursor rule), 7.2 (sequence numbers);
- * procedures.md 4.2 (advance, diff, newer-than), 4.3 (free space, two pieces), 4.5 (window
- * update rule). Every helper is pure arithmetic; each names its TCP equivalent.
+ * Spec: docs/protocol/wire-formats.md 8.3 (encoding), 7.1 (newer-cursor rule), 7.2 (sequence
+ * numbers); docs/protocol/procedures.md 4.2 (advance, diff, newer-than), 4.3 (free space, two
+ * pieces), 4.5 (window update rule). Every helper is pure arithmetic; each names its TCP
+ * equivalent.
  * */
 #ifndef SMCR_WIRE_CURS_H
 #define SMCR_WIRE_CURS_H
@@ -27,7 +28,7 @@ static inline bool curs_eq(struct curs a, struct curs b)
 	return a.wrap == b.wrap && a.count == b.count;
 }
 
-/* Window update rule (procedures.md 4.5, Linux smc_tx_consumer_update). */
+/* Window update rule (docs/protocol/procedures.md 4.5, Linux smc_tx_consumer_update). */
 #define CURS_WND_MIN 2304u	/* SOCK_MIN_SNDBUF / 2 on x86_64 Linux (about 2.3 KB) */
 
 /* limit = max(size / 10, CURS_WND_MIN): the least increase worth a consumer-only CDC

@@ -1,8 +1,8 @@
 /* llc_v2.h: the LLC messages of an SMC-R v2 link group (docs/parts/wire-v2.md 7), as Linux
  * 6.12 sends them over RoCE v2.
  *
- * Every v2 message starts like a v1 one (wire-formats.md 6.1) but: the type byte carries the
- * LLC version 2 in its high nibble (0x21 CONFIRM LINK, 0x22 ADD LINK, 0x24 DELETE LINK,
+ * Every v2 message starts like a v1 one (docs/protocol/wire-formats.md 6.1) but: the type byte
+ * carries the LLC version 2 in its high nibble (0x21 CONFIRM LINK, 0x22 ADD LINK, 0x24 DELETE LINK,
  * 0x25 REQUEST ADD LINK, 0x26 CONFIRM RKEY, 0x27 TEST LINK, 0x29 DELETE RKEY), and bytes 1-2
  * are a 16-bit length of 44..8192 that Linux stores in its CPU's byte order: little-endian
  * on every Linux that runs RoCE v2 with rxe or mlx5 on x86-64/arm64, the order smcr reads

@@ -3,8 +3,8 @@
  * two engines (fake clock): each asserts when, to the nanosecond, the bytes of one send
  * arrive (or the link is declared down), so failover tests built on them are exact.
  * The cut is silent for the side that does not send: it finds out only through its TEST
- * LINK after 30 s without receipt (procedures.md 3.5), which fails after the transport
- * timeout. */
+ * LINK after 30 s without receipt (docs/protocol/procedures.md 3.5), which fails after the
+ * transport timeout. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,10 +1,10 @@
 /* test_core_timers.c: the engine's timers live on one deadline heap per engine (timer.h),
  * so idle connections cost nothing: with 200 connections open and quiet, each engine holds
- * exactly one armed timer (the LG's: TEST LINK, procedures.md 3.5) and progress does no
- * work at all between deadlines; the TEST LINK then goes out at 30 s of silence and is
+ * exactly one armed timer (the LG's: TEST LINK, docs/protocol/procedures.md 3.5) and progress does
+ * no work at all between deadlines; the TEST LINK then goes out at 30 s of silence and is
  * answered (the link stays up, data still flows); a released connection whose peer never
- * closes waits close_wait_ns (procedures.md 5.2) and then leaves its LG, on its own timer.
- * Two engines in one process on the loop provider, fake clock. */
+ * closes waits close_wait_ns (docs/protocol/procedures.md 5.2) and then leaves its LG, on its own
+ * timer. Two engines in one process on the loop provider, fake clock. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
 /* fuzz_roundtrip.c: libFuzzer decode -> encode -> decode stability over every codec
- * (wire-formats.md 1-7). The first byte selects the codec: 0 CLC (clc_decode), 1 LLC
+ * (docs/protocol/wire-formats.md 1-7). The first byte selects the codec: 0 CLC (clc_decode), 1 LLC
  * (llc_decode), 2 CDC (cdc_decode), 3 TCP option (tcpopt_decode / tcpopt_find), 4 SMC-R v2
  * CLC (v2 Accept/Confirm, v2 extension), 5 SMC-R v2 LLC (llc2_decode), anything else:
  * detection as smcr-decode does it (tools/smcr-decode/dec.h), message by message, through

@@ -30,7 +30,7 @@ void loopdev_kill(struct dev_device *dev);
  *   cut      the wire is gone: what is in flight and every WR posted meanwhile ends with
  *            RETRY_EXC_ERR timeout_ns after the cut (or its post) and the QP goes to ERR,
  *            with a QP_FATAL event, as RC after its retries; the peer sees nothing until it
- *            sends itself (the reason for TEST LINK, procedures.md 3.5).
+ *            sends itself (the reason for TEST LINK, docs/protocol/procedures.md 3.5).
  *   delay_ns every WR executes (WRITE in the target's memory, SEND delivered, completion)
  *            delay_ns after its post.
  *   drop     the next drop WRs are lost once on the wire: RC resends each after
@@ -38,7 +38,7 @@ void loopdev_kill(struct dev_device *dev);
  *   hold     nothing executes until hold is cleared (then what is due runs at the next
  *            loopdev_clock): another link's traffic can be delivered first, the reorder
  *            between links a failover sees. (Reordering within one QP is not offered: RC
- *            forbids it and the engine relies on that, procedures.md 4.7.)
+ *            forbids it and the engine relies on that, docs/protocol/procedures.md 4.7.)
  * Default times from the QP attributes the engine sets (link.c: timeout 15, retry 7):
  * 4.096 us * 2^15 = 134 ms per retransmission, 8 tries = 1.07 s to the error. */
 #define LOOPDEV_RETRANS_NS 134217728ull

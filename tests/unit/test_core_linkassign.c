@@ -1,6 +1,6 @@
 /* test_core_linkassign.c: which link of a link group a new connection goes on
- * (procedures.md 3.4, src/core/lgr.c lgr_link_assign): the server alternates between the
- * active links by the parity of the LG's connection count (as Linux), skipping links that
+ * (docs/protocol/procedures.md 3.4, src/core/lgr.c lgr_link_assign): the server alternates between
+ * the active links by the parity of the LG's connection count (as Linux), skipping links that
  * are down or still being set up, and across a table with holes; the client takes the
  * link the Accept named (its QPN) and refuses when none matches; first contact uses the
  * link being confirmed. Built on LG and link objects alone (no devices): the rule, not
@@ -33,7 +33,7 @@ static void reset(enum core_role role)
 static void test_table_size(void **state)
 {
 	(void)state;
-	/* Linux: a table of 3, at most 2 in use (linux-interop.md 7) */
+	/* Linux: a table of 3, at most 2 in use (docs/protocol/linux-interop.md 7) */
 	assert_int_equal(CORE_LG_LINKS, 3);
 	assert_int_equal(CORE_LG_LINKS_USABLE, 2);
 }

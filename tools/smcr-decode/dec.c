@@ -315,8 +315,8 @@ bool dec_send_payload(struct dec *d, const uint8_t *buf, size_t len, struct dec_
 		dec_llc2(d, buf, len, w);
 		return true;
 	}
-	/* What tshark's heuristic takes as SMC-R v1 (wireshark.md 3): a v1 type with length
-	 * byte 44 and 44 bytes. A v1 type whose length disagrees is reported; other payloads
+	/* What tshark's heuristic takes as SMC-R v1 (docs/protocol/wireshark.md 3): a v1 type with
+	 * length byte 44 and 44 bytes. A v1 type whose length disagrees is reported; other payloads
 	 * (RDMA data, v2 LLC) are not ours. */
 	if (!v1 || (len != LLC_MSG_LEN && (len < 2 || buf[1] != LLC_MSG_LEN)))
 		return false;

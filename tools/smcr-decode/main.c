@@ -1,5 +1,5 @@
-/* smcr-decode: decodes SMC-R v1 messages (TCP option, CLC, LLC, CDC; wire-formats.md 1-7)
- * and SMC-R v2 ones (v2 CLC and LLC; docs/parts/wire-v2.md)
+/* smcr-decode: decodes SMC-R v1 messages (TCP option, CLC, LLC, CDC; docs/protocol/wire-formats.md
+ * 1-7) and SMC-R v2 ones (v2 CLC and LLC; docs/parts/wire-v2.md)
  * from hex text, binary files or pcap/pcapng captures and prints their fields as text or
  * JSON lines. Usage and keys: docs/parts/decode.md, or smcr-decode --help.
  *
@@ -26,7 +26,7 @@ static const char usage[] =
 	"       " PROG " [--json] -f HEXFILE... | -b BINFILE...\n"
 	"\n"
 	"Decodes SMC-R v1 messages and prints their fields (RFC 7609; the project's\n"
-	"wire-formats.md): TCP option, CLC Proposal/Accept/Confirm/Decline, the 8 LLC\n"
+	"docs/protocol/wire-formats.md): TCP option, CLC Proposal/Accept/Confirm/Decline, the 8 LLC\n"
 	"messages, CDC; and SMC-R v2 (docs/parts/wire-v2.md): the v2 Proposal extension,\n"
 	"v2 Accept/Confirm, the v2 LLC messages (kinds llc2.*).\n"
 	"\n"

@@ -1,6 +1,6 @@
 /* verbs_qp.c: RC queue pairs of the libibverbs provider: create (sizing the CQs they
- * complete into, verbs_cq.c), modify with SMC-R's attributes (procedures.md 2.6; the port
- * the user calls 1 is the device's real port), query, and the data path (ibv_post_send and
+ * complete into, verbs_cq.c), modify with SMC-R's attributes (docs/protocol/procedures.md 2.6; the
+ * port the user calls 1 is the device's real port), query, and the data path (ibv_post_send and
  * ibv_post_recv, inline in verbs.h: no library call). docs/parts/verbs.md "Mapping".
  *
  * The state machine is checked here first (dev_qp_check_modify), so a refused transition
