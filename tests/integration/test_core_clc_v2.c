@@ -425,7 +425,7 @@ static void llc_inject(struct cp_pair *pp, struct core_conn *from, const uint8_t
 {
 	struct core_engine *e = from == pp->cli ? pp->ce : pp->se;
 	pthread_mutex_lock(&e->lock);
-	assert_int_equal(link_send_msg(from->lg->link, msg), 0);
+	assert_int_equal(link_send_msg(from->lg->links[0], msg), 0);
 	pthread_mutex_unlock(&e->lock);
 	cp_progress(pp, 3);
 	loopdev_stats(st);
