@@ -41,10 +41,14 @@ static uint64_t pfx_refreshes;
 static pthread_once_t pfx_once = PTHREAD_ONCE_INIT;
 
 /* fork() while another thread held the lock (a dump in progress): the child's copy of the
- * lock is re-initialised; its cache is just as good. */
+ * lock is re-initialised, and so is the cache, which that dump may have left half filled
+ * (a server whose child found no prefix for its address declined its clients with
+ * DIFFPREFIX): the child's first use reads the interfaces again. */
 static void pfx_atfork_child(void)
 {
 	pthread_mutex_init(&pfx_lock, NULL);
+	pfx_n = 0;
+	pfx_time = 0;
 }
 
 static void pfx_init(void)
