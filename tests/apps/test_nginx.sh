@@ -84,7 +84,8 @@ scenario() { # scenario NAME CLIENT_MODE
 	rm -f "$APP_TMP/$sc.big"
 	app_check "$sc: curl 100 small files, keep-alive" fetch_small "$cm" "$sc-curl-ka"
 	app_check "$sc: curl 100 small files, Connection: close" fetch_small "$cm" "$sc-curl-close" -H 'Connection: close'
-	app_check "$sc: wrk 1 KiB keep-alive" wrk_run "$cm" "$sc-wrk-1k" 1k
+	app_open "intermittent: wrk counts read errors (about 1 in 20 000 requests) over SMC-R" \
+		"$sc: wrk 1 KiB keep-alive" wrk_run "$cm" "$sc-wrk-1k" 1k
 	app_open "intermittent: wrk counts read errors (responses cut short) over SMC-R keep-alive" \
 		"$sc: wrk 64 KiB keep-alive" wrk_run "$cm" "$sc-wrk-64k" 64k
 	app_open "intermittent: wrk counts read errors (responses cut short) over SMC-R" \
