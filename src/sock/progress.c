@@ -352,6 +352,11 @@ void progress_stop(void)
 	closeq_drain_all();
 }
 
+void progress_watch_forget_inherited(struct prog_watch *w)
+{
+	free(w);
+}
+
 int progress_watch(int fd, uint32_t events, prog_fn fn, void *arg, prog_release_fn release,
 		   struct prog_watch **out)
 {

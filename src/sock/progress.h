@@ -62,6 +62,10 @@ SMCR_MUST_CHECK int progress_watch(int fd, uint32_t events, prog_fn fn, void *ar
 SMCR_MUST_CHECK int progress_watch_modify(struct prog_watch *w, uint32_t events);
 /* Call before closing the fd. Releases per the rules above. */
 void progress_unwatch(struct prog_watch *w);
+/* In a fork child only, for a watch made by the parent: the parent's progress thread does
+ * not exist here, so nothing can be running w; its memory is freed at once (release is not
+ * called: the parent's owner keeps its state). Without it the child's copy of w is lost. */
+void progress_watch_forget_inherited(struct prog_watch *w);
 
 /* A one-shot timer, embedded in its owner. Armed: fn(arg, 0) runs on the progress thread
  * at or after deadline (smcr_now_ns() clock). */

@@ -378,6 +378,8 @@ static void statsrv_atfork_child(void)
 	if (srv_fd >= 0)
 		sock_sys.close(srv_fd);
 	srv_fd = -1;
+	if (srv_watch)
+		progress_watch_forget_inherited(srv_watch);
 	srv_watch = NULL;
 	have_base = false;
 	pthread_mutex_init(&srv_lock, NULL);
