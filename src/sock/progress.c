@@ -14,6 +14,7 @@
 #include "sock/closeq.h"
 #include "sock/errmap.h"
 #include "sock/sig.h"
+#include "sock/statsrv.h"
 #include "sock/sys.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -302,6 +303,11 @@ int progress_start(void)
 	prog_started = true;
 	pthread_mutex_unlock(&progress_lock);
 	LOG_DBG("progress", "progress thread started");
+	/* smcr-stat can read this process from now on (statsrv.h): its socket is served by
+	 * this thread, so it comes with the thread rather than starting one of its own at a
+	 * process's first socket (a program that forks before any SMC-R work stays
+	 * single-threaded). Its progress_watch finds the thread started. */
+	statsrv_ensure();
 	return 0;
 fail:
 	if (prog_epfd >= 0)

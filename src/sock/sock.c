@@ -3,7 +3,6 @@
  * program's fd (rules and locks in sock.h, readiness mechanism in sig.h). */
 #define _GNU_SOURCE
 #include "sock/sock.h"
-#include "sock/statsrv.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -108,7 +107,6 @@ static void sock_buf_init(void)
 
 int sock_create(int fd, int domain, bool nonblock, bool cloexec, struct sock **out)
 {
-	statsrv_ensure(); /* smcr-stat can read this process from now on (statsrv.h) */
 	pthread_once(&sock_buf_once, sock_buf_init);
 	struct sock *s = sock_alloc();
 	if (!s)

@@ -28,7 +28,9 @@ enum statsrv_what {
 	STATSRV_STATS,
 };
 
-/* Starts this process's server if it is not running yet (one atomic load when it is). */
+/* Starts this process's server if it is not running yet (one atomic load when it is).
+ * Called when the progress thread starts (progress.c), which serves it: a process is
+ * listed by smcr-stat from its first connection that needs the engine or a handshake. */
 void statsrv_ensure(void);
 
 #endif
