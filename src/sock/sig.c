@@ -152,20 +152,24 @@ void sig_set_nonblock(struct sig *s, bool on)
  * increment (a release), so a reader whose acquire load of tokens sees this count also
  * sees sending set, or its clearing after the send (release again); a reader that sees
  * tokens > 0 and sending clear therefore finds the byte in prog's queue. Lock held. */
-static void token_send_locked(struct sig *s)
+static void token_send_locked(struct sig *s, const unsigned *gen)
 {
 	char b = 't';
 	atomic_store_explicit(&s->sending, true, memory_order_relaxed);
-	atomic_fetch_add_explicit(&s->tokens, 1, memory_order_release);
-	if (sock_sys.send(s->end, &b, 1, SIG_IO_FLAGS) != 1)
+	/* With gen: counted first, then the drains checked (both sequentially consistent,
+	 * as sig_drain_in's increment and its load of tokens): a drain this check misses
+	 * sees the count and takes the lock, which is held until the byte is queued, and
+	 * then reads it back. */
+	atomic_fetch_add_explicit(&s->tokens, 1, memory_order_seq_cst);
+	if ((gen && atomic_load_explicit(&s->drains, memory_order_seq_cst) != *gen) ||
+	    sock_sys.send(s->end, &b, 1, SIG_IO_FLAGS) != 1)
 		atomic_fetch_sub_explicit(&s->tokens, 1, memory_order_relaxed);
 	atomic_store_explicit(&s->sending, false, memory_order_release);
 }
 
-void sig_readable(struct sig *s)
+static void readable_locked(struct sig *s, const unsigned *gen)
 {
 	char b = 't';
-	pthread_mutex_lock(&s->lock);
 	if (!s->dead && !s->rdhup && !s->rd_shut && s->prog >= 0) {
 		/* Evict the oldest token, unless an OOB byte is at the head of the queue (a
 		 * plain read there would drop it: POLLPRI lost). */
@@ -181,8 +185,26 @@ void sig_readable(struct sig *s)
 		 * reader (sig_drain_in) skip it while epoll kept reporting it (seen: an epoll
 		 * program spinning on EAGAIN for as long as this thread was descheduled here).
 		 * `sending` tells sig_readable_if_none's fast path that the count runs ahead. */
-		token_send_locked(s);
+		token_send_locked(s, gen);
 	}
+}
+
+void sig_readable(struct sig *s)
+{
+	pthread_mutex_lock(&s->lock);
+	readable_locked(s, NULL);
+	pthread_mutex_unlock(&s->lock);
+}
+
+unsigned sig_drain_gen(struct sig *s)
+{
+	return atomic_load_explicit(&s->drains, memory_order_seq_cst);
+}
+
+void sig_readable_since(struct sig *s, unsigned gen)
+{
+	pthread_mutex_lock(&s->lock);
+	readable_locked(s, &gen);
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -198,14 +220,16 @@ void sig_readable_if_none(struct sig *s)
 		return;
 	pthread_mutex_lock(&s->lock);
 	if (!s->dead && !s->rdhup && !s->rd_shut && s->prog >= 0 && s->tokens == 0)
-		token_send_locked(s);
+		token_send_locked(s, NULL);
 	pthread_mutex_unlock(&s->lock);
 }
 
 void sig_drain_in(struct sig *s)
 {
 	char buf[SIG_TOKEN_CAP];
-	if (atomic_load_explicit(&s->tokens, memory_order_relaxed) == 0)
+	/* counted before tokens is read (token_send_locked's gen check is the other half) */
+	atomic_fetch_add_explicit(&s->drains, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&s->tokens, memory_order_seq_cst) == 0)
 		return; /* fast path: nothing queued */
 	pthread_mutex_lock(&s->lock);
 	/* With an OOB byte queued only the tokens before it (POLLIN stays on anyway: AF_UNIX

@@ -92,6 +92,9 @@ struct sig {
 			       * more would pass the mark and drop it) */
 	_Atomic bool nonblock; /* prog's O_NONBLOCK as last set by sig_set_nonblock (the
 				* program's setting) */
+	_Atomic unsigned drains; /* sig_drain_in calls so far: an arrival's token written
+				  * after a drain that followed the read of its bytes would be
+				  * stale (sig_readable_since) */
 };
 
 /* Creates the pair: prog at any free number (close-on-exec), end at a hidden one. */
@@ -121,10 +124,22 @@ void sig_set_nonblock(struct sig *s, bool on);
  * within that call (data.c "Deferred tokens"); every arrival a call returns to the program
  * unread has its token (docs/design/readiness.md section 3). */
 void sig_readable(struct sig *s);
+/* The engine's callback's sig_readable (sock.c sock_apply_events). The callback runs after
+ * the arrival's bytes became readable and computed its level mask some time before: the
+ * program may have read those bytes and drained meanwhile, and a token written then says
+ * POLLIN with nothing to read (a level-triggered poller wakes, its read gets EAGAIN: wrk
+ * counts that as a read error). So the callback reads sig_drain_gen first, then checks
+ * that data is still unread, then calls this, which writes the token only if no drain
+ * happened since gen. A drain that comes after this check finds the token counted and
+ * takes it back (sig_drain_in), and the drainer re-reads the mask after draining
+ * (sock_sync_after_call), so bytes still unread keep a token. */
+unsigned sig_drain_gen(struct sig *s);
+void sig_readable_since(struct sig *s, unsigned gen);
 /* POLLIN on if no token is queued (no new edge otherwise). On return POLLIN is on: a
  * token another thread is still sending is waited for (the lock), not assumed. */
 void sig_readable_if_none(struct sig *s);
-/* Nothing left to read: POLLIN off (unless EOF/error made it permanent). */
+/* Nothing left to read: POLLIN off (unless EOF/error made it permanent). Counts a drain
+ * (sig_readable_since) whether or not a token was queued. */
 void sig_drain_in(struct sig *s);
 /* Peer's RMBE full: POLLOUT off. Idempotent. */
 void sig_block_out(struct sig *s);

@@ -305,8 +305,16 @@ void sock_apply_events(struct sock *s, unsigned ev, unsigned raised, bool from_p
 	 * connection, on the path of a short connection's close. */
 	bool eof = ev & CORE_EV_RDHUP;
 	if (raised & (CORE_EV_IN | CORE_EV_IN_NEW)) {
-		if (!eof)
+		/* ev was computed before this callback ran: the program may have read the
+		 * arrival and drained since. The token goes only for bytes still unread
+		 * and no drain since that was checked (sig_readable_since). */
+		if (!eof && from_program) {
 			sig_readable(&s->sig);
+		} else if (!eof) {
+			unsigned gen = sig_drain_gen(&s->sig);
+			if (core_conn_events(s->conn) & CORE_EV_IN)
+				sig_readable_since(&s->sig, gen);
+		}
 	} else if ((ev & CORE_EV_IN) && from_program && !eof) {
 		sig_readable_if_none(&s->sig);
 	}

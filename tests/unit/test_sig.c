@@ -135,6 +135,27 @@ static void test_readable_tokens_and_edges(void **state)
 	assert_int_equal(f->s.tokens, 0);
 }
 
+/* The engine's callback's token (sig_readable_since): none when the program drained after
+ * the callback looked (the arrival's bytes were read: a token now would show POLLIN with
+ * nothing to read), one when no drain came in between; a drain after the token was written
+ * takes it back. */
+static void test_readable_since_drain(void **state)
+{
+	struct fixture *f = *state;
+	unsigned gen = sig_drain_gen(&f->s);
+	sig_drain_in(&f->s); /* the program read the bytes: ring empty */
+	sig_readable_since(&f->s, gen);
+	expect(f, POLLOUT);
+	assert_int_equal(f->s.tokens, 0);
+	gen = sig_drain_gen(&f->s);
+	sig_readable_since(&f->s, gen);
+	expect(f, POLLIN | POLLOUT);
+	assert_int_equal(f->s.tokens, 1);
+	sig_drain_in(&f->s);
+	expect(f, POLLOUT);
+	assert_int_equal(f->s.tokens, 0);
+}
+
 static void test_block_unblock_out(void **state)
 {
 	struct fixture *f = *state;
@@ -500,6 +521,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_fresh_writable_only),  T(test_readable_tokens_and_edges),
+		T(test_readable_since_drain),
 		T(test_block_unblock_out),    T(test_rdhup),
 		T(test_hup_after_both_shut),  T(test_shut_rd),
 		T(test_error_while_blocked),  T(test_error_fresh),
