@@ -61,8 +61,9 @@ int sig_open(struct sig *s)
 	if (sock_sys.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return sock_err_sys(errno);
 	/* prog's smallest send buffer (POLLOUT off after a few KiB of filler) is set when
-	 * POLLOUT is first blocked (sig_block_out). end's O_NONBLOCK is not needed: every operation on it passes MSG_DONTWAIT (and
-	 * the connect-rate work counts each syscall of a connection, docs/parts/connect.md) */
+	 * POLLOUT is first blocked (sig_block_out). end's O_NONBLOCK is not needed: every
+	 * operation on it passes MSG_DONTWAIT (and each system call here is one more per
+	 * connection, docs/parts/connect.md) */
 	int end = sock_fd_hide(sv[1]);
 	if (end < 0) {
 		sock_sys.close(sv[0]);
@@ -181,9 +182,9 @@ static void readable_locked(struct sig *s, const unsigned *gen)
 		}
 		/* Every write wakes prog's waiters, so EPOLLET sees an edge even when tokens
 		 * were already queued. Counted before the send: the fast paths read tokens
-		 * without the lock, and a byte already queued but not yet counted made a
-		 * reader (sig_drain_in) skip it while epoll kept reporting it (seen: an epoll
-		 * program spinning on EAGAIN for as long as this thread was descheduled here).
+		 * without the lock, and a byte already queued but not yet counted would make a
+		 * reader (sig_drain_in) skip it while epoll keeps reporting it (an epoll
+		 * program would spin on EAGAIN for as long as this thread is descheduled here).
 		 * `sending` tells sig_readable_if_none's fast path that the count runs ahead. */
 		token_send_locked(s, gen);
 	}
@@ -213,8 +214,7 @@ void sig_readable_if_none(struct sig *s)
 	/* Fast path: a token is queued, so POLLIN is on already. Not while one is in flight
 	 * (counted, not yet sent): the engine's callback on the progress thread can be
 	 * between the two while the program's receive that left data ends here, and the
-	 * program's poll right after then found no POLLIN (hold branch: direct wake + hold,
-	 * the progress thread took the arrival). The lock waits for that send. */
+	 * program's poll right after would find no POLLIN. The lock waits for that send. */
 	if (atomic_load_explicit(&s->tokens, memory_order_acquire) > 0 &&
 	    !atomic_load_explicit(&s->sending, memory_order_acquire))
 		return;
@@ -252,9 +252,9 @@ void sig_drain_in(struct sig *s)
 /* Whether one filler send turns POLLOUT off (probed once on a scratch pair made like
  * sig_open's). AF_UNIX shows POLLOUT while the bytes queued from a socket use at most a
  * quarter of its send buffer (unix_writable), so one send of SIG_FILL bytes into the
- * smallest buffer is enough; filling until EAGAIN took 2-3 sends more per block (the
- * writer of a full ring blocks once per window: conns, docs/parts/conns.md). Where the
- * kernel behaves otherwise, the old loop to EAGAIN runs. */
+ * smallest buffer is enough; filling until EAGAIN costs a few sends more each time,
+ * and the writer of a full ring blocks once per window. Where the kernel behaves
+ * otherwise, the loop to EAGAIN runs. */
 #define SIG_FILL 4096
 static pthread_once_t fill_once = PTHREAD_ONCE_INIT;
 static bool fill_one;

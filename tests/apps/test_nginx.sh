@@ -84,12 +84,11 @@ scenario() { # scenario NAME CLIENT_MODE
 	rm -f "$APP_TMP/$sc.big"
 	app_check "$sc: curl 100 small files, keep-alive" fetch_small "$cm" "$sc-curl-ka"
 	app_check "$sc: curl 100 small files, Connection: close" fetch_small "$cm" "$sc-curl-close" -H 'Connection: close'
-	app_open "intermittent: wrk counts read errors (about 1 in 20 000 requests) over SMC-R" \
-		"$sc: wrk 1 KiB keep-alive" wrk_run "$cm" "$sc-wrk-1k" 1k
-	app_open "intermittent: wrk counts read errors (responses cut short) over SMC-R keep-alive" \
-		"$sc: wrk 64 KiB keep-alive" wrk_run "$cm" "$sc-wrk-64k" 64k
-	app_open "intermittent: wrk counts read errors (responses cut short) over SMC-R" \
-		"$sc: wrk 1 KiB Connection: close" wrk_run "$cm" "$sc-wrk-close" 1k -H 'Connection: close'
+	# wrk reads after EPOLLIN and counts a read error for EAGAIN as for a short response:
+	# a POLLIN with nothing to read shows here (tests/sock/it_stale_token.c)
+	app_check "$sc: wrk 1 KiB keep-alive" wrk_run "$cm" "$sc-wrk-1k" 1k
+	app_check "$sc: wrk 64 KiB keep-alive" wrk_run "$cm" "$sc-wrk-64k" 64k
+	app_check "$sc: wrk 1 KiB Connection: close" wrk_run "$cm" "$sc-wrk-close" 1k -H 'Connection: close'
 
 	app_stop "$srv" QUIT 15
 	app_check "$sc: no error in nginx's log" bash -c "! grep -E '\\[(alert|crit|emerg|error)\\]' '$d/error.log'"
