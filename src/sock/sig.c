@@ -152,18 +152,22 @@ void sig_set_nonblock(struct sig *s, bool on)
  * flagged in flight until it is queued. The stores: `sending` before the count's
  * increment (a release), so a reader whose acquire load of tokens sees this count also
  * sees sending set, or its clearing after the send (release again); a reader that sees
- * tokens > 0 and sending clear therefore finds the byte in prog's queue. Lock held. */
+ * tokens > 0 and sending clear therefore finds the byte in prog's queue.
+ * With gen (sig_readable_since): `sending` is set first, then the drains are checked (both
+ * sequentially consistent, as sig_drain_in's increment and its load of sending): a drain
+ * this check misses sees the token in flight and takes the lock, held until the byte is
+ * queued, and reads it back. A token not sent is never counted, so no reader sees a count
+ * without its byte. Lock held. */
 static void token_send_locked(struct sig *s, const unsigned *gen)
 {
 	char b = 't';
-	atomic_store_explicit(&s->sending, true, memory_order_relaxed);
-	/* With gen: counted first, then the drains checked (both sequentially consistent,
-	 * as sig_drain_in's increment and its load of tokens): a drain this check misses
-	 * sees the count and takes the lock, which is held until the byte is queued, and
-	 * then reads it back. */
-	atomic_fetch_add_explicit(&s->tokens, 1, memory_order_seq_cst);
-	if ((gen && atomic_load_explicit(&s->drains, memory_order_seq_cst) != *gen) ||
-	    sock_sys.send(s->end, &b, 1, SIG_IO_FLAGS) != 1)
+	atomic_store_explicit(&s->sending, true, memory_order_seq_cst);
+	if (gen && atomic_load_explicit(&s->drains, memory_order_seq_cst) != *gen) {
+		atomic_store_explicit(&s->sending, false, memory_order_release);
+		return;
+	}
+	atomic_fetch_add_explicit(&s->tokens, 1, memory_order_release);
+	if (sock_sys.send(s->end, &b, 1, SIG_IO_FLAGS) != 1)
 		atomic_fetch_sub_explicit(&s->tokens, 1, memory_order_relaxed);
 	atomic_store_explicit(&s->sending, false, memory_order_release);
 }
@@ -227,10 +231,13 @@ void sig_readable_if_none(struct sig *s)
 void sig_drain_in(struct sig *s)
 {
 	char buf[SIG_TOKEN_CAP];
-	/* counted before tokens is read (token_send_locked's gen check is the other half) */
+	/* Counted before a token in flight is looked for (token_send_locked's gen check is
+	 * the other half); sending before tokens: a send that ended after this load of
+	 * sending counted its token before it cleared sending. */
 	atomic_fetch_add_explicit(&s->drains, 1, memory_order_seq_cst);
-	if (atomic_load_explicit(&s->tokens, memory_order_seq_cst) == 0)
-		return; /* fast path: nothing queued */
+	if (!atomic_load_explicit(&s->sending, memory_order_seq_cst) &&
+	    atomic_load_explicit(&s->tokens, memory_order_acquire) == 0)
+		return; /* fast path: nothing queued, nothing on its way */
 	pthread_mutex_lock(&s->lock);
 	/* With an OOB byte queued only the tokens before it (POLLIN stays on anyway: AF_UNIX
 	 * counts the OOB byte as data; sig_pri_off empties the rest). */

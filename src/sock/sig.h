@@ -74,10 +74,12 @@ struct sig {
 				  * less: the fast paths then take the lock) */
 	_Atomic bool sending; /* a token send is in flight: tokens counts it already, but prog
 			       * may not show it yet. Set and cleared under the lock around the
-			       * send; read without it by sig_readable_if_none's fast path, which
-			       * must not take "tokens > 0" for "POLLIN is on" while the byte is
-			       * still on its way (else a program's poll right after its receive
-			       * could miss POLLIN with bytes left, docs/parts/hold.md) */
+			       * send (and the drain check before it, sig_readable_since); read
+			       * without it by sig_drain_in and by sig_readable_if_none's fast
+			       * path, which must not take "tokens > 0" for "POLLIN is on" while
+			       * the byte is still on its way (else a program's poll right after
+			       * its receive could miss POLLIN with bytes left,
+			       * docs/parts/hold.md) */
 	unsigned filled;      /* bytes queued from prog towards end (POLLOUT off when > 0) */
 	_Atomic bool out_blocked; /* sig_block_out done and not undone */
 	bool rdhup;	      /* shutdown(end, SHUT_WR) done */
@@ -130,7 +132,7 @@ void sig_readable(struct sig *s);
  * POLLIN with nothing to read (a level-triggered poller wakes, its read gets EAGAIN: wrk
  * counts that as a read error). So the callback reads sig_drain_gen first, then checks
  * that data is still unread, then calls this, which writes the token only if no drain
- * happened since gen. A drain that comes after this check finds the token counted and
+ * happened since gen. A drain that comes after this check finds the token in flight and
  * takes it back (sig_drain_in), and the drainer re-reads the mask after draining
  * (sock_sync_after_call), so bytes still unread keep a token. */
 unsigned sig_drain_gen(struct sig *s);

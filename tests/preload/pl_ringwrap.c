@@ -42,11 +42,9 @@ struct rx {
 	unsigned again_after_pollin;
 };
 
-static void check_block(const unsigned char *b, size_t n, uint64_t off)
+/* b holds n bytes from stream offset off; want is scratch room for n */
+static void check_block(const unsigned char *b, unsigned char *want, size_t n, uint64_t off)
 {
-	static _Thread_local unsigned char *want;
-	if (!want)
-		CHECK((want = malloc(BLOCK)) != NULL);
 	pl_fill(want, n, off);
 	if (memcmp(b, want, n) != 0) {
 		size_t i = 0;
@@ -61,8 +59,8 @@ static void check_block(const unsigned char *b, size_t n, uint64_t off)
 static void *rx_main(void *arg)
 {
 	struct rx *r = arg;
-	unsigned char *buf = malloc(BLOCK);
-	CHECK(buf != NULL);
+	unsigned char *buf = malloc(BLOCK), *want = malloc(BLOCK);
+	CHECK(buf != NULL && want != NULL);
 	for (;;) {
 		if (r->nonblock) {
 			struct pollfd p = { .fd = r->fd, .events = POLLIN };
@@ -78,10 +76,11 @@ static void *rx_main(void *arg)
 		CHECK(n >= 0);
 		if (n == 0)
 			break;
-		check_block(buf, (size_t)n, r->got);
+		check_block(buf, want, (size_t)n, r->got);
 		r->got += (size_t)n;
 	}
 	free(buf);
+	free(want);
 	return NULL;
 }
 
