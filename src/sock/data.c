@@ -46,8 +46,8 @@ enum route {
  * re-adds the program's epoll registrations (a fresh edge-triggered event) and stores the
  * new state, all under the lock. A program woken by that event can get here between the
  * re-add and the store; its unlocked read then says HANDSHAKE, and an EAGAIN on that
- * stale state would consume the only edge it gets (it_examples: a TCP client's bytes sat
- * in the server's socket forever). */
+ * stale state would consume the only edge it gets (an edge-triggered server would leave
+ * a TCP client's bytes in its socket forever; it_examples covers it). */
 static enum route route(int fd, bool nowait, struct sock **sp, int *err)
 {
 	struct sock *s = sock_get(fd);
@@ -231,8 +231,8 @@ static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t h
 		(void)core_engine_progress(e, now, NULL);
 		if (now - t0 >= budget)
 			break;
-		/* the clock every 4th turn: clock_gettime was 13-29 % of a spinning
-		 * thread's time on this VM (perf); timers tolerate a stale now */
+		/* the clock every 4th turn: clock_gettime is a large share of a spinning
+		 * thread's time; timers tolerate a stale now */
 		if ((++turns & 3) == 0) {
 			uint64_t t = smcr_now_ns();
 			if (t - now > sock_waitpol_cfg()->lost_gap_ns)
@@ -337,10 +337,9 @@ static int sleep_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t 
 /* A blocking data call on a host where spinning pays (the policy's budget is not 0)
  * keeps the CQs unarmed from its start (a lease of CORE_SPIN_GRACE_NS, renewed by its
  * waits): while it copies, the peer's CDCs then write no eventfd and wake no progress
- * thread that would take the CPU and the engine's locks from the copying threads (perf
- * of a 64 KiB stream: 0.4 context switches per write and side). Under load (budget 0)
- * the CQs stay armed: the consumer's sleep is the one wake-up. Returns the engine to
- * pass to call_end, NULL when not blocking (non-blocking calls never poll). */
+ * thread that would take the CPU and the engine's locks from the copying threads. Under
+ * load (budget 0) the CQs stay armed: the consumer's sleep is the one wake-up. Returns the
+ * engine to pass to call_end, NULL when not blocking (non-blocking calls never poll). */
 static struct core_engine *call_begin(struct sock *s, int dir, bool nowait)
 {
 	if (nowait)
