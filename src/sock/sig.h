@@ -72,8 +72,8 @@ struct sig {
 	_Atomic unsigned tokens; /* token bytes queued from end towards prog; counted before
 				  * the send (an unlocked reader may see one more, never one
 				  * less: the fast paths then take the lock) */
-	_Atomic bool sending; /* a token send is in flight: tokens counts it already, but prog
-			       * may not show it yet. Set and cleared under the lock around the
+	_Atomic bool sending; /* a token send is in flight: tokens may count it already, but
+			       * prog may not show it yet. Set and cleared under the lock around the
 			       * send (and the drain check before it, sig_readable_since); read
 			       * without it by sig_drain_in and by sig_readable_if_none's fast
 			       * path, which must not take "tokens > 0" for "POLLIN is on" while
