@@ -15,7 +15,9 @@
  * timers fire). At the end EOF is fed, the clock jumps past every timer (idle link groups
  * too) and the connections are released. Checks (abort): a step never fails, never
  * consumes more than it was given, a finished handshake stays finished, and afterwards
- * neither engine holds a connection or a link group (nothing leaks across inputs).
+ * neither engine holds a connection or a link group (nothing leaks across inputs). The
+ * engines live for the process; each input starts them from the same state and the clock
+ * from the same time (fuzz_engine.h), so an input's path does not depend on earlier ones.
  * Seed corpus: tests/fuzz/corpus/fuzz_clc_sm/ (a real Proposal, Accept, Confirm; v2_*: the
  * Linux 6.12 capture's v2 Proposal and Accept, and a v2 pair in flight). */
 #define _GNU_SOURCE
@@ -24,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_engine.h"
 #include "lib/core_pair.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -32,26 +35,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct core_engine *ce, *se;		/* the pair this input runs on */
 static struct core_engine *ce1, *se1, *ce2, *se2;	/* v1 only; v2 capable */
-static uint64_t now = 1000000000ull;
-
-static struct core_engine *v2_engine(void)
-{
-	struct core_engine_params p;
-	memset(&p, 0, sizeof(p));
-	if (core_ueid_parse("SPIKE-UEID", &p.ueids))
-		abort();
-	return cp_engine("loop:gid=v2", &p);
-}
+static uint64_t now;
 
 static void setup(void)
 {
 	smcr_log_set_level(SMCR_LOG_ERROR);
-	ce1 = cp_engine("loop", NULL);
-	se1 = cp_engine("loop", NULL);
-	ce2 = v2_engine();
-	se2 = v2_engine();
-	if (!ce1 || !se1 || !ce2 || !se2)
-		abort();
+	ce1 = fuzz_engine("loop", NULL, 0x1001);
+	se1 = fuzz_engine("loop", NULL, 0x2002);
+	ce2 = fuzz_engine("loop:gid=v2", "SPIKE-UEID", 0x1001);
+	se2 = fuzz_engine("loop:gid=v2", "SPIKE-UEID", 0x2002);
 }
 
 static bool done(enum core_clc_status st)
@@ -128,6 +120,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	bool v2 = (data[0] / 3) & 1;
 	ce = v2 ? ce2 : ce1;
 	se = v2 ? se2 : se1;
+	/* every input starts from the same state (fuzz_engine.h) */
+	fuzz_engine_reset(ce, 0x5eed0001);
+	fuzz_engine_reset(se, 0x5eed0002);
+	now = FUZZ_T0;
 	const uint8_t *p = data + 1, *end = data + size;
 	struct core_conn_params cp, sp;
 	cp_conn_params(&cp, CORE_CLIENT, 0);

@@ -12,7 +12,9 @@
  * After each record both engines progress and the clock moves on by 0.1 s; every fourth
  * record the client sends 100 bytes and the server reads what it can. At the end the
  * connections are released, the clock jumps past every timer, and both engines must hold
- * no connection and no link group (abort otherwise). ASan/UBSan catch any stray access:
+ * no connection and no link group (abort otherwise); the engines live for the process and
+ * each input starts them from the same state and the clock from the same time
+ * (fuzz_engine.h). ASan/UBSan catch any stray access:
  * nothing the peer sends may make the server read or write outside its buffers.
  * An input whose size is not a multiple of 44 runs on a v2 link group instead (devices with
  * RoCE v2 GIDs and a common user EID: the SMC-R v2 LLC paths, docs/parts/wire-v2.md 9); the
@@ -26,6 +28,7 @@
 #include <sys/uio.h>
 
 #include "core/core_int.h"
+#include "fuzz_engine.h"
 #include "lib/core_pair.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -34,7 +37,8 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct core_engine *ce, *se;
-static uint64_t now = 1000000000ull;
+static struct core_engine *ce1, *se1, *ce2, *se2;	/* v1; v2 (loop:gid=v2, one UEID) */
+static uint64_t now;
 
 static void progress(void)
 {
@@ -59,31 +63,22 @@ static void check_empty(void)
 	abort();
 }
 
-static struct core_engine *ce1, *se1, *ce2, *se2;	/* v1; v2 (loop:gid=v2, one UEID) */
-
-static struct core_engine *v2_engine(void)
-{
-	struct core_engine_params p;
-	memset(&p, 0, sizeof(p));
-	if (core_ueid_parse("FUZZ", &p.ueids))
-		abort();
-	return cp_engine("loop:gid=v2", &p);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (!ce1) {
 		smcr_log_set_level(SMCR_LOG_ERROR);
-		ce1 = cp_engine("loop", NULL);
-		se1 = cp_engine("loop", NULL);
-		ce2 = v2_engine();
-		se2 = v2_engine();
-		if (!ce1 || !se1 || !ce2 || !se2)
-			abort();
+		ce1 = fuzz_engine("loop", NULL, 0x1001);
+		se1 = fuzz_engine("loop", NULL, 0x2002);
+		ce2 = fuzz_engine("loop:gid=v2", "FUZZ", 0x1001);
+		se2 = fuzz_engine("loop:gid=v2", "FUZZ", 0x2002);
 	}
 	bool v2 = size % 44 != 0;
 	ce = v2 ? ce2 : ce1;
 	se = v2 ? se2 : se1;
+	/* every input starts from the same state (fuzz_engine.h) */
+	fuzz_engine_reset(ce, 0x5eed0001);
+	fuzz_engine_reset(se, 0x5eed0002);
+	now = FUZZ_T0;
 	struct cp_pair pp;
 	memset(&pp, 0, sizeof(pp));
 	pp.now = now;
