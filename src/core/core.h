@@ -292,6 +292,13 @@ struct core_engine_stats {
 	uint64_t conns_freed;
 	uint64_t cdc_rx_dropped;	/* CDCs rejected by validation (unknown token, bad cursor, ..) */
 	uint64_t llc_rx_dropped;	/* LLC messages dropped (unknown type, out of order, ..) */
+	/* Two-link groups (docs/FAILOVER.md): links added by ADD LINK, failovers (connections
+	 * moved off a failed link to the surviving one), and failovers by what brought the link
+	 * down: [0] error completion, [1] device/QP event, [2] TEST LINK unanswered, [3] the
+	 * peer deleted it, [4] no send slot. */
+	uint64_t links_added;
+	uint64_t failovers;
+	uint64_t failover_reason[5];
 };
 void core_engine_stats(struct core_engine *e, struct core_engine_stats *st);
 

@@ -214,7 +214,7 @@ static int async_events(struct core_engine *e, struct core_dev *cd, uint64_t now
 					if (l->state != CORE_LINK_DOWN)
 						LOG_WARN(CORE_UNIT, "link %u: %s", l->id,
 							 dev_event_type_str(ev.type));
-					link_down(l, -SMCR_E_CORE_LINK_DOWN, now);
+					link_down(l, -SMCR_E_CORE_LINK_DOWN, CORE_DOWN_EVENT, now);
 					break;
 				}
 			}
@@ -226,10 +226,13 @@ static int async_events(struct core_engine *e, struct core_dev *cd, uint64_t now
 			LOG_WARN(CORE_UNIT, "device %s: %s", cd->attr.name, dev_event_type_str(ev.type));
 			for (struct core_link *l = e->links; l; l = l->next)
 				if (l->cdev == cd)
-					link_down(l, -SMCR_E_CORE_LINK_DOWN, now);
+					link_down(l, -SMCR_E_CORE_LINK_DOWN, CORE_DOWN_EVENT, now);
+			break;
+		case DEV_EVENT_PORT_ACTIVE:
+			/* a path is back: single link groups try for a second link (addlink.c) */
+			al_relink(e, now);
 			break;
 		case DEV_EVENT_COMM_EST:
-		case DEV_EVENT_PORT_ACTIVE:
 			break;
 		}
 	}
@@ -551,6 +554,10 @@ void core_engine_stats(struct core_engine *e, struct core_engine_stats *st)
 	st->conns_freed = e->conns_freed;
 	st->cdc_rx_dropped = atomic_load(&e->cdc_rx_dropped);
 	st->llc_rx_dropped = atomic_load(&e->llc_rx_dropped);
+	st->links_added = e->links_added;
+	st->failovers = e->failovers;
+	for (int i = 0; i < CORE_DOWN_NREASONS && i < 5; i++)
+		st->failover_reason[i] = e->failover_reason[i];
 	pthread_mutex_unlock(&e->lock);
 }
 

@@ -55,6 +55,10 @@ void rx_cdc(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now)
 		if (c->rx_seq_valid && seq16_older(c->rx_seq, m.seqno)) {
 			bad_peer(c, -SMCR_E_CORE_FAILOVER_LOST, &m);
 			close_change = true;
+		} else {
+			/* the peer writes again what came after that CDC: its producer cursor
+			 * may now name bytes we already have (docs/protocol/procedures.md 3.7) */
+			c->rx_fo = true;
 		}
 		goto out;
 	}
@@ -84,8 +88,19 @@ void rx_cdc(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now)
 	uint64_t prod, cons = 0;
 	bool ok = curs_to_abs(m.prod, c->rx_peer_prod, c->rx_cons_sent + c->rmbe_size,
 			      c->rmbe_size, &prod);
+	if (!ok && c->rx_fo) {
+		/* After the peer's failover its cursor may be behind ours while it writes again
+		 * bytes we have (the same bytes at the same offsets): no news, not an error. */
+		uint64_t lo = c->rx_peer_prod > c->rmbe_size ? c->rx_peer_prod - c->rmbe_size : 0;
+		ok = curs_to_abs(m.prod, lo, c->rx_peer_prod, c->rmbe_size, &prod);
+		if (ok)
+			prod = c->rx_peer_prod;
+	}
+	/* After our own failover the peer may have consumed bytes we are about to write
+	 * again (their CDC reached it, its completion did not reach us). */
+	uint64_t hi = c->tx_prod > c->tx_replay_end ? c->tx_prod : c->tx_replay_end;
 	if (ok && c->peer_size)
-		ok = curs_to_abs(m.cons, c->tx_peer_cons, c->tx_prod, c->peer_size, &cons);
+		ok = curs_to_abs(m.cons, c->tx_peer_cons, hi, c->peer_size, &cons);
 	else if (ok)
 		ok = m.cons.wrap == 0 && m.cons.count == 0;	/* we have sent nothing yet */
 	if (ok && prod > c->rx_peer_prod && (c->cl & (CL_RCVD_D | CL_RCVD_C | CL_RCVD_A)))
@@ -104,6 +119,8 @@ void rx_cdc(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now)
 	bool cons_moved = c->peer_size && cons > c->tx_peer_cons;
 	if (cons_moved)
 		c->tx_peer_cons = cons;
+	if (cons_moved && cons > c->tx_prod)
+		c->tx_prod = cons;	/* docs/protocol/procedures.md 3.7: forward to the peer's consumer cursor */
 	c->peer_blocked = m.pf.write_blocked;
 	if (m.pf.cons_upd_req)
 		c->peer_req = true;	/* honoured by the next update (4.5) */
@@ -134,7 +151,7 @@ void rx_cdc(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now)
 		close_change = true;
 	}
 	if (c->mode == CORE_MODE_SMC && (cons_moved || (c->cl & CL_RCVD_C)) &&
-	    (c->sb_tail < c->sb_head || c->cl_pend || c->tx_wait)) {
+	    (c->sb_tail < c->sb_head || c->cl_pend || c->tx_wait || c->tx_prod < c->tx_replay_end)) {
 		/* The peer made room (or closed): write what the send ring holds
 		 * (docs/parts/sndbuf.md "Flush triggers"), then D/C if they wait for it. */
 		unsigned bits = tx_flush_locked(c, false);
