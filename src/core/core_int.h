@@ -388,6 +388,12 @@ struct core_conn {
 	bool fo_pending;		/* the validation CDC is still to send on the new link */
 	uint16_t fo_seq;		/* its sequence number */
 	bool rx_fo;			/* the peer failed over: its producer cursor may repeat */
+	/* [E] a validation message newer than our last CDC arrived: judged at the end of the
+	 * progress round (rx_fo_checks), once every CQ was polled, since the CDC it names may
+	 * still wait in the failed link's CQ behind it */
+	bool fo_check;
+	uint16_t fo_check_seq;
+	struct core_conn *fo_check_next;
 	uint64_t tx_urg_abs;		/* tx_prod after the last urgent byte written (0: none) */
 	/* A copy of what we wrote into the peer's RMBE, at the same offsets (peer_size
 	 * bytes), kept while the LG has two links: the bytes a failover writes again. Valid
@@ -484,6 +490,7 @@ struct core_engine {
 	struct core_link *links;	/* [E] every link with a QP (also draining ones) */
 	struct core_link *link_last;	/* [E] lookup cache of link_by_id (cleared on destroy) */
 	struct core_conn *conns;	/* [E] every conn object */
+	struct core_conn *fo_check_head;	/* [E] held: conns with a validation to judge */
 	uint32_t next_lg_id;		/* [E] */
 	uint32_t next_link_id;		/* [E] */
 	struct core_timers timers;	/* [E] every conn's and LG's deadline (timer.h) */
@@ -706,6 +713,8 @@ void tx_wake_waiters(struct core_lgr *lg, const uint64_t *starved, bool all);
 
 /* ---- rx.c ---- */
 void rx_cdc(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now);
+/* After a progress round's polls (eng->lock held): the deferred validation verdicts. */
+void rx_fo_checks(struct core_engine *e, uint64_t now);
 
 /* ---- close.c ---- */
 /* conn->lock held: sends A if possible, marks the connection reset with err. */

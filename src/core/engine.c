@@ -254,6 +254,7 @@ static int progress_locked(struct core_engine *e, uint64_t now)
 			n += poll_dev(e, cd, now);
 			n += async_events(e, cd, now);
 		}
+		rx_fo_checks(e, now);	/* every CQ polled: judge deferred validations */
 		/* only the timers due (timer.h): an idle engine looks at the heap's top */
 		n += (int)core_timers_expire(&e->timers, now);
 		lgr_free_dead(e, now, false);
@@ -624,6 +625,7 @@ void core_engine_free(struct core_engine *e)
 	pthread_mutex_lock(&e->poll_lock);
 	pthread_mutex_lock(&e->lock);
 	uint64_t now = e->last_now;
+	rx_fo_checks(e, now);	/* their references */
 	end_lgs_locked(e, now);
 	lgr_free_dead(e, now, true);
 	e->freed = true;

@@ -435,15 +435,19 @@ void link_handle_wc(struct core_engine *e, const struct dev_wc *wc, uint64_t now
 	if (kind != CORE_WR_RECV || idx >= CORE_RECV_BUFS)
 		return;
 	l->last_rx_ns = now;
-	if (l->state != CORE_LINK_DOWN) {
-		const uint8_t *buf = recv_buf(l, idx);
+	const uint8_t *buf = recv_buf(l, idx);
+	bool cdc = wc->byte_len >= 1 && buf[0] == CDC_TYPE;
+	/* A CDC that arrived before its link failed is valid data (RC delivered it): taken
+	 * even when the link is down already, while its LG lives (failover.c: the sender may
+	 * count it as completed). LLC messages of a failed link are not. */
+	if (l->state != CORE_LINK_DOWN || (cdc && l->lg->state != CORE_LG_DEAD)) {
 		size_t len = wc->byte_len > CORE_MSG_BUF ? CORE_MSG_BUF : wc->byte_len;
 		if (l->lg->eng->p.trace) {
 			struct core_trace_ev ev = { .kind = CORE_TRACE_RECV, .msg = buf, .len = len };
 			trace_fill(l, &ev);
 			l->lg->eng->p.trace(l->lg->eng->p.trace_ctx, &ev);
 		}
-		if (len >= 1 && buf[0] == CDC_TYPE)
+		if (cdc)
 			rx_cdc(l, buf, len, now);
 		else
 			llc_rx(l, buf, len, now);

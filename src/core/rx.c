@@ -50,15 +50,21 @@ void rx_cdc(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now)
 	c->cdc_received++;
 	CORE_CTR_INC(c->eng, ctr_cdc_rx);
 	if (m.pf.failover) {
+		/* the peer writes again what came after that CDC: its producer cursor may now
+		 * name bytes we already have (docs/protocol/procedures.md 3.7) */
+		c->rx_fo = true;
 		/* 7.3: a validation message newer than what we accepted means a CDC the sender
-		 * saw completed never reached us: data may be lost, abort. */
+		 * saw completed never reached us: data may be lost, abort. But that CDC may be
+		 * in the failed link's CQ, not polled yet (this one came on another link): the
+		 * verdict waits for the end of this progress round (rx_fo_checks). */
 		if (c->rx_seq_valid && seq16_older(c->rx_seq, m.seqno)) {
-			bad_peer(c, -SMCR_E_CORE_FAILOVER_LOST, &m);
-			close_change = true;
-		} else {
-			/* the peer writes again what came after that CDC: its producer cursor
-			 * may now name bytes we already have (docs/protocol/procedures.md 3.7) */
-			c->rx_fo = true;
+			if (!c->fo_check) {
+				conn_hold(c);	/* the check list's */
+				c->fo_check_next = e->fo_check_head;
+				e->fo_check_head = c;
+			}
+			c->fo_check = true;
+			c->fo_check_seq = m.seqno;
 		}
 		goto out;
 	}
@@ -170,6 +176,31 @@ out:
 	if (close_change)
 		close_maybe_finish_elocked(c, now);
 	conn_put(c);
+}
+
+void rx_fo_checks(struct core_engine *e, uint64_t now)
+{
+	while (e->fo_check_head) {
+		struct core_conn *c = e->fo_check_head;
+		e->fo_check_head = c->fo_check_next;
+		c->fo_check_next = NULL;
+		bool close_change = false;
+		pthread_mutex_lock(&c->lock);
+		if (c->fo_check && c->rmbe && !c->reset_err && c->rx_seq_valid &&
+		    seq16_older(c->rx_seq, c->fo_check_seq)) {
+			struct cdc_msg m;
+			memset(&m, 0, sizeof(m));
+			m.seqno = c->fo_check_seq;
+			m.pf.failover = true;
+			bad_peer(c, -SMCR_E_CORE_FAILOVER_LOST, &m);
+			close_change = true;
+		}
+		c->fo_check = false;
+		pthread_mutex_unlock(&c->lock);
+		if (close_change)
+			close_maybe_finish_elocked(c, now);
+		conn_put(c);
+	}
 }
 
 /* Copies n bytes of the ring from absolute position pos into the iovec. */

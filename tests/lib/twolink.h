@@ -51,6 +51,8 @@ struct tl_fix {
 
 /* Engines with ncli / nsrv loop devices; fx->now set. 0 or -1. */
 int tl_setup(struct tl_fix *fx, int ncli, int nsrv);
+/* The same on another provider (e.g. "shm"): no hold rules (they are loop's). */
+int tl_setup_spec(struct tl_fix *fx, const char *spec, int ncli, int nsrv);
 void tl_teardown(struct tl_fix *fx);
 /* Connects pair i (0..3) on the fake clock; true if SMC-R on both ends. */
 bool tl_connect(struct tl_fix *fx, unsigned i);
