@@ -422,15 +422,15 @@ int lgr_link_slot_by_num(const struct core_lgr *lg, uint8_t num)
 void lgr_link_retire(struct core_lgr *lg, struct core_link *l, uint64_t now)
 {
 	struct core_engine *e = lg->eng;
-	bool was = l->state == CORE_LINK_ACTIVE;
 	l->state = CORE_LINK_DOWN;
 	atomic_store(&l->usable, false);
 	if (lg->links[l->slot] == l)
 		lg->links[l->slot] = NULL;
 	for (int i = 0; i < CORE_RTOKENS_MAX; i++)
 		lg->rtok[i].links &= (uint8_t)~(1u << l->slot);
-	/* Let what was just posted leave (or flush) before the QP goes. */
-	l->drain_deadline = was ? now + e->p.llc_wait_ns : now;
+	/* Let what was just posted leave (or flush) before the QP goes: at once when
+	 * nothing is in flight (lgr_free_retired), else by the LLC wait at the latest. */
+	l->drain_deadline = now + e->p.llc_wait_ns;
 	l->retired_next = lg->retired;
 	lg->retired = l;
 	lgr_timer_at(lg, l->drain_deadline);
