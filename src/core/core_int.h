@@ -59,6 +59,9 @@
 /* The wait for the CONFIRM LINK on an added link (docs/protocol/procedures.md 1: Linux
  * SMC_LLC_WAIT_FIRST_TIME). */
 #define CORE_AL_CONFIRM_WAIT_NS (5ull * 1000000000ull)
+/* Senders waiting for a send slot this long with no send completing: the link is down
+ * (docs/protocol/procedures.md 1: Linux SMC_WR_TX_WAIT_FREE_SLOT_TIME). */
+#define CORE_NOSLOT_NS (10ull * 1000000000ull)
 
 /* wr_id layout: link id in the top 32 bits, then kind and index. */
 #define CORE_WR_RECV 0x10000u
@@ -180,6 +183,10 @@ struct core_link {
 	/* keepalive (docs/protocol/procedures.md 3.5) */
 	uint64_t last_rx_ns;		/* [E] progress time of the last receive on the link */
 	uint64_t testlink_deadline;	/* [E] TEST LINK sent, answer due by then; NEVER if none */
+	/* [E] "no free send slot for 10 s" (docs/protocol/procedures.md 3.6): when a sender
+	 * first found no slot since the last check (0: none), and when a send last completed */
+	uint64_t noslot_since;
+	uint64_t tx_done_ns;
 	uint64_t drain_deadline;	/* [E] LG terminating: destroy the QP by then */
 	struct core_link *next;		/* [E] eng->links */
 	struct core_link *retired_next;	/* [E] lg->retired: out of the table, QP not yet destroyed */

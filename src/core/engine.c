@@ -486,6 +486,19 @@ bool core_engine_spinning(struct core_engine *e)
 void core_reap(struct core_engine *e)
 {
 	pthread_mutex_lock(&e->lock);
+	/* The starved links' "no free slot" clocks start (llc_proc.c noslot_timer): only here,
+	 * where a sender found no slot, so an idle engine scans nothing. */
+	for (struct core_link *l = e->links; l && !e->freed; l = l->next) {
+		if (l->noslot_since || l->state != CORE_LINK_ACTIVE)
+			continue;
+		pthread_mutex_lock(&l->tx_lock);
+		bool starved = l->slot_waiters;
+		pthread_mutex_unlock(&l->tx_lock);
+		if (starved) {
+			l->noslot_since = e->last_now ? e->last_now : 1;
+			lgr_timer_at(l->lg, l->noslot_since + CORE_NOSLOT_NS);
+		}
+	}
 	if (!e->freed && arm_allowed_locked(e))
 		for (int i = 0; i < e->ndevs; i++)
 			if (dev_req_notify_cq(e->devs[i].cq, 0))

@@ -423,8 +423,11 @@ void link_handle_wc(struct core_engine *e, const struct dev_wc *wc, uint64_t now
 		return;	/* a completion of a link already destroyed */
 	uint32_t kind = (uint32_t)wc->wr_id & 0xFFFF0000u;
 	uint32_t idx = (uint32_t)wc->wr_id & 0xFFFFu;
-	if (kind == CORE_WR_SLOT)
+	if (kind == CORE_WR_SLOT) {
 		slot_complete(l, idx, wc->status == DEV_WC_SUCCESS);
+		if (wc->status == DEV_WC_SUCCESS)
+			l->tx_done_ns = now;
+	}
 	if (wc->status != DEV_WC_SUCCESS) {
 		if (l->state != CORE_LINK_DOWN)
 			LOG_WARN(CORE_UNIT, "link %u: completion error %s", l->id,

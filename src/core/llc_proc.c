@@ -481,6 +481,28 @@ static void testlink_timer(struct core_lgr *lg, struct core_link *l, uint64_t no
 	lgr_timer_at(lg, due);
 }
 
+/* Senders have waited for a send slot CORE_NOSLOT_NS with no send completing meanwhile:
+ * the link is down (docs/protocol/procedures.md 3.6). true if it went down. */
+static bool noslot_timer(struct core_lgr *lg, struct core_link *l, uint64_t now)
+{
+	if (!l->noslot_since || l->state != CORE_LINK_ACTIVE)
+		return false;
+	pthread_mutex_lock(&l->tx_lock);
+	bool starved = l->slot_waiters;
+	pthread_mutex_unlock(&l->tx_lock);
+	if (!starved) {
+		l->noslot_since = 0;	/* a slot freed and nobody waits: the clock stops */
+		return false;
+	}
+	uint64_t since = l->noslot_since > l->tx_done_ns ? l->noslot_since : l->tx_done_ns;
+	if (now >= since + CORE_NOSLOT_NS) {
+		link_down(l, -SMCR_E_CORE_TIMEDOUT, CORE_DOWN_NOSLOT, now);
+		return true;
+	}
+	lgr_timer_at(lg, since + CORE_NOSLOT_NS);
+	return false;
+}
+
 void llc_timers(struct core_lgr *lg, uint64_t now)
 {
 	if (lg->flow != CORE_FLOW_NONE) {
@@ -505,6 +527,6 @@ void llc_timers(struct core_lgr *lg, uint64_t now)
 		}
 	}
 	for (int i = 0; i < CORE_LG_LINKS && lg->state != CORE_LG_DEAD; i++)
-		if (lg->links[i])
+		if (lg->links[i] && !noslot_timer(lg, lg->links[i], now) && lg->links[i])
 			testlink_timer(lg, lg->links[i], now);
 }

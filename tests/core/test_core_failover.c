@@ -12,6 +12,7 @@
  *   close          data and the D of a shutdown unconfirmed: data then EOF
  *   testlink       a silent link (held, no transport error): TEST LINK after 30 s without
  *                  receipt, link down 2 s later without answer, failover
+ *   noslot         senders find no free send slot for 10 s: link down, failover
  *   in_add_link    the new link fails in the middle of ADD LINK: the flow ends, the group
  *                  stays single and works; the old link failing then ends the group
  *   both_down      no surviving link: every connection ends with ECONNRESET
@@ -349,6 +350,39 @@ static void test_testlink(void **state)
 	assert_int_equal(tl_move(f, f->pp[1].srv, f->pp[1].cli, 0, 50000, 13), 50000);
 }
 
+/* The peer stops taking anything on link 2 (held: no completion, no error): the sender runs
+ * out of send slots, and 10 s after it first found none the link is down and the connection
+ * fails over; every byte arrives. */
+static void test_noslot(void **state)
+{
+	struct tl_fix *f = *state;
+	struct core_conn *c = f->pp[1].cli, *s = f->pp[1].srv;
+	struct core_link *c2 = c->link;
+	struct loopdev_path p = { .hold = true };
+	loopdev_link_set(c2->qp, &p);
+	uint64_t t0 = f->now + 1;
+	tl_at(f, t0);
+	uint8_t buf[3000], got[3000];
+	cp_stream_fill(buf, 0, sizeof(buf), 21);
+	for (int i = 0; i < 30; i++)	/* one slot per send until none is left */
+		assert_int_equal(snd(c, buf + i * 100, 100, 0), 100);
+	assert_true(c2->slot_waiters);
+	assert_int_equal(c2->noslot_since, t0);
+	tl_at(f, t0 + CORE_NOSLOT_NS - 1);
+	assert_int_equal(tl_links(f->ce), 2);
+	tl_at(f, t0 + CORE_NOSLOT_NS);
+	assert_int_equal(tl_links(f->ce), 1);
+	assert_ptr_equal(c->link, lk(f->ce, 0));
+	struct core_engine_stats st;
+	core_engine_stats(f->ce, &st);
+	assert_int_equal(st.failover_reason[CORE_DOWN_NOSLOT], 1);
+	tl_release(c2->qp);	/* before its QP goes (drained by the LLC wait) */
+	size_t n = 0;
+	drain(f, s, got, &n, sizeof(got));
+	assert_int_equal(n, sizeof(got));
+	assert_int_equal(cp_stream_check(got, 0, n, 21), -1);
+}
+
 /* The new link fails in the middle of ADD LINK (its CONFIRM LINK never arrives): the flow
  * ends on both sides and the group goes on with link 1. */
 static void test_in_add_link(void **state)
@@ -470,6 +504,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_full_ring, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_close, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_testlink, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_noslot, setup, teardown),
 		cmocka_unit_test_teardown(test_in_add_link, teardown),
 		cmocka_unit_test_teardown(test_old_link_in_add_link, teardown),
 		cmocka_unit_test_setup_teardown(test_both_down, setup, teardown),
