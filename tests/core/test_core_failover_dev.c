@@ -1,5 +1,6 @@
-/* test_core_failover_shm.c: failover on a real provider (docs/FAILOVER.md): two engines in
- * one process with two shm devices each (as SMCR_DEVICES="shm shm"), one connection on each
+/* test_core_failover_dev.c: failover on the real providers (docs/FAILOVER.md): two engines
+ * in one process with two shm devices each (as SMCR_DEVICES="shm shm"), or two emu devices
+ * each on loopback addresses (emulated RDMA over TCP), one connection on each
  * link, both streaming; mid-transfer the device of the client's second link is taken down
  * (dev_set_port_state: its QPs and their peers go to ERR, a port event follows). The
  * connection on it fails over to the other link and every byte of both streams arrives once,
@@ -17,6 +18,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "dev/emu/emu.h"
 #include "lib/twolink.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -83,12 +85,11 @@ static void wait_links(struct tl_fix *f, unsigned want)
 	}
 }
 
-static void test_shm_device_down(void **state)
+static void device_down(const char *spec)
 {
-	(void)state;
 	struct tl_fix *f = calloc(1, sizeof(*f));
 	assert_non_null(f);
-	assert_int_equal(tl_setup_spec(f, "shm", 2, 2), 0);
+	assert_int_equal(tl_setup_spec(f, spec, 2, 2), 0);
 	assert_true(tl_connect(f, 0));
 	wait_links(f, 2);
 	assert_true(tl_connect(f, 1));
@@ -144,10 +145,29 @@ static void test_shm_device_down(void **state)
 	free(f);
 }
 
+static void test_shm_device_down(void **state)
+{
+	(void)state;
+	device_down("shm");
+}
+
+/* emu: each open of a prefix spec is a new device on a free loopback address (emu.h), all on
+ * one random high port */
+static void test_emu_device_down(void **state)
+{
+	(void)state;
+	assert_int_equal(dev_emu_register(), 0);	/* again: 0 */
+	char spec[64];
+	snprintf(spec, sizeof(spec), "emu:ip=127.0.0.0/8,port=%u",
+		 20000u + (unsigned)(smcr_now_ns() / 1000 + (uint64_t)getpid()) % 40000u);
+	device_down(spec);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_shm_device_down),
+		cmocka_unit_test(test_emu_device_down),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
