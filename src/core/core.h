@@ -5,8 +5,9 @@
  *     the socket layer reads the TCP stream and writes what the engine gives it; the engine never
  *     touches a socket (docs/design/engine-decisions.md decision 1).
  *   - link groups (LG) and links: first contact, reuse, QP bring-up, CONFIRM LINK, the ADD
- *     LINK behaviour of a single-link peer, CONFIRM/DELETE RKEY, TEST LINK, DELETE LINK,
- *     idle-LG freeing (docs/protocol/procedures.md 2.5-3.8);
+ *     LINK flow of a second link (symmetric or asymmetric), failover to it (docs/FAILOVER.md),
+ *     CONFIRM/DELETE RKEY, TEST LINK, DELETE LINK, idle-LG freeing
+ *     (docs/protocol/procedures.md 2.5-3.8);
  *   - RMBs (per-LG pool), the data path (RDMA WRITE + CDC, cursors, window updates, urgent
  *     data; docs/protocol/procedures.md 4) and close (D/C/A; docs/protocol/procedures.md 5);
  *   - RDMA I/O through dev/dev.h only (never a provider's header).

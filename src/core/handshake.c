@@ -361,7 +361,7 @@ static int local_prefixes(const struct core_conn *c, bool v4, struct core_ip_pre
 }
 
 /* The v2.1 limits smcr offers and accepts (wire-v2.md 6): its connections per LG (at least
- * Linux's minimum), one link per LG (the engine runs single-link LGs), no supplemental
+ * Linux's minimum), one link per LG (a v2 LG gets no ADD LINK: docs/PROTOCOL.md v2 section), no supplemental
  * features (Linux's one is SMC-D's emulated ISM). */
 #define HS_V2_MAX_LINKS 1
 #define HS_V2_FEATURES 0

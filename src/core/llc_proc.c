@@ -2,7 +2,7 @@
  * docs/protocol/linux-interop.md 7): received messages are decoded and validated (wire/llc.h)
  * before anything changes, then dispatched through a handler table by type (STYLE.md 10). Local
  * flows are serialized, one at a time per LG (docs/protocol/procedures.md 3.1): CONFIRM RKEY for
- * new RMBs of reuse connections and, on the server, the ADD LINK offer of a single-link peer. Peer
+ * new RMBs of reuse connections and the ADD LINK flow (addlink.c). Peer
  * requests are answered at once. Runs with eng->lock held (progress or a handshake step). */
 #include "core/core_int.h"
 
