@@ -41,14 +41,20 @@ static int free_slot(const struct core_lgr *lg)
 	return -1;
 }
 
-/* The lowest link number no link of the LG has (the server assigns them). */
-static uint8_t new_link_num(const struct core_lgr *lg)
+/* The next link number no link of the LG has (the server assigns them), counting up from
+ * the last one given and skipping 0. */
+static uint8_t new_link_num(struct core_lgr *lg)
 {
-	for (unsigned n = 1; n < 256; n++)
-		if (lgr_link_slot_by_num(lg, (uint8_t)n) < 0)
-			return (uint8_t)n;
+	for (unsigned k = 0; k < 255; k++) {
+		uint8_t n = lg->next_link_num;
+		lg->next_link_num = (uint8_t)(n == 255 ? 1 : n + 1);
+		if (n && lgr_link_slot_by_num(lg, n) < 0)
+			return n;
+	}
 	return 0;
 }
+
+static void relink_one(struct core_lgr *lg, uint64_t now);
 
 static void flow_done(struct core_lgr *lg, uint64_t now)
 {
@@ -57,7 +63,13 @@ static void flow_done(struct core_lgr *lg, uint64_t now)
 	lg->al_link = NULL;
 	lg->al_next = NULL;
 	lg->al_left = lg->al_peer_left = 0;
-	if (lg->state == CORE_LG_ACTIVE)
+	if (lg->state != CORE_LG_ACTIVE)
+		return;
+	if (lg->relink_pending) {
+		lg->relink_pending = false;
+		relink_one(lg, now);
+	}
+	if (lg->flow == CORE_FLOW_NONE)
 		llc_flow_kick(lg, now);
 }
 
@@ -387,24 +399,31 @@ bool al_on_confirm_link(struct core_link *l, struct llc_msg *m, uint64_t now)
  * (docs/protocol/procedures.md 3.2: "whenever an LG is single and a usable device appears").
  * The server starts the flow; the client sends the "please add a link" hint, an ADD LINK
  * request with its MAC and GID and zero QPN, MTU and PSN (Linux smc_llc_cli_add_link_invite). */
+static void relink_one(struct core_lgr *lg, uint64_t now)
+{
+	struct core_link *l = lgr_link_any(lg);
+	if (lg->state != CORE_LG_ACTIVE || lg->v2 || !l || lgr_links_active(lg) >= 2)
+		return;
+	if (lg->flow == CORE_FLOW_ADD_LINK || lg->flow == CORE_FLOW_ADD_LINK_CLI) {
+		lg->relink_pending = true;	/* this flow may fail: try again after it */
+		return;
+	}
+	if (lg->role == CORE_SERVER) {
+		lg->want_add_link = true;
+		llc_flow_kick(lg, now);
+		return;
+	}
+	struct core_dev *cd = alt_dev(lg, l);
+	struct llc_msg m = { .type = LLC_ADD_LINK };
+	memcpy(m.add_link.gid.b, (cd ? &cd->gid : link_gid(l))->gid.raw, WIRE_GID_LEN);
+	memcpy(m.add_link.mac.b, (cd ? &cd->gid : link_gid(l))->mac, WIRE_MAC_LEN);
+	LOG_INFO(CORE_UNIT, "LG %u: asking the server for a second link", lg->id);
+	if (llc_send(l, &m))
+		LOG_DBG(CORE_UNIT, "LG %u: ADD LINK hint not sent", lg->id);
+}
+
 void al_relink(struct core_engine *e, uint64_t now)
 {
-	for (struct core_lgr *lg = e->lgs; lg; lg = lg->next) {
-		struct core_link *l = lgr_link_any(lg);
-		if (lg->state != CORE_LG_ACTIVE || lg->v2 || !l || lgr_links_active(lg) >= 2 ||
-		    lg->flow == CORE_FLOW_ADD_LINK || lg->flow == CORE_FLOW_ADD_LINK_CLI)
-			continue;
-		if (lg->role == CORE_SERVER) {
-			lg->want_add_link = true;
-			llc_flow_kick(lg, now);
-			continue;
-		}
-		struct core_dev *cd = alt_dev(lg, l);
-		struct llc_msg m = { .type = LLC_ADD_LINK };
-		memcpy(m.add_link.gid.b, (cd ? &cd->gid : link_gid(l))->gid.raw, WIRE_GID_LEN);
-		memcpy(m.add_link.mac.b, (cd ? &cd->gid : link_gid(l))->mac, WIRE_MAC_LEN);
-		LOG_INFO(CORE_UNIT, "LG %u: asking the server for a second link", lg->id);
-		if (llc_send(l, &m))
-			LOG_DBG(CORE_UNIT, "LG %u: ADD LINK hint not sent", lg->id);
-	}
+	for (struct core_lgr *lg = e->lgs; lg; lg = lg->next)
+		relink_one(lg, now);
 }

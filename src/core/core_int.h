@@ -265,6 +265,10 @@ struct core_lgr {
 	unsigned al_peer_left;		/* the peer's pairs still to come */
 	uint8_t al_gone_num;		/* the link number of the last flow that failed: its late
 					 * messages are dropped, not a protocol violation */
+	uint8_t next_link_num;		/* server: the next link number to try (counts up, as
+					 * Linux: a number just deleted is not reused at once, so
+					 * a late DELETE LINK for it cannot hit its successor) */
+	bool relink_pending;		/* a device came up while a flow ran: try after it */
 	/* Two links are active: senders keep a copy of what they write (conn->shadow), the
 	 * bytes a failover writes again. Written under eng->lock, read by senders. */
 	_Atomic bool multi;

@@ -32,6 +32,7 @@ int lgr_create(struct core_engine *e, enum core_role role, struct core_dev *cdev
 	lg->cdev = cdev;
 	lg->idle_deadline = CORE_NEVER;
 	lg->token_gen = core_rand32(e) & 0xFFFF;
+	lg->next_link_num = 2;	/* 1 is the first contact's (link.c) */
 	/* One PD per LG: an RMB registered here is reachable only through this LG's QPs
 	 * (dev.h semantics 3), never by another peer's. */
 	int rc = dev_alloc_pd(cdev->dev, &lg->pd);

@@ -46,11 +46,11 @@ static void on_trace(void *ctx, const struct core_trace_ev *ev)
 	t->hold_type = -1;
 }
 
-static struct core_engine *mk(const char *spec, int ndev, struct tl_log *t)
+static struct core_engine *mk(const char *const *specs, int ndev, struct tl_log *t)
 {
 	struct core_engine_params p;
 	memset(&p, 0, sizeof(p));
-	const char *devs[2] = { spec, spec };
+	const char *devs[2] = { specs[0], specs[ndev > 1 ? 1 : 0] };
 	p.devices = devs;
 	p.ndevices = ndev;
 	p.trace = on_trace;
@@ -72,14 +72,21 @@ int tl_setup(struct tl_fix *fx, int ncli, int nsrv)
 
 int tl_setup_spec(struct tl_fix *fx, const char *spec, int ncli, int nsrv)
 {
+	const char *both[2] = { spec, spec };
+	return tl_setup_specs(fx, both, ncli, both, nsrv);
+}
+
+int tl_setup_specs(struct tl_fix *fx, const char *const *cli, int ncli, const char *const *srv,
+		   int nsrv)
+{
 	memset(fx, 0, sizeof(*fx));
 	(void)cp_dev_spec();
 	fx->lc = calloc(1, sizeof(*fx->lc));
 	fx->ls = calloc(1, sizeof(*fx->ls));
 	if (!fx->lc || !fx->ls)
 		return -1;
-	fx->ce = mk(spec, ncli, fx->lc);
-	fx->se = mk(spec, nsrv, fx->ls);
+	fx->ce = mk(cli, ncli, fx->lc);
+	fx->se = mk(srv, nsrv, fx->ls);
 	if (!fx->ce || !fx->se)
 		return -1;
 	fx->now = clock_base;	/* the loop paths' clock is one per process, never back */

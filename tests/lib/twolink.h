@@ -53,6 +53,9 @@ struct tl_fix {
 int tl_setup(struct tl_fix *fx, int ncli, int nsrv);
 /* The same on another provider (e.g. "shm"): no hold rules (they are loop's). */
 int tl_setup_spec(struct tl_fix *fx, const char *spec, int ncli, int nsrv);
+/* Each device its own spec (cli[0..ncli-1], srv[0..nsrv-1]). */
+int tl_setup_specs(struct tl_fix *fx, const char *const *cli, int ncli, const char *const *srv,
+		   int nsrv);
 void tl_teardown(struct tl_fix *fx);
 /* Connects pair i (0..3) on the fake clock; true if SMC-R on both ends. */
 bool tl_connect(struct tl_fix *fx, unsigned i);
