@@ -108,6 +108,17 @@ void al_timeout(struct core_lgr *lg, uint64_t now)
 	al_abort(lg, lg->role == CORE_SERVER && lg->al_step != AL_WAIT_RESP, now);
 }
 
+void al_replace_asym(struct core_lgr *lg, uint64_t now)
+{
+	struct core_link *v = lg->last_added;
+	if (!v || lg->links[v->slot] != v || v->state != CORE_LINK_ACTIVE)
+		return;
+	LOG_INFO(CORE_UNIT, "LG %u: replacing link %u (asymmetric)", lg->id, v->link_num);
+	/* its connections move to the other link; DELETE LINK reason "no asymmetric link
+	 * needed" (docs/protocol/wire-formats.md 6.5) */
+	link_down(v, -SMCR_E_CORE_LINK_DOWN, CORE_DOWN_ASYM, now);
+}
+
 bool al_server_start(struct core_lgr *lg, uint64_t now)
 {
 	struct core_engine *e = lg->eng;
@@ -251,7 +262,13 @@ void al_on_add_link(struct core_link *l, struct llc_msg *m, const uint8_t *raw, 
 			/* The client's "please add a link" hint (docs/protocol/procedures.md 3.2):
 			 * no response; the flow starts if the LG is single. */
 			LOG_INFO(CORE_UNIT, "LG %u: client asks for a second link", lg->id);
-			if (lgr_links_active(lg) < 2 && !lg->v2) {
+			if (lg->v2)
+				return;
+			/* Two links already: one of them is asymmetric at the client (its other
+			 * device came back): replace the newer one by a symmetric link. */
+			if (lgr_links_active(lg) >= 2 && lg->flow == CORE_FLOW_NONE)
+				al_replace_asym(lg, now);
+			if (lgr_links_active(lg) < 2) {
 				lg->want_add_link = true;
 				llc_flow_kick(lg, now);
 			}
@@ -354,6 +371,7 @@ static void activate(struct core_lgr *lg, struct core_link *nl, uint64_t now)
 	nl->last_rx_ns = now;
 	lg->links_added++;
 	e->links_added++;
+	lg->last_added = nl;
 	atomic_store(&lg->multi, lgr_links_active(lg) >= 2);
 	LOG_INFO(CORE_UNIT, "LG %u: link %u added, %u links", lg->id, nl->link_num,
 		 lgr_links_active(lg));
@@ -399,16 +417,36 @@ bool al_on_confirm_link(struct core_link *l, struct llc_msg *m, uint64_t now)
  * (docs/protocol/procedures.md 3.2: "whenever an LG is single and a usable device appears").
  * The server starts the flow; the client sends the "please add a link" hint, an ADD LINK
  * request with its MAC and GID and zero QPN, MTU and PSN (Linux smc_llc_cli_add_link_invite). */
+/* Both our active links on one device while another device is usable: the second link was
+ * built asymmetric (our other device was down then). */
+static bool asym_here(struct core_lgr *lg)
+{
+	struct core_link *a = NULL, *b = NULL;
+	for (int i = 0; i < CORE_LG_LINKS; i++) {
+		struct core_link *k = lg->links[i];
+		if (k && k->state == CORE_LINK_ACTIVE) {
+			if (!a)
+				a = k;
+			else
+				b = k;
+		}
+	}
+	return a && b && a->cdev == b->cdev && alt_dev(lg, a);
+}
+
 static void relink_one(struct core_lgr *lg, uint64_t now)
 {
 	struct core_link *l = lgr_link_any(lg);
-	if (lg->state != CORE_LG_ACTIVE || lg->v2 || !l || lgr_links_active(lg) >= 2)
+	if (lg->state != CORE_LG_ACTIVE || lg->v2 || !l ||
+	    (lgr_links_active(lg) >= 2 && !asym_here(lg)))
 		return;
 	if (lg->flow == CORE_FLOW_ADD_LINK || lg->flow == CORE_FLOW_ADD_LINK_CLI) {
 		lg->relink_pending = true;	/* this flow may fail: try again after it */
 		return;
 	}
 	if (lg->role == CORE_SERVER) {
+		if (lgr_links_active(lg) >= 2)
+			al_replace_asym(lg, now);
 		lg->want_add_link = true;
 		llc_flow_kick(lg, now);
 		return;

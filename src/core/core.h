@@ -296,10 +296,11 @@ struct core_engine_stats {
 	/* Two-link groups (docs/FAILOVER.md): links added by ADD LINK, failovers (connections
 	 * moved off a failed link to the surviving one), and failovers by what brought the link
 	 * down: [0] error completion, [1] device/QP event, [2] TEST LINK unanswered, [3] the
-	 * peer deleted it, [4] no send slot. */
+	 * peer deleted it, [4] no send slot, [5] an asymmetric link replaced (a device came
+	 * back). */
 	uint64_t links_added;
 	uint64_t failovers;
-	uint64_t failover_reason[5];
+	uint64_t failover_reason[6];
 };
 void core_engine_stats(struct core_engine *e, struct core_engine_stats *st);
 

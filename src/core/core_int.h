@@ -216,7 +216,8 @@ enum core_down_reason {
 	CORE_DOWN_TESTLINK = 2,		/* TEST LINK unanswered */
 	CORE_DOWN_PEER = 3,		/* the peer deleted it (DELETE LINK) */
 	CORE_DOWN_NOSLOT = 4,		/* no free send slot for a long time */
-	CORE_DOWN_NREASONS = 5,
+	CORE_DOWN_ASYM = 5,		/* server: an asymmetric link replaced by a symmetric one */
+	CORE_DOWN_NREASONS = 6,
 };
 
 enum core_lgr_state {
@@ -269,6 +270,7 @@ struct core_lgr {
 					 * Linux: a number just deleted is not reused at once, so
 					 * a late DELETE LINK for it cannot hit its successor) */
 	bool relink_pending;		/* a device came up while a flow ran: try after it */
+	struct core_link *last_added;	/* [E] the link the last ADD LINK flow added */
 	/* Two links are active: senders keep a copy of what they write (conn->shadow), the
 	 * bytes a failover writes again. Written under eng->lock, read by senders. */
 	_Atomic bool multi;
@@ -673,6 +675,9 @@ void al_abort(struct core_lgr *lg, bool tell_peer, uint64_t now);
 void al_timeout(struct core_lgr *lg, uint64_t now);
 /* A device came up: single LGs try for a second link (server: the flow; client: the hint). */
 void al_relink(struct core_engine *e, uint64_t now);
+/* Server: deletes the last added link (its connections fail over) so a symmetric one can
+ * be built. */
+void al_replace_asym(struct core_lgr *lg, uint64_t now);
 
 /* ---- failover.c ---- (eng->lock held) */
 /* Moves c (on a failed link) to link to (docs/protocol/procedures.md 3.7). */

@@ -570,7 +570,7 @@ void core_engine_stats(struct core_engine *e, struct core_engine_stats *st)
 	st->llc_rx_dropped = atomic_load(&e->llc_rx_dropped);
 	st->links_added = e->links_added;
 	st->failovers = e->failovers;
-	for (int i = 0; i < CORE_DOWN_NREASONS && i < 5; i++)
+	for (int i = 0; i < CORE_DOWN_NREASONS && i < 6; i++)
 		st->failover_reason[i] = e->failover_reason[i];
 	pthread_mutex_unlock(&e->lock);
 }

@@ -32,6 +32,7 @@ static const char *const down_names[CORE_DOWN_NREASONS] = {
 	[CORE_DOWN_TESTLINK] = "TEST LINK unanswered",
 	[CORE_DOWN_PEER] = "deleted by the peer",
 	[CORE_DOWN_NOSLOT] = "no send slot",
+	[CORE_DOWN_ASYM] = "replaced: no asymmetric link needed",
 };
 
 void link_cdc_completed(struct core_link *l, uint32_t token, uint16_t seq, uint64_t prod)
@@ -256,7 +257,16 @@ void link_down(struct core_link *l, int err, unsigned why, uint64_t now)
 		return;
 	}
 	/* The server's request, also when the client asked (Linux sends that request back). */
-	send_delete(to, num, false);
+	if (why == CORE_DOWN_ASYM) {
+		struct llc_msg m = { .type = LLC_DELETE_LINK };
+		m.delete_link.link_num = num;
+		m.delete_link.orderly = true;
+		m.delete_link.reason = LLC_DEL_NO_ASYM_NEEDED;
+		if (llc_send(to, &m))
+			LOG_DBG(CORE_UNIT, "LG %u: DELETE LINK not sent", lg->id);
+	} else {
+		send_delete(to, num, false);
+	}
 	lg->del_link_num = num;
 	lg->del_deadline = now + e->p.llc_wait_ns;
 	lgr_timer_at(lg, lg->del_deadline);
