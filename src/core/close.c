@@ -41,7 +41,8 @@ void close_peer_lost_locked(struct core_conn *c, int err)
 		return;
 	}
 	c->keep_rmem = true;
-	bool unsent = c->sb_tail != c->sb_head || c->cl_pend;
+	/* bytes a failover was writing again are not delivered either (failover.c) */
+	bool unsent = c->sb_tail != c->sb_head || c->cl_pend || c->tx_replay_end > c->tx_prod;
 	if (c->tx_prod > c->tx_peer_cons || unsent) {
 		close_abort_locked(c, -SMCR_E_CORE_RESET, false);
 		return;

@@ -22,6 +22,7 @@ void conn_put(struct core_conn *c)
 	if (c->rmem)
 		dev_mem_put(c->rmem);
 	ring_put(c->sb, c->sb_size);	/* the send ring (tx.c), if it holds one */
+	free(c->shadow);		/* failover's copy (failover.c) */
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->cb_lock);
 	free(c);

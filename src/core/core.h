@@ -5,8 +5,9 @@
  *     the socket layer reads the TCP stream and writes what the engine gives it; the engine never
  *     touches a socket (docs/design/engine-decisions.md decision 1).
  *   - link groups (LG) and links: first contact, reuse, QP bring-up, CONFIRM LINK, the ADD
- *     LINK behaviour of a single-link peer, CONFIRM/DELETE RKEY, TEST LINK, DELETE LINK,
- *     idle-LG freeing (docs/protocol/procedures.md 2.5-3.8);
+ *     LINK flow of a second link (symmetric or asymmetric), failover to it (docs/FAILOVER.md),
+ *     CONFIRM/DELETE RKEY, TEST LINK, DELETE LINK, idle-LG freeing
+ *     (docs/protocol/procedures.md 2.5-3.8);
  *   - RMBs (per-LG pool), the data path (RDMA WRITE + CDC, cursors, window updates, urgent
  *     data; docs/protocol/procedures.md 4) and close (D/C/A; docs/protocol/procedures.md 5);
  *   - RDMA I/O through dev/dev.h only (never a provider's header).
@@ -292,6 +293,14 @@ struct core_engine_stats {
 	uint64_t conns_freed;
 	uint64_t cdc_rx_dropped;	/* CDCs rejected by validation (unknown token, bad cursor, ..) */
 	uint64_t llc_rx_dropped;	/* LLC messages dropped (unknown type, out of order, ..) */
+	/* Two-link groups (docs/FAILOVER.md): links added by ADD LINK, failovers (connections
+	 * moved off a failed link to the surviving one), and failovers by what brought the link
+	 * down: [0] error completion, [1] device/QP event, [2] TEST LINK unanswered, [3] the
+	 * peer deleted it, [4] no send slot, [5] an asymmetric link replaced (a device came
+	 * back). */
+	uint64_t links_added;
+	uint64_t failovers;
+	uint64_t failover_reason[6];
 };
 void core_engine_stats(struct core_engine *e, struct core_engine_stats *st);
 

@@ -56,6 +56,12 @@
  * same, so an LG with a Linux peer never holds more links than that peer will. */
 #define CORE_LG_LINKS 3
 #define CORE_LG_LINKS_USABLE 2
+/* The wait for the CONFIRM LINK on an added link (docs/protocol/procedures.md 1: Linux
+ * SMC_LLC_WAIT_FIRST_TIME). */
+#define CORE_AL_CONFIRM_WAIT_NS (5ull * 1000000000ull)
+/* Senders waiting for a send slot this long with no send completing: the link is down
+ * (docs/protocol/procedures.md 1: Linux SMC_WR_TX_WAIT_FREE_SLOT_TIME). */
+#define CORE_NOSLOT_NS (10ull * 1000000000ull)
 
 /* wr_id layout: link id in the top 32 bits, then kind and index. */
 #define CORE_WR_RECV 0x10000u
@@ -88,6 +94,10 @@ struct core_rmb {
 	struct core_rmb *next;		/* lgr->rmbs */
 	struct dev_mem *mem;		/* the pool's reference; a conn holds its own */
 	struct dev_mr *mr;		/* on the LG's PD: LOCAL_WRITE | REMOTE_WRITE */
+	/* The same memory registered on the PD of every device the LG has a link on
+	 * (docs/protocol/procedures.md 3.3: the peer may write over any link), by device
+	 * index (eng->devs); mrs[index of lg->cdev] == mr. */
+	struct dev_mr *mrs[CORE_MAX_DEVS];
 	uint32_t size;
 	uint8_t code;			/* wire RMBE size code */
 	bool in_use;
@@ -99,10 +109,13 @@ struct core_rmb {
 	uint32_t dirty_len;
 };
 
-/* A remote RMB the peer announced (rkey, vaddr), per LG (docs/protocol/procedures.md 3.3). [E] */
+/* A remote RMB the peer announced, per LG, with its (rkey, vaddr) for each link of the LG
+ * by table slot (docs/protocol/procedures.md 3.3; RFC 7609 4.4: every RMB is usable over
+ * every link). [E] */
 struct core_rtoken {
-	uint32_t rkey;
-	uint64_t vaddr;
+	uint32_t rkey[CORE_LG_LINKS];
+	uint64_t vaddr[CORE_LG_LINKS];
+	uint8_t links;			/* bit i: known for lg->links[i] */
 	bool used;
 };
 
@@ -112,6 +125,14 @@ struct core_rtoken {
 struct core_slot {
 	bool busy;			/* [L] */
 	uint8_t covers;			/* [L] SQ entries freed by its completion */
+	/* The CDC the slot carries (0: none, or an LLC message): the connection's alert token,
+	 * the sequence number and producer cursor it announced. Its successful completion makes
+	 * them the connection's last completed CDC (tx_fin_*), the point a failover rewinds to
+	 * (docs/protocol/procedures.md 3.7). Written by the sender under conn->lock, read by the
+	 * completion under eng->lock: atomics, ordered by the provider's post/poll. */
+	_Atomic uint32_t cdc_token;
+	_Atomic uint16_t cdc_seq;
+	_Atomic uint64_t cdc_prod;
 };
 
 enum core_link_state {
@@ -122,6 +143,7 @@ enum core_link_state {
 
 struct core_link {
 	struct core_lgr *lg;		/* [I] */
+	uint8_t slot;			/* [I] index in lg->links */
 	uint32_t id;			/* [I] engine-unique, never reused: wr_id lookup */
 	uint8_t link_num;		/* [E] wire link number (client: adopted from CONFIRM LINK) */
 	uint32_t link_uid;		/* [I] our link user ID */
@@ -161,15 +183,41 @@ struct core_link {
 	/* keepalive (docs/protocol/procedures.md 3.5) */
 	uint64_t last_rx_ns;		/* [E] progress time of the last receive on the link */
 	uint64_t testlink_deadline;	/* [E] TEST LINK sent, answer due by then; NEVER if none */
+	/* [E] "no free send slot for 10 s" (docs/protocol/procedures.md 3.6): when a sender
+	 * first found no slot since the last check (0: none), and when a send last completed */
+	uint64_t noslot_since;
+	uint64_t tx_done_ns;
 	uint64_t drain_deadline;	/* [E] LG terminating: destroy the QP by then */
 	struct core_link *next;		/* [E] eng->links */
+	struct core_link *retired_next;	/* [E] lg->retired: out of the table, QP not yet destroyed */
 };
 
 /* Local LLC flows (docs/protocol/procedures.md 3.1: one local flow per LG at a time). */
 enum core_flow {
 	CORE_FLOW_NONE = 0,
 	CORE_FLOW_CONFIRM_RKEY = 1,	/* for flow_conn's new RMB, before its CLC message */
-	CORE_FLOW_ADD_LINK = 2,		/* server: the single-link ADD LINK offer */
+	CORE_FLOW_ADD_LINK = 2,		/* server: the ADD LINK flow (addlink.c) */
+	CORE_FLOW_ADD_LINK_CLI = 3,	/* client: answering the server's ADD LINK flow */
+};
+
+/* Steps of an ADD LINK flow (docs/protocol/procedures.md 3.2), lgr->al_step. */
+enum core_al_step {
+	AL_NONE = 0,
+	AL_WAIT_RESP = 1,	/* server: ADD LINK request sent, its response due */
+	AL_WAIT_CONT = 2,	/* both: the peer's next ADD LINK CONTINUATION due */
+	AL_WAIT_CONFIRM = 3,	/* server: CONFIRM LINK response on the new link due;
+				 * client: the CONFIRM LINK request on the new link due */
+};
+
+/* Why a link went down (failover reasons counted in core_engine_stats). */
+enum core_down_reason {
+	CORE_DOWN_WC = 0,		/* an error completion */
+	CORE_DOWN_EVENT = 1,		/* a QP or port event of the device */
+	CORE_DOWN_TESTLINK = 2,		/* TEST LINK unanswered */
+	CORE_DOWN_PEER = 3,		/* the peer deleted it (DELETE LINK) */
+	CORE_DOWN_NOSLOT = 4,		/* no free send slot for a long time */
+	CORE_DOWN_ASYM = 5,		/* server: an asymmetric link replaced by a symmetric one */
+	CORE_DOWN_NREASONS = 6,
 };
 
 enum core_lgr_state {
@@ -188,9 +236,14 @@ struct core_lgr {
 	struct wire_peer_id peer_id;	/* [I] */
 	struct core_dev *cdev;		/* [I] */
 	struct dev_pd *pd;		/* [I] one PD per LG: its RMBs are reachable only by its QPs */
+	/* [E] the LG's PD on each device (by eng->devs index) it has a link on; pds[index of
+	 * cdev] == pd. A second link on another device gets its own PD there, and every RMB
+	 * is registered on it (lgr_pd_for). */
+	struct dev_pd *pds[CORE_MAX_DEVS];
+	struct core_link *retired;	/* [E] links out of the table, destroyed once drained */
 	/* [E] the LG's links by table slot (NULL: free). Each connection names its own
-	 * (conn->link, chosen by lgr_attach: docs/protocol/procedures.md 3.4). Until ADD LINK is
-	 * built (issue 22) only slot 0 is ever filled: the first contact's link. */
+	 * (conn->link, chosen by lgr_attach: docs/protocol/procedures.md 3.4). Slot 0 holds the
+	 * first contact's link; ADD LINK (addlink.c) fills another. */
 	struct core_link *links[CORE_LG_LINKS];
 	struct core_conn *slots[CORE_LG_SLOTS];	/* [E] by alert token & 0xFF; [0] unused */
 	unsigned nconns;		/* [E] slots in use */
@@ -205,6 +258,28 @@ struct core_lgr {
 	uint64_t flow_deadline;		/* [E] */
 	struct core_conn *flow_conn;	/* [E] held while the flow runs */
 	bool want_add_link;		/* [E] server: ADD LINK offer still to run */
+	/* [E] the running ADD LINK flow (addlink.c, docs/protocol/procedures.md 3.2) */
+	enum core_al_step al_step;
+	struct core_link *al_link;	/* the link being added (state INIT) */
+	struct core_rmb *al_next;	/* our next RMB whose rkey pair is still to send */
+	unsigned al_left;		/* our pairs still to send */
+	unsigned al_peer_left;		/* the peer's pairs still to come */
+	uint8_t al_gone_num;		/* the link number of the last flow that failed: its late
+					 * messages are dropped, not a protocol violation */
+	uint8_t next_link_num;		/* server: the next link number to try (counts up, as
+					 * Linux: a number just deleted is not reused at once, so
+					 * a late DELETE LINK for it cannot hit its successor) */
+	bool relink_pending;		/* a device came up while a flow ran: try after it */
+	struct core_link *last_added;	/* [E] the link the last ADD LINK flow added */
+	/* Two links are active: senders keep a copy of what they write (conn->shadow), the
+	 * bytes a failover writes again. Written under eng->lock, read by senders. */
+	_Atomic bool multi;
+	/* [E] server: a DELETE LINK request of ours waits for its answer (failover.c) */
+	uint8_t del_link_num;		/* 0: none */
+	uint64_t del_deadline;
+	/* [E] counters for core_engine_stats / core_lgr_info */
+	uint32_t failovers;
+	uint32_t links_added;
 	struct core_conn *rkey_wait_head;	/* [E] held: conns queued for a CONFIRM RKEY flow */
 	struct core_conn *rkey_wait_tail;
 	uint32_t term_reason;		/* [E] DELETE LINK reason when terminated */
@@ -319,6 +394,25 @@ struct core_conn {
 	struct core_lgr *lg;
 	struct core_link *link;
 	uint8_t slot;			/* [E] index in lg->slots */
+	/* Failover (docs/protocol/procedures.md 3.7), all [C] unless marked: */
+	uint64_t tx_fin_prod;		/* [E] producer cursor of the last completed CDC */
+	uint16_t tx_fin_seq;		/* [E] its sequence number */
+	uint64_t tx_replay_end;		/* bytes [tx_prod, tx_replay_end) are written again */
+	bool fo_pending;		/* the validation CDC is still to send on the new link */
+	uint16_t fo_seq;		/* its sequence number */
+	bool rx_fo;			/* the peer failed over: its producer cursor may repeat */
+	/* [E] a validation message newer than our last CDC arrived: judged at the end of the
+	 * progress round (rx_fo_checks), once every CQ was polled, since the CDC it names may
+	 * still wait in the failed link's CQ behind it */
+	bool fo_check;
+	uint16_t fo_check_seq;
+	struct core_conn *fo_check_next;
+	uint64_t tx_urg_abs;		/* tx_prod after the last urgent byte written (0: none) */
+	/* A copy of what we wrote into the peer's RMBE, at the same offsets (peer_size
+	 * bytes), kept while the LG has two links: the bytes a failover writes again. Valid
+	 * from absolute position shadow_from on. */
+	uint8_t *shadow;
+	uint64_t shadow_from;
 	uint32_t token;			/* [I after attach] our alert token */
 	struct core_rmb *rmb;		/* [E] our RMB (in lg's pool) */
 	uint32_t lg_id;			/* [EC] for info: the LG it was attached to */
@@ -409,6 +503,7 @@ struct core_engine {
 	struct core_link *links;	/* [E] every link with a QP (also draining ones) */
 	struct core_link *link_last;	/* [E] lookup cache of link_by_id (cleared on destroy) */
 	struct core_conn *conns;	/* [E] every conn object */
+	struct core_conn *fo_check_head;	/* [E] held: conns with a validation to judge */
 	uint32_t next_lg_id;		/* [E] */
 	uint32_t next_link_id;		/* [E] */
 	struct core_timers timers;	/* [E] every conn's and LG's deadline (timer.h) */
@@ -429,6 +524,7 @@ struct core_engine {
 	_Atomic uint64_t rand_state;	/* PSNs, instance number */
 	/* counters [E] */
 	uint64_t lgs_created, lgs_freed, conns_created, conns_freed;
+	uint64_t links_added, failovers, failover_reason[CORE_DOWN_NREASONS];
 	_Atomic uint64_t cdc_rx_dropped, llc_rx_dropped;
 	/* Message and stall counters for core_engine_counters (relaxed atomics, any thread
 	 * adds, readers only load: a signal handler may read them). The send side's (the
@@ -486,9 +582,9 @@ struct core_lgr *lgr_find_client(struct core_engine *e, const struct clc_accept 
 int lgr_attach(struct core_lgr *lg, struct core_conn *c, bool *need_rkey, uint64_t now);
 /* The link a new connection goes on (docs/protocol/procedures.md 3.4): the server alternates
  * between the LG's active links by the parity of its connection count (as Linux); the client takes
- * the one the Accept named (its QPN: peer_qpn). NULL: none usable. During first contact (SETUP)
+ * the one the Accept named (its QPN, GID and MAC). NULL: none usable. During first contact (SETUP)
  * the LG's one link, not active yet. */
-struct core_link *lgr_link_assign(struct core_lgr *lg, uint32_t accept_qpn);
+struct core_link *lgr_link_assign(struct core_lgr *lg, const struct clc_accept *a);
 /* Some active link of lg for an LLC message (the lowest slot); NULL if none. */
 struct core_link *lgr_link_any(struct core_lgr *lg);
 unsigned lgr_links_active(const struct core_lgr *lg);
@@ -498,12 +594,30 @@ void lgr_detach(struct core_conn *c, bool pool_rmb, uint64_t now);
  * conn with err, fails conns in handshake. */
 void lgr_terminate(struct core_lgr *lg, uint32_t reason, bool orderly, bool send_delete,
 		   int err, uint64_t now);
-int lgr_rtoken_add(struct core_lgr *lg, uint32_t rkey, uint64_t vaddr);
-bool lgr_rtoken_del(struct core_lgr *lg, uint32_t rkey);
+/* The peer's RMB (rkey, vaddr) on link slot ls; returns its index, or < 0 (table full). */
+int lgr_rtoken_add(struct core_lgr *lg, unsigned ls, uint32_t rkey, uint64_t vaddr);
+/* The index of the peer's RMB known by rkey on link slot ls, or -1. */
+int lgr_rtoken_find(const struct core_lgr *lg, unsigned ls, uint32_t rkey);
+/* Forgets the RMB known by rkey on link slot ls (on every link). */
+bool lgr_rtoken_del(struct core_lgr *lg, unsigned ls, uint32_t rkey);
+/* lg's PD on device cd, created (with every RMB registered on it) if new. */
+int lgr_pd_for(struct core_lgr *lg, struct core_dev *cd, struct dev_pd **out);
+/* The MR of r on l's device. */
+struct dev_mr *lgr_rmb_mr(const struct core_rmb *r, const struct core_link *l);
+/* Takes l out of lg's table (the peer's RTokens for it forgotten); its QP is destroyed
+ * once its sends are drained (lgr_free_retired). */
+void lgr_link_retire(struct core_lgr *lg, struct core_link *l, uint64_t now);
+void lgr_free_retired(struct core_lgr *lg, uint64_t now, bool force);
+/* The table slot of the link with wire number num, or -1. */
+int lgr_link_slot_by_num(const struct core_lgr *lg, uint8_t num);
 void lgr_free_dead(struct core_engine *e, uint64_t now, bool force);
 
 /* ---- link.c ---- */
-int link_create(struct core_lgr *lg, struct core_link **out);	/* QP in INIT, recvs posted */
+/* A link of lg on device cd in table slot slot (lg->links[slot] set): QP in INIT, receives
+ * posted. */
+int link_create(struct core_lgr *lg, struct core_dev *cd, unsigned slot, struct core_link **out);
+/* The GID entry and index a link uses (its device's, v1 or v2 as the LG). */
+const struct dev_gid_entry *link_gid(const struct core_link *l);
 int link_rtr(struct core_link *l, uint32_t peer_qpn, uint32_t peer_psn, uint8_t mtu,
 	     const struct wire_gid *gid, const struct wire_mac *mac);
 int link_rts(struct core_link *l);
@@ -530,7 +644,11 @@ void link_handle_wc(struct core_engine *e, const struct dev_wc *wc, uint64_t now
 /* After a CQ batch (eng->lock held): wakes the senders of the links whose completions
  * freed slots they waited for, one scan per LG per batch (was one per completion). */
 void link_run_wakes(struct core_engine *e);
-void link_down(struct core_link *l, int err, uint64_t now);
+/* The link failed (why: enum core_down_reason): connections fail over to another active
+ * link of the LG (failover.c), or the LG ends if there is none. */
+void link_down(struct core_link *l, int err, unsigned why, uint64_t now);
+/* A slot's completion arrived (successfully): the CDC it carried completed (failover.c). */
+void link_cdc_completed(struct core_link *l, uint32_t token, uint16_t seq, uint64_t prod);
 
 /* ---- llc_proc.c ---- */
 void llc_rx(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now);
@@ -539,6 +657,37 @@ void llc_flow_kick(struct core_lgr *lg, uint64_t now);	/* start queued flows */
 void llc_timers(struct core_lgr *lg, uint64_t now);	/* from lgr_timer_fn */
 int llc_send_confirm_link(struct core_link *l, bool resp);
 void llc_start_add_link_offer(struct core_lgr *lg, uint64_t now);
+void llc_fill_gid_mac(struct core_link *l, struct wire_gid *gid, struct wire_mac *mac);
+/* Entries for every other active link of r in a CONFIRM RKEY (docs/protocol/wire-formats.md
+ * 6.6). */
+void llc_rkey_others(struct core_lgr *lg, struct core_link *on, struct core_rmb *r,
+		     struct llc_confirm_rkey *cr);
+
+/* ---- addlink.c ---- (eng->lock held) */
+/* Server: starts the ADD LINK flow if the LG is single and a second link can be built. */
+bool al_server_start(struct core_lgr *lg, uint64_t now);
+void al_on_add_link(struct core_link *l, struct llc_msg *m, const uint8_t *raw, uint64_t now);
+void al_on_add_link_cont(struct core_link *l, struct llc_msg *m, uint64_t now);
+/* A CONFIRM LINK on a link that is not the first contact's; true if it was the flow's. */
+bool al_on_confirm_link(struct core_link *l, struct llc_msg *m, uint64_t now);
+/* The running flow ends without a new link (timeout, a link down): the new link dropped. */
+void al_abort(struct core_lgr *lg, bool tell_peer, uint64_t now);
+void al_timeout(struct core_lgr *lg, uint64_t now);
+/* A device came up: single LGs try for a second link (server: the flow; client: the hint). */
+void al_relink(struct core_engine *e, uint64_t now);
+/* Server: deletes the last added link (its connections fail over) so a symmetric one can
+ * be built. */
+void al_replace_asym(struct core_lgr *lg, uint64_t now);
+
+/* ---- failover.c ---- (eng->lock held) */
+/* Moves c (on a failed link) to link to (docs/protocol/procedures.md 3.7). */
+void fo_move_conn(struct core_conn *c, struct core_link *to);
+void fo_on_delete_link(struct core_link *l, struct llc_msg *m, uint64_t now);
+void fo_timers(struct core_lgr *lg, uint64_t now);
+/* conn->lock held: the validation CDC, if still due; 0 when sent (or none due). */
+int fo_send_validation_locked(struct core_conn *c);
+/* conn->lock held: keeps a copy of n bytes about to be written at tx_prod (shadow). */
+void fo_shadow_put_locked(struct core_conn *c, const struct iovec *iov, int iovcnt, uint32_t n);
 
 /* ---- handshake.c ---- */
 /* A connection's handshake and close-wait timers at now (from conn_timer_fn, eng->lock
@@ -580,6 +729,8 @@ void tx_wake_waiters(struct core_lgr *lg, const uint64_t *starved, bool all);
 
 /* ---- rx.c ---- */
 void rx_cdc(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now);
+/* After a progress round's polls (eng->lock held): the deferred validation verdicts. */
+void rx_fo_checks(struct core_engine *e, uint64_t now);
 
 /* ---- close.c ---- */
 /* conn->lock held: sends A if possible, marks the connection reset with err. */

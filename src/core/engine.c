@@ -214,7 +214,7 @@ static int async_events(struct core_engine *e, struct core_dev *cd, uint64_t now
 					if (l->state != CORE_LINK_DOWN)
 						LOG_WARN(CORE_UNIT, "link %u: %s", l->id,
 							 dev_event_type_str(ev.type));
-					link_down(l, -SMCR_E_CORE_LINK_DOWN, now);
+					link_down(l, -SMCR_E_CORE_LINK_DOWN, CORE_DOWN_EVENT, now);
 					break;
 				}
 			}
@@ -226,10 +226,13 @@ static int async_events(struct core_engine *e, struct core_dev *cd, uint64_t now
 			LOG_WARN(CORE_UNIT, "device %s: %s", cd->attr.name, dev_event_type_str(ev.type));
 			for (struct core_link *l = e->links; l; l = l->next)
 				if (l->cdev == cd)
-					link_down(l, -SMCR_E_CORE_LINK_DOWN, now);
+					link_down(l, -SMCR_E_CORE_LINK_DOWN, CORE_DOWN_EVENT, now);
+			break;
+		case DEV_EVENT_PORT_ACTIVE:
+			/* a path is back: single link groups try for a second link (addlink.c) */
+			al_relink(e, now);
 			break;
 		case DEV_EVENT_COMM_EST:
-		case DEV_EVENT_PORT_ACTIVE:
 			break;
 		}
 	}
@@ -251,6 +254,7 @@ static int progress_locked(struct core_engine *e, uint64_t now)
 			n += poll_dev(e, cd, now);
 			n += async_events(e, cd, now);
 		}
+		rx_fo_checks(e, now);	/* every CQ polled: judge deferred validations */
 		/* only the timers due (timer.h): an idle engine looks at the heap's top */
 		n += (int)core_timers_expire(&e->timers, now);
 		lgr_free_dead(e, now, false);
@@ -482,6 +486,19 @@ bool core_engine_spinning(struct core_engine *e)
 void core_reap(struct core_engine *e)
 {
 	pthread_mutex_lock(&e->lock);
+	/* The starved links' "no free slot" clocks start (llc_proc.c noslot_timer): only here,
+	 * where a sender found no slot, so an idle engine scans nothing. */
+	for (struct core_link *l = e->links; l && !e->freed; l = l->next) {
+		if (l->noslot_since || l->state != CORE_LINK_ACTIVE)
+			continue;
+		pthread_mutex_lock(&l->tx_lock);
+		bool starved = l->slot_waiters;
+		pthread_mutex_unlock(&l->tx_lock);
+		if (starved) {
+			l->noslot_since = e->last_now ? e->last_now : 1;
+			lgr_timer_at(l->lg, l->noslot_since + CORE_NOSLOT_NS);
+		}
+	}
 	if (!e->freed && arm_allowed_locked(e))
 		for (int i = 0; i < e->ndevs; i++)
 			if (dev_req_notify_cq(e->devs[i].cq, 0))
@@ -551,6 +568,10 @@ void core_engine_stats(struct core_engine *e, struct core_engine_stats *st)
 	st->conns_freed = e->conns_freed;
 	st->cdc_rx_dropped = atomic_load(&e->cdc_rx_dropped);
 	st->llc_rx_dropped = atomic_load(&e->llc_rx_dropped);
+	st->links_added = e->links_added;
+	st->failovers = e->failovers;
+	for (int i = 0; i < CORE_DOWN_NREASONS && i < 6; i++)
+		st->failover_reason[i] = e->failover_reason[i];
 	pthread_mutex_unlock(&e->lock);
 }
 
@@ -617,6 +638,7 @@ void core_engine_free(struct core_engine *e)
 	pthread_mutex_lock(&e->poll_lock);
 	pthread_mutex_lock(&e->lock);
 	uint64_t now = e->last_now;
+	rx_fo_checks(e, now);	/* their references */
 	end_lgs_locked(e, now);
 	lgr_free_dead(e, now, true);
 	e->freed = true;

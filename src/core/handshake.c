@@ -111,10 +111,12 @@ static int send_accept(struct core_conn *c, enum clc_type type, bool first, uint
 	a.first_contact = first;
 	a.peer_id = c->eng->peer_id;
 	(void)cd;
-	memcpy(a.gid.b, lgr_gid(c->lg)->gid.raw, WIRE_GID_LEN);
-	memcpy(a.mac.b, lgr_gid(c->lg)->mac, WIRE_MAC_LEN);
+	/* the link the connection goes on (docs/protocol/wire-formats.md 4: a reuse Accept names
+	 * it), on its own device */
+	memcpy(a.gid.b, link_gid(l)->gid.raw, WIRE_GID_LEN);
+	memcpy(a.mac.b, link_gid(l)->mac, WIRE_MAC_LEN);
 	a.qpn = l->qp->qp_num;
-	a.rkey = c->rmb->mr->rkey;
+	a.rkey = lgr_rmb_mr(c->rmb, l)->rkey;
 	a.rmbe_idx = 1;		/* one RMBE per RMB, as Linux */
 	a.token = c->token;
 	a.rmbe_size_code = c->rmb->code;
@@ -262,7 +264,7 @@ static void set_peer(struct core_conn *c, const struct clc_accept *a)
 	c->peer_vaddr = a->rmb_vaddr + (uint64_t)(a->rmbe_idx - 1) * size;
 	pthread_mutex_unlock(&c->lock);
 	c->peer_id = a->peer_id;
-	if (lgr_rtoken_add(c->lg, a->rkey, a->rmb_vaddr))
+	if (lgr_rtoken_add(c->lg, c->link ? c->link->slot : 0, a->rkey, a->rmb_vaddr) < 0)
 		LOG_DBG(CORE_UNIT, "LG %u: RToken table full", c->lg->id);
 }
 
@@ -359,7 +361,7 @@ static int local_prefixes(const struct core_conn *c, bool v4, struct core_ip_pre
 }
 
 /* The v2.1 limits smcr offers and accepts (wire-v2.md 6): its connections per LG (at least
- * Linux's minimum), one link per LG (the engine runs single-link LGs), no supplemental
+ * Linux's minimum), one link per LG (a v2 LG gets no ADD LINK: docs/PROTOCOL.md v2 section), no supplemental
  * features (Linux's one is SMC-D's emulated ISM). */
 #define HS_V2_MAX_LINKS 1
 #define HS_V2_FEATURES 0

@@ -32,6 +32,7 @@ int lgr_create(struct core_engine *e, enum core_role role, struct core_dev *cdev
 	lg->cdev = cdev;
 	lg->idle_deadline = CORE_NEVER;
 	lg->token_gen = core_rand32(e) & 0xFFFF;
+	lg->next_link_num = 2;	/* 1 is the first contact's (link.c) */
 	/* One PD per LG: an RMB registered here is reachable only through this LG's QPs
 	 * (dev.h semantics 3), never by another peer's. */
 	int rc = dev_alloc_pd(cdev->dev, &lg->pd);
@@ -40,7 +41,8 @@ int lgr_create(struct core_engine *e, enum core_role role, struct core_dev *cdev
 		free(lg);
 		return -SMCR_E_CORE_RDYLNK;
 	}
-	rc = link_create(lg, &lg->links[0]);
+	lg->pds[cdev - e->devs] = lg->pd;
+	rc = link_create(lg, cdev, 0, &lg->links[0]);
 	if (rc) {
 		if (dev_dealloc_pd(lg->pd))
 			LOG_WARN(CORE_UNIT, "PD of a failed LG still busy");
@@ -136,14 +138,17 @@ struct core_link *lgr_link_any(struct core_lgr *lg)
 	return NULL;
 }
 
-struct core_link *lgr_link_assign(struct core_lgr *lg, uint32_t accept_qpn)
+struct core_link *lgr_link_assign(struct core_lgr *lg, const struct clc_accept *a)
 {
 	if (lg->state == CORE_LG_SETUP)
 		return lg->links[0];	/* first contact: the link being confirmed */
 	if (lg->role == CORE_CLIENT) {
+		/* QP numbers are per device: the Accept's GID and MAC name the device */
 		for (int i = 0; i < CORE_LG_LINKS; i++) {
 			struct core_link *l = lg->links[i];
-			if (l && l->state == CORE_LINK_ACTIVE && l->peer_qpn == accept_qpn)
+			if (l && l->state == CORE_LINK_ACTIVE && l->peer_qpn == a->qpn &&
+			    !memcmp(&l->peer_gid, &a->gid, sizeof(a->gid)) &&
+			    !memcmp(&l->peer_mac, &a->mac, sizeof(a->mac)))
 				return l;
 		}
 		return NULL;
@@ -175,12 +180,21 @@ static struct core_rmb *rmb_alloc(struct core_lgr *lg, unsigned code)
 		free(r);
 		return NULL;
 	}
-	if (dev_reg_mr(lg->pd, r->mem->addr, r->size,
-		       DEV_ACCESS_LOCAL_WRITE | DEV_ACCESS_REMOTE_WRITE, &r->mr)) {
-		dev_mem_put(r->mem);
-		free(r);
-		return NULL;
+	/* on every device the LG has a link on (docs/protocol/procedures.md 3.3) */
+	for (int i = 0; i < CORE_MAX_DEVS; i++) {
+		if (!lg->pds[i])
+			continue;
+		if (dev_reg_mr(lg->pds[i], r->mem->addr, r->size,
+			       DEV_ACCESS_LOCAL_WRITE | DEV_ACCESS_REMOTE_WRITE, &r->mrs[i])) {
+			for (int k = 0; k < i; k++)
+				if (r->mrs[k] && dev_dereg_mr(r->mrs[k]))
+					LOG_WARN(CORE_UNIT, "RMB deregistration failed");
+			dev_mem_put(r->mem);
+			free(r);
+			return NULL;
+		}
 	}
+	r->mr = r->mrs[lg->cdev - lg->eng->devs];
 	r->next = lg->rmbs;
 	lg->rmbs = r;
 	lg->nrmbs++;
@@ -189,8 +203,9 @@ static struct core_rmb *rmb_alloc(struct core_lgr *lg, unsigned code)
 
 static void rmb_free(struct core_rmb *r)
 {
-	if (dev_dereg_mr(r->mr))
-		LOG_WARN(CORE_UNIT, "RMB deregistration failed");
+	for (int i = 0; i < CORE_MAX_DEVS; i++)
+		if (r->mrs[i] && dev_dereg_mr(r->mrs[i]))
+			LOG_WARN(CORE_UNIT, "RMB deregistration failed");
 	dev_mem_put(r->mem);
 	free(r);
 }
@@ -237,7 +252,7 @@ int lgr_attach(struct core_lgr *lg, struct core_conn *c, bool *need_rkey, uint64
 	}
 	if (!idx)
 		return -SMCR_E_NOMEM;
-	struct core_link *link = lgr_link_assign(lg, c->peer_clc.qpn);
+	struct core_link *link = lgr_link_assign(lg, &c->peer_clc);
 	if (!link)
 		return -SMCR_E_CORE_RDYLNK;
 	unsigned code = wire_rmbe_code(c->want_rmbe, WIRE_RMBE_CODE_SEND_MAX);
@@ -319,33 +334,124 @@ void lgr_detach(struct core_conn *c, bool pool_rmb, uint64_t now)
 
 /* ---- the peer's RTokens (docs/protocol/procedures.md 3.3) ------------------------------------ */
 
-int lgr_rtoken_add(struct core_lgr *lg, uint32_t rkey, uint64_t vaddr)
+int lgr_rtoken_find(const struct core_lgr *lg, unsigned ls, uint32_t rkey)
+{
+	for (int i = 0; i < CORE_RTOKENS_MAX; i++)
+		if (lg->rtok[i].used && (lg->rtok[i].links & (1u << ls)) && lg->rtok[i].rkey[ls] == rkey)
+			return i;
+	return -1;
+}
+
+int lgr_rtoken_add(struct core_lgr *lg, unsigned ls, uint32_t rkey, uint64_t vaddr)
 {
 	int free_i = -1;
 	for (int i = 0; i < CORE_RTOKENS_MAX; i++) {
-		if (lg->rtok[i].used && lg->rtok[i].rkey == rkey && lg->rtok[i].vaddr == vaddr)
-			return 0;
-		if (!lg->rtok[i].used && free_i < 0)
+		const struct core_rtoken *t = &lg->rtok[i];
+		if (t->used && (t->links & (1u << ls)) && t->rkey[ls] == rkey && t->vaddr[ls] == vaddr)
+			return i;
+		if (!t->used && free_i < 0)
 			free_i = i;
 	}
 	if (free_i < 0)
 		return -SMCR_E_NOSPACE;
-	lg->rtok[free_i].used = true;
-	lg->rtok[free_i].rkey = rkey;
-	lg->rtok[free_i].vaddr = vaddr;
-	return 0;
+	struct core_rtoken *t = &lg->rtok[free_i];
+	memset(t, 0, sizeof(*t));
+	t->used = true;
+	t->links = (uint8_t)(1u << ls);
+	t->rkey[ls] = rkey;
+	t->vaddr[ls] = vaddr;
+	return free_i;
 }
 
-bool lgr_rtoken_del(struct core_lgr *lg, uint32_t rkey)
+bool lgr_rtoken_del(struct core_lgr *lg, unsigned ls, uint32_t rkey)
 {
 	bool found = false;
 	for (int i = 0; i < CORE_RTOKENS_MAX; i++) {
-		if (lg->rtok[i].used && lg->rtok[i].rkey == rkey) {
-			lg->rtok[i].used = false;
+		struct core_rtoken *t = &lg->rtok[i];
+		if (t->used && (t->links & (1u << ls)) && t->rkey[ls] == rkey) {
+			t->used = false;
+			t->links = 0;
 			found = true;
 		}
 	}
 	return found;
+}
+
+/* ---- links of the LG beyond the first (addlink.c, failover.c) ------------------------------ */
+
+int lgr_pd_for(struct core_lgr *lg, struct core_dev *cd, struct dev_pd **out)
+{
+	int di = (int)(cd - lg->eng->devs);
+	if (lg->pds[di]) {
+		*out = lg->pds[di];
+		return 0;
+	}
+	struct dev_pd *pd;
+	if (dev_alloc_pd(cd->dev, &pd))
+		return -SMCR_E_CORE_RDYLNK;
+	for (struct core_rmb *r = lg->rmbs; r; r = r->next) {
+		if (dev_reg_mr(pd, r->mem->addr, r->size,
+			       DEV_ACCESS_LOCAL_WRITE | DEV_ACCESS_REMOTE_WRITE, &r->mrs[di])) {
+			for (struct core_rmb *k = lg->rmbs; k != r; k = k->next) {
+				if (dev_dereg_mr(k->mrs[di]))
+					LOG_WARN(CORE_UNIT, "RMB deregistration failed");
+				k->mrs[di] = NULL;
+			}
+			if (dev_dealloc_pd(pd))
+				LOG_WARN(CORE_UNIT, "LG %u: PD still busy", lg->id);
+			return -SMCR_E_CORE_REGBUF;
+		}
+	}
+	lg->pds[di] = pd;
+	*out = pd;
+	return 0;
+}
+
+struct dev_mr *lgr_rmb_mr(const struct core_rmb *r, const struct core_link *l)
+{
+	return r->mrs[l->cdev - l->lg->eng->devs];
+}
+
+int lgr_link_slot_by_num(const struct core_lgr *lg, uint8_t num)
+{
+	for (int i = 0; i < CORE_LG_LINKS; i++)
+		if (lg->links[i] && lg->links[i]->link_num == num)
+			return i;
+	return -1;
+}
+
+void lgr_link_retire(struct core_lgr *lg, struct core_link *l, uint64_t now)
+{
+	struct core_engine *e = lg->eng;
+	l->state = CORE_LINK_DOWN;
+	atomic_store(&l->usable, false);
+	if (lg->links[l->slot] == l)
+		lg->links[l->slot] = NULL;
+	for (int i = 0; i < CORE_RTOKENS_MAX; i++)
+		lg->rtok[i].links &= (uint8_t)~(1u << l->slot);
+	/* Let what was just posted leave (or flush) before the QP goes: at once when
+	 * nothing is in flight (lgr_free_retired), else by the LLC wait at the latest. */
+	l->drain_deadline = now + e->p.llc_wait_ns;
+	l->retired_next = lg->retired;
+	lg->retired = l;
+	lgr_timer_at(lg, l->drain_deadline);
+}
+
+void lgr_free_retired(struct core_lgr *lg, uint64_t now, bool force)
+{
+	for (struct core_link **pp = &lg->retired; *pp;) {
+		struct core_link *l = *pp;
+		pthread_mutex_lock(&l->tx_lock);
+		bool busy = l->slots_free != CORE_SEND_SLOTS;
+		pthread_mutex_unlock(&l->tx_lock);
+		if (!force && busy && now < l->drain_deadline) {
+			lgr_timer_at(lg, l->drain_deadline);
+			pp = &l->retired_next;
+			continue;
+		}
+		*pp = l->retired_next;
+		link_destroy(l);
+	}
 }
 
 /* ---- termination (docs/protocol/procedures.md 3.8, 5.4) -------------------------------------- */
@@ -375,6 +481,10 @@ void lgr_terminate(struct core_lgr *lg, uint32_t reason, bool orderly, bool send
 		lg->flow_conn = NULL;
 	}
 	lg->flow = CORE_FLOW_NONE;
+	lg->al_step = AL_NONE;
+	lg->al_link = NULL;
+	lg->del_link_num = 0;
+	atomic_store(&lg->multi, false);
 
 	for (unsigned i = 1; i < CORE_LG_SLOTS; i++) {
 		struct core_conn *c = lg->slots[i];
@@ -438,6 +548,15 @@ void lgr_free_dead(struct core_engine *e, uint64_t now, bool force)
 			continue;
 		}
 		bool wait = false;
+		for (struct core_link *l = lg->retired; l && !force; l = l->retired_next) {
+			pthread_mutex_lock(&l->tx_lock);
+			bool busy = l->slots_free != CORE_SEND_SLOTS;
+			pthread_mutex_unlock(&l->tx_lock);
+			if (busy && now < l->drain_deadline) {
+				lgr_timer_at(lg, l->drain_deadline);
+				wait = true;
+			}
+		}
 		for (int i = 0; i < CORE_LG_LINKS && !force; i++) {
 			struct core_link *l = lg->links[i];
 			if (!l)
@@ -460,12 +579,14 @@ void lgr_free_dead(struct core_engine *e, uint64_t now, bool force)
 				lg->links[i] = NULL;
 			}
 		}
+		lgr_free_retired(lg, now, true);
 		for (struct core_rmb *r = lg->rmbs, *nx; r; r = nx) {
 			nx = r->next;
 			rmb_free(r);
 		}
-		if (dev_dealloc_pd(lg->pd))
-			LOG_WARN(CORE_UNIT, "LG %u: PD still busy", lg->id);
+		for (int i = 0; i < CORE_MAX_DEVS; i++)
+			if (lg->pds[i] && dev_dealloc_pd(lg->pds[i]))
+				LOG_WARN(CORE_UNIT, "LG %u: PD still busy", lg->id);
 		*pp = lg->next;
 		core_timers_cancel(&e->timers, &lg->tmr);
 		core_timers_unreserve(&e->timers);
@@ -502,5 +623,8 @@ static void lgr_timer_fn(struct core_timer *t, uint64_t now)
 		}
 		lgr_timer_at(lg, lg->idle_deadline);
 	}
+	lgr_free_retired(lg, now, false);
 	llc_timers(lg, now);
+	if (lg->state != CORE_LG_DEAD)
+		fo_timers(lg, now);
 }

@@ -43,22 +43,35 @@ static int post_recv_one(struct core_link *l, unsigned i)
 	return dev_post_recv(l->qp, &wr, NULL);
 }
 
-int link_create(struct core_lgr *lg, struct core_link **out)
+const struct dev_gid_entry *link_gid(const struct core_link *l)
+{
+	return l->lg->v2 ? &l->cdev->gid_v2 : &l->cdev->gid;
+}
+
+static uint8_t link_gid_index(const struct core_link *l)
+{
+	return l->lg->v2 ? l->cdev->gid_v2_index : l->cdev->gid_index;
+}
+
+int link_create(struct core_lgr *lg, struct core_dev *cd, unsigned slot, struct core_link **out)
 {
 	struct core_engine *e = lg->eng;
-	struct core_dev *cd = lg->cdev;
+	struct dev_pd *pd = NULL;
+	int rc = lgr_pd_for(lg, cd, &pd);
+	if (rc)
+		return rc;
 	struct core_link *l = calloc(1, sizeof(*l));
-	int rc;
 	if (!l)
 		return -SMCR_E_NOMEM;
 	l->lg = lg;
+	l->slot = (uint8_t)slot;
 	l->id = e->next_link_id++;
 	if (e->next_link_id == 0)
 		e->next_link_id = 1;
 	l->cdev = cd;
 	l->state = CORE_LINK_INIT;
 	l->link_num = lg->role == CORE_SERVER ? 1 : 0;	/* client adopts it from CONFIRM LINK */
-	l->link_uid = lg->id << 8 | 1;
+	l->link_uid = lg->id << 8 | (slot + 1);
 	l->psn = core_rand32(e) & 0xFFFFFF;
 	l->mtu = (uint8_t)cd->port.active_mtu;
 	l->testlink_deadline = CORE_NEVER;
@@ -69,7 +82,7 @@ int link_create(struct core_lgr *lg, struct core_link **out)
 	rc = dev_mem_alloc((CORE_SEND_SLOTS + CORE_RECV_BUFS) * CORE_MSG_BUF, "smcr-msg", &l->msgmem);
 	if (rc)
 		goto fail;
-	rc = dev_reg_mr(lg->pd, l->msgmem->addr, l->msgmem->len, DEV_ACCESS_LOCAL_WRITE, &l->msgmr);
+	rc = dev_reg_mr(pd, l->msgmem->addr, l->msgmem->len, DEV_ACCESS_LOCAL_WRITE, &l->msgmr);
 	if (rc)
 		goto fail_mem;
 
@@ -85,7 +98,7 @@ int link_create(struct core_lgr *lg, struct core_link **out)
 			.max_inline_data = cd->attr.max_inline_data,
 		},
 	};
-	rc = dev_create_qp(lg->pd, &qa, &l->qp);
+	rc = dev_create_qp(pd, &qa, &l->qp);
 	if (rc)
 		goto fail_mr;
 	l->max_inline = l->qp->cap.max_inline_data;
@@ -97,7 +110,7 @@ int link_create(struct core_lgr *lg, struct core_link **out)
 		rc = dev_mem_alloc((size_t)CORE_SEND_SLOTS * CORE_STAGE, "smcr-stage", &l->stagemem);
 		if (rc)
 			goto fail_qp;
-		rc = dev_reg_mr(lg->pd, l->stagemem->addr, l->stagemem->len, DEV_ACCESS_LOCAL_WRITE,
+		rc = dev_reg_mr(pd, l->stagemem->addr, l->stagemem->len, DEV_ACCESS_LOCAL_WRITE,
 				&l->stagemr);
 		if (rc)
 			goto fail_stage;
@@ -119,6 +132,7 @@ int link_create(struct core_lgr *lg, struct core_link **out)
 	}
 	l->next = e->links;
 	e->links = l;
+	lg->links[slot] = l;
 	*out = l;
 	return 0;
 
@@ -158,7 +172,7 @@ int link_rtr(struct core_link *l, uint32_t peer_qpn, uint32_t peer_psn, uint8_t 
 	};
 	memcpy(at.ah_attr.dgid.raw, gid->b, DEV_GID_LEN);
 	memcpy(at.ah_attr.dmac, mac->b, DEV_MAC_LEN);
-	at.ah_attr.sgid_index = lgr_gid_index(l->lg);
+	at.ah_attr.sgid_index = link_gid_index(l);
 	at.ah_attr.hop_limit = 1;
 	at.ah_attr.port_num = l->cdev->port_num;
 	int rc = dev_modify_qp(l->qp, &at, DEV_QP_MASK_RTR);
@@ -355,7 +369,7 @@ int link_send_msg(struct core_link *l, const uint8_t msg[44])
 
 /* ---- completions ------------------------------------------------------------------------- */
 
-static void slot_complete(struct core_link *l, unsigned idx)
+static void slot_complete(struct core_link *l, unsigned idx, bool ok)
 {
 	bool waiters;
 	pthread_mutex_lock(&l->tx_lock);
@@ -363,12 +377,18 @@ static void slot_complete(struct core_link *l, unsigned idx)
 		pthread_mutex_unlock(&l->tx_lock);
 		return;
 	}
+	struct core_slot *sl = &l->slots[idx];
+	uint32_t token = atomic_exchange_explicit(&sl->cdc_token, 0, memory_order_acquire);
+	uint16_t seq = atomic_load_explicit(&sl->cdc_seq, memory_order_relaxed);
+	uint64_t prod = atomic_load_explicit(&sl->cdc_prod, memory_order_relaxed);
 	l->slots[idx].busy = false;
 	l->sq_used -= l->slots[idx].covers;
 	l->slots_free++;
 	waiters = l->slot_waiters;
 	l->slot_waiters = false;
 	pthread_mutex_unlock(&l->tx_lock);
+	if (ok && token)
+		link_cdc_completed(l, token, seq, prod);
 	/* Not at once: a batch of completions frees several slots, and each wake scans
 	 * every connection of the LG under its lock (255 lock pairs: 11 % of the CPU of
 	 * conns 1000, docs/parts/conns.md). link_run_wakes does it once per batch. */
@@ -396,18 +416,6 @@ void link_run_wakes(struct core_engine *e)
 	}
 }
 
-void link_down(struct core_link *l, int err, uint64_t now)
-{
-	if (l->state == CORE_LINK_DOWN)
-		return;
-	LOG_WARN(CORE_UNIT, "link %u of LG %u down: %s", l->id, l->lg->id, smcr_err_msg(err));
-	l->state = CORE_LINK_DOWN;
-	atomic_store(&l->usable, false);
-	/* A single-link LG has no other link to fail over to: it ends (docs/protocol/procedures.md
-	 * 3.7). */
-	lgr_terminate(l->lg, LLC_DEL_LOST_PATH, false, false, err, now);
-}
-
 void link_handle_wc(struct core_engine *e, const struct dev_wc *wc, uint64_t now)
 {
 	struct core_link *l = link_by_id(e, (uint32_t)(wc->wr_id >> 32));
@@ -415,32 +423,39 @@ void link_handle_wc(struct core_engine *e, const struct dev_wc *wc, uint64_t now
 		return;	/* a completion of a link already destroyed */
 	uint32_t kind = (uint32_t)wc->wr_id & 0xFFFF0000u;
 	uint32_t idx = (uint32_t)wc->wr_id & 0xFFFFu;
-	if (kind == CORE_WR_SLOT)
-		slot_complete(l, idx);
+	if (kind == CORE_WR_SLOT) {
+		slot_complete(l, idx, wc->status == DEV_WC_SUCCESS);
+		if (wc->status == DEV_WC_SUCCESS)
+			l->tx_done_ns = now;
+	}
 	if (wc->status != DEV_WC_SUCCESS) {
 		if (l->state != CORE_LINK_DOWN)
 			LOG_WARN(CORE_UNIT, "link %u: completion error %s", l->id,
 				 dev_wc_status_str(wc->status));
-		link_down(l, -SMCR_E_CORE_LINK_DOWN, now);
+		link_down(l, -SMCR_E_CORE_LINK_DOWN, CORE_DOWN_WC, now);
 		return;
 	}
 	if (kind != CORE_WR_RECV || idx >= CORE_RECV_BUFS)
 		return;
 	l->last_rx_ns = now;
-	if (l->state != CORE_LINK_DOWN) {
-		const uint8_t *buf = recv_buf(l, idx);
+	const uint8_t *buf = recv_buf(l, idx);
+	bool cdc = wc->byte_len >= 1 && buf[0] == CDC_TYPE;
+	/* A CDC that arrived before its link failed is valid data (RC delivered it): taken
+	 * even when the link is down already, while its LG lives (failover.c: the sender may
+	 * count it as completed). LLC messages of a failed link are not. */
+	if (l->state != CORE_LINK_DOWN || (cdc && l->lg->state != CORE_LG_DEAD)) {
 		size_t len = wc->byte_len > CORE_MSG_BUF ? CORE_MSG_BUF : wc->byte_len;
 		if (l->lg->eng->p.trace) {
 			struct core_trace_ev ev = { .kind = CORE_TRACE_RECV, .msg = buf, .len = len };
 			trace_fill(l, &ev);
 			l->lg->eng->p.trace(l->lg->eng->p.trace_ctx, &ev);
 		}
-		if (len >= 1 && buf[0] == CDC_TYPE)
+		if (cdc)
 			rx_cdc(l, buf, len, now);
 		else
 			llc_rx(l, buf, len, now);
 	}
 	/* The handlers never free the link (destruction waits for lgr_free_dead). */
 	if (l->state != CORE_LINK_DOWN && post_recv_one(l, idx))
-		link_down(l, -SMCR_E_CORE_LINK_DOWN, now);
+		link_down(l, -SMCR_E_CORE_LINK_DOWN, CORE_DOWN_WC, now);
 }

@@ -2,7 +2,7 @@
  * docs/protocol/linux-interop.md 7): received messages are decoded and validated (wire/llc.h)
  * before anything changes, then dispatched through a handler table by type (STYLE.md 10). Local
  * flows are serialized, one at a time per LG (docs/protocol/procedures.md 3.1): CONFIRM RKEY for
- * new RMBs of reuse connections and, on the server, the ADD LINK offer of a single-link peer. Peer
+ * new RMBs of reuse connections and the ADD LINK flow (addlink.c). Peer
  * requests are answered at once. Runs with eng->lock held (progress or a handshake step). */
 #include "core/core_int.h"
 
@@ -63,10 +63,10 @@ int llc_send(struct core_link *l, const struct llc_msg *m)
 	return link_send_msg(l, buf);
 }
 
-static void fill_gid_mac(struct core_link *l, struct wire_gid *gid, struct wire_mac *mac)
+void llc_fill_gid_mac(struct core_link *l, struct wire_gid *gid, struct wire_mac *mac)
 {
-	memcpy(gid->b, lgr_gid(l->lg)->gid.raw, WIRE_GID_LEN);
-	memcpy(mac->b, lgr_gid(l->lg)->mac, WIRE_MAC_LEN);
+	memcpy(gid->b, link_gid(l)->gid.raw, WIRE_GID_LEN);
+	memcpy(mac->b, link_gid(l)->mac, WIRE_MAC_LEN);
 }
 
 /* CONFIRM LINK request (server) or response (client), flags 0x03: no RMBE eyecatchers
@@ -75,7 +75,7 @@ int llc_send_confirm_link(struct core_link *l, bool resp)
 {
 	struct llc_msg m = { .type = LLC_CONFIRM_LINK, .resp = resp };
 	m.confirm_link.no_eyec = LLC_CL_FLAG_NO_RMBE_EYEC;
-	fill_gid_mac(l, &m.confirm_link.gid, &m.confirm_link.mac);
+	llc_fill_gid_mac(l, &m.confirm_link.gid, &m.confirm_link.mac);
 	m.confirm_link.qpn = l->qp->qp_num;
 	m.confirm_link.link_num = l->link_num;
 	m.confirm_link.link_uid = l->link_uid;
@@ -111,6 +111,8 @@ static void on_confirm_link(struct core_link *l, struct llc_msg *m, const uint8_
 	(void)raw;
 	struct core_lgr *lg = l->lg;
 	struct core_conn *fc = lg->fc_conn;
+	if (al_on_confirm_link(l, m, now))
+		return;	/* the CONFIRM LINK of an added link (addlink.c) */
 	if (!m->resp) {
 		/* Request: only the client, on its first link, during the first contact. */
 		if (lg->role != CORE_CLIENT) {
@@ -159,51 +161,21 @@ static void on_confirm_link(struct core_link *l, struct llc_msg *m, const uint8_
 
 static void on_add_link(struct core_link *l, struct llc_msg *m, const uint8_t *raw, uint64_t now)
 {
-	(void)now;
-	struct core_lgr *lg = l->lg;
-	if (!m->resp) {
-		if (lg->role == CORE_SERVER) {
-			/* The client's "please add a link" hint (docs/protocol/procedures.md 3.2):
-			 * no response. */
-			dropped(l, "ADD LINK hint (single-link server)");
-			return;
-		}
-		/* Single-link client (docs/protocol/procedures.md 3.2 "smcr minimum"): reject at
-		 * once, the request echoed with 0xC0 and reason 1, as Linux
-		 * smc_llc_cli_add_link_reject. */
-		uint8_t out[LLC_MSG_LEN];
-		llc_add_link_reject_raw(raw, LLC_AL_REJ_NO_ALT_PATH, out);
-		CORE_CTR_INC(lg->eng, ctr_llc_tx);
-		if (lg->v2) {
-			/* v2: the request's first 44 bytes, its length field 44 (the reason had
-			 * no room: Linux's reject carries 0 there too, wire-v2.md 7.1) */
-			out[1] = LLC_MSG_LEN;
-			out[2] = 0;
-		}
-		if (link_send_msg(l, out))
-			LOG_WARN(CORE_UNIT, "LG %u: ADD LINK reject not sent", lg->id);
-		return;
-	}
-	if (lg->role != CORE_SERVER || lg->flow != CORE_FLOW_ADD_LINK) {
-		dropped(l, "unexpected ADD LINK response");
-		return;
-	}
-	if (!m->add_link.rejected)
-		/* We offered nothing a peer can build a link on (MTU 0); a peer that accepts
-		 * anyway gets no ADD LINK CONTINUATION and times out on its side. */
-		LOG_WARN(CORE_UNIT, "LG %u: peer accepted the single-link ADD LINK offer; ignored",
-			 lg->id);
-	lg->flow = CORE_FLOW_NONE;
-	llc_flow_kick(lg, now);
+	al_on_add_link(l, m, raw, now);
 }
 
 static void on_add_link_cont(struct core_link *l, struct llc_msg *m, const uint8_t *raw,
 			     uint64_t now)
 {
-	(void)m;
 	(void)raw;
-	/* We never accept an ADD LINK, so no continuation can belong to a flow of ours. */
-	violation(l, "ADD LINK CONTINUATION outside an ADD LINK flow", now);
+	struct core_lgr *lg = l->lg;
+	if (lg->flow != CORE_FLOW_ADD_LINK && lg->flow != CORE_FLOW_ADD_LINK_CLI &&
+	    (!lg->al_gone_num || m->add_link_cont.link_num != lg->al_gone_num)) {
+		/* no ADD LINK flow it could belong to (docs/protocol/procedures.md 3.1) */
+		violation(l, "ADD LINK CONTINUATION outside an ADD LINK flow", now);
+		return;
+	}
+	al_on_add_link_cont(l, m, now);
 }
 
 static void on_delete_link(struct core_link *l, struct llc_msg *m, const uint8_t *raw,
@@ -211,9 +183,9 @@ static void on_delete_link(struct core_link *l, struct llc_msg *m, const uint8_t
 {
 	(void)raw;
 	struct core_lgr *lg = l->lg;
-	if (m->resp)
-		return;	/* the answer to a DELETE LINK of ours: nothing left to do */
 	if (m->delete_link.all) {
+		if (m->resp)
+			return;	/* never answered; a peer's odd echo changes nothing */
 		/* No response; terminate (docs/protocol/wire-formats.md 6.5). */
 		LOG_INFO(CORE_UNIT, "LG %u: peer deleted the link group (%s)", lg->id,
 			 llc_del_reason_name(m->delete_link.reason) ?
@@ -221,17 +193,7 @@ static void on_delete_link(struct core_link *l, struct llc_msg *m, const uint8_t
 		lgr_terminate(lg, m->delete_link.reason, false, false, -SMCR_E_CORE_RESET, now);
 		return;
 	}
-	struct llc_msg r = *m;
-	r.resp = true;
-	if (m->delete_link.link_num != l->link_num) {
-		r.delete_link.reason = LLC_DEL_NOLNK;	/* unknown link: 0x00100000 */
-		(void)llc_send(l, &r);
-		return;
-	}
-	/* Our only link: answer (echo, reason 0), then the LG has no link left. */
-	r.delete_link.reason = 0;
-	(void)llc_send(l, &r);
-	lgr_terminate(lg, m->delete_link.reason, false, false, -SMCR_E_CORE_LINK_DOWN, now);
+	fo_on_delete_link(l, m, now);
 }
 
 static void on_confirm_rkey(struct core_link *l, struct llc_msg *m, const uint8_t *raw,
@@ -244,16 +206,28 @@ static void on_confirm_rkey(struct core_link *l, struct llc_msg *m, const uint8_
 		 * (0x20|0x10 when it cannot be stored), docs/protocol/linux-interop.md 7. */
 		struct llc_msg r = *m;
 		r.resp = true;
-		if (lgr_rtoken_add(lg, m->confirm_rkey.rkey, m->confirm_rkey.vaddr)) {
+		int t = lgr_rtoken_add(lg, l->slot, m->confirm_rkey.rkey, m->confirm_rkey.vaddr);
+		if (t < 0) {
 			r.confirm_rkey.negative = true;
 			r.confirm_rkey.retry = true;
+		} else {
+			/* the same RMB on the LG's other links (docs/protocol/wire-formats.md 6.6) */
+			for (unsigned i = 0; i < m->confirm_rkey.num_other && i < LLC_CR_MAX_OTHER; i++) {
+				const struct llc_rtoken *o = &m->confirm_rkey.other[i];
+				int ls = lgr_link_slot_by_num(lg, o->link_num);
+				if (ls < 0 || ls == l->slot)
+					continue;
+				lg->rtok[t].rkey[ls] = o->rkey;
+				lg->rtok[t].vaddr[ls] = o->vaddr;
+				lg->rtok[t].links |= (uint8_t)(1u << ls);
+			}
 		}
 		(void)llc_send(l, &r);
 		return;
 	}
 	struct core_conn *c = lg->flow_conn;
-	if (lg->flow != CORE_FLOW_CONFIRM_RKEY || !c || !c->rmb ||
-	    c->rmb->mr->rkey != m->confirm_rkey.rkey) {
+	if (lg->flow != CORE_FLOW_CONFIRM_RKEY || !c || !c->rmb || !lgr_rmb_mr(c->rmb, l) ||
+	    lgr_rmb_mr(c->rmb, l)->rkey != m->confirm_rkey.rkey) {
 		dropped(l, "unexpected CONFIRM RKEY response");
 		return;
 	}
@@ -284,7 +258,7 @@ static void on_delete_rkey(struct core_link *l, struct llc_msg *m, const uint8_t
 	r.resp = true;
 	r.delete_rkey.err_mask = 0;
 	for (unsigned i = 0; i < m->delete_rkey.count && i < LLC_DR_MAX; i++)
-		if (!lgr_rtoken_del(l->lg, m->delete_rkey.rkey[i]))
+		if (!lgr_rtoken_del(l->lg, l->slot, m->delete_rkey.rkey[i]))
 			r.delete_rkey.err_mask |= (uint8_t)(0x80u >> i);
 	r.delete_rkey.negative = r.delete_rkey.err_mask != 0;
 	(void)llc_send(l, &r);
@@ -359,7 +333,7 @@ static void llc_rx_v2(struct core_link *l, const uint8_t *buf, size_t len, uint6
 		struct llc_msg r = { .type = LLC_DELETE_RKEY, .resp = true };
 		unsigned n = m2.delete_rkey.count, bad = 0;
 		for (unsigned i = 0; i < n && i < LLC2_DR_MAX; i++)
-			if (!lgr_rtoken_del(lg, m2.delete_rkey.rkey[i]))
+			if (!lgr_rtoken_del(lg, l->slot, m2.delete_rkey.rkey[i]))
 				bad++;
 		/* the v2 response: the count echoed, the number not deleted (llc_send_v2
 		 * counts the mask's bits; more than 8 saturate there) */
@@ -421,22 +395,20 @@ void llc_start_add_link_offer(struct core_lgr *lg, uint64_t now)
 	llc_flow_kick(lg, now);
 }
 
-/* docs/protocol/procedures.md 3.2 / docs/protocol/linux-interop.md 7: a Linux client waits 2 s for
- * an ADD LINK after the first CONFIRM LINK. A single-link server offers one it knows will be
- * rejected: the link's own GID/MAC and MTU code 0 (Linux >= 5.10 rejects MTU 0 at once; a 4.x
- * client rejects every ADD LINK; an smcr client rejects every ADD LINK). */
-static int send_add_link_offer(struct core_lgr *lg)
+void llc_rkey_others(struct core_lgr *lg, struct core_link *on, struct core_rmb *r,
+		     struct llc_confirm_rkey *cr)
 {
-	struct core_link *l = lgr_link_any(lg);
-	if (!l)
-		return -SMCR_E_CORE_LINK_DOWN;
-	struct llc_msg m = { .type = LLC_ADD_LINK };
-	fill_gid_mac(l, &m.add_link.gid, &m.add_link.mac);
-	m.add_link.qpn = l->qp->qp_num;
-	m.add_link.link_num = (uint8_t)(l->link_num + 1);
-	m.add_link.mtu = 0;
-	m.add_link.psn = 0;
-	return llc_send(l, &m);
+	cr->num_other = 0;
+	for (int i = 0; i < CORE_LG_LINKS && cr->num_other < LLC_CR_MAX_OTHER; i++) {
+		struct core_link *k = lg->links[i];
+		struct dev_mr *mr;
+		if (!k || k == on || k->state != CORE_LINK_ACTIVE || !(mr = lgr_rmb_mr(r, k)))
+			continue;
+		struct llc_rtoken *o = &cr->other[cr->num_other++];
+		o->link_num = k->link_num;
+		o->rkey = mr->rkey;
+		o->vaddr = (uint64_t)(uintptr_t)mr->addr;
+	}
 }
 
 void llc_flow_kick(struct core_lgr *lg, uint64_t now)
@@ -445,11 +417,7 @@ void llc_flow_kick(struct core_lgr *lg, uint64_t now)
 	while (lg->flow == CORE_FLOW_NONE && lg->state == CORE_LG_ACTIVE && lgr_link_any(lg)) {
 		if (lg->want_add_link) {
 			lg->want_add_link = false;
-			if (send_add_link_offer(lg) == 0) {
-				lg->flow = CORE_FLOW_ADD_LINK;
-				lg->flow_deadline = now + e->p.llc_wait_ns;
-				lgr_timer_at(lg, lg->flow_deadline);
-			}
+			(void)al_server_start(lg, now);	/* sets lg->flow when it starts */
 			continue;
 		}
 		struct core_conn *c = lg->rkey_wait_head;
@@ -463,13 +431,14 @@ void llc_flow_kick(struct core_lgr *lg, uint64_t now)
 			conn_put(c);
 			continue;
 		}
-		/* CONFIRM RKEY (docs/protocol/wire-formats.md 6.6): the RMB on this link, no other
-		 * links. */
+		/* CONFIRM RKEY (docs/protocol/wire-formats.md 6.6) on the connection's own link:
+		 * the RMB on that link, and on each other active link of the LG. */
+		struct core_link *on = c->link ? c->link : lgr_link_any(lg);
 		struct llc_msg m = { .type = LLC_CONFIRM_RKEY };
-		m.confirm_rkey.rkey = c->rmb->mr->rkey;
+		m.confirm_rkey.rkey = lgr_rmb_mr(c->rmb, on)->rkey;
 		m.confirm_rkey.vaddr = (uint64_t)(uintptr_t)c->rmb->mr->addr;
-		/* CONFIRM RKEY on the connection's own link (docs/protocol/wire-formats.md 6.6) */
-		if (llc_send(c->link ? c->link : lgr_link_any(lg), &m)) {
+		llc_rkey_others(lg, on, c->rmb, &m.confirm_rkey);
+		if (llc_send(on, &m)) {
 			hs_rkey_confirmed(c, -SMCR_E_CORE_REGBUF, now);
 			conn_put(c);
 			continue;
@@ -490,7 +459,7 @@ static void testlink_timer(struct core_lgr *lg, struct core_link *l, uint64_t no
 		return;
 	if (l->testlink_deadline != CORE_NEVER) {
 		if (now >= l->testlink_deadline) {
-			link_down(l, -SMCR_E_CORE_TIMEDOUT, now);
+			link_down(l, -SMCR_E_CORE_TIMEDOUT, CORE_DOWN_TESTLINK, now);
 			return;
 		}
 		lgr_timer_at(lg, l->testlink_deadline);
@@ -512,6 +481,28 @@ static void testlink_timer(struct core_lgr *lg, struct core_link *l, uint64_t no
 	lgr_timer_at(lg, due);
 }
 
+/* Senders have waited for a send slot CORE_NOSLOT_NS with no send completing meanwhile:
+ * the link is down (docs/protocol/procedures.md 3.6). true if it went down. */
+static bool noslot_timer(struct core_lgr *lg, struct core_link *l, uint64_t now)
+{
+	if (!l->noslot_since || l->state != CORE_LINK_ACTIVE)
+		return false;
+	pthread_mutex_lock(&l->tx_lock);
+	bool starved = l->slot_waiters;
+	pthread_mutex_unlock(&l->tx_lock);
+	if (!starved) {
+		l->noslot_since = 0;	/* a slot freed and nobody waits: the clock stops */
+		return false;
+	}
+	uint64_t since = l->noslot_since > l->tx_done_ns ? l->noslot_since : l->tx_done_ns;
+	if (now >= since + CORE_NOSLOT_NS) {
+		link_down(l, -SMCR_E_CORE_TIMEDOUT, CORE_DOWN_NOSLOT, now);
+		return true;
+	}
+	lgr_timer_at(lg, since + CORE_NOSLOT_NS);
+	return false;
+}
+
 void llc_timers(struct core_lgr *lg, uint64_t now)
 {
 	if (lg->flow != CORE_FLOW_NONE) {
@@ -523,8 +514,10 @@ void llc_timers(struct core_lgr *lg, uint64_t now)
 				lg->flow_conn = NULL;
 				hs_rkey_confirmed(c, -SMCR_E_CORE_TIMEOUT_CR, now);
 				conn_put(c);
-			} else {
-				LOG_INFO(CORE_UNIT, "LG %u: no answer to the ADD LINK offer", lg->id);
+			} else if (f == CORE_FLOW_ADD_LINK || f == CORE_FLOW_ADD_LINK_CLI) {
+				lg->flow = f;
+				LOG_INFO(CORE_UNIT, "LG %u: ADD LINK flow timed out", lg->id);
+				al_timeout(lg, now);	/* ends the flow, kicks the next */
 			}
 			if (lg->state == CORE_LG_DEAD)
 				return;
@@ -534,6 +527,6 @@ void llc_timers(struct core_lgr *lg, uint64_t now)
 		}
 	}
 	for (int i = 0; i < CORE_LG_LINKS && lg->state != CORE_LG_DEAD; i++)
-		if (lg->links[i])
+		if (lg->links[i] && !noslot_timer(lg, lg->links[i], now) && lg->links[i])
 			testlink_timer(lg, lg->links[i], now);
 }

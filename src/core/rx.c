@@ -50,11 +50,21 @@ void rx_cdc(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now)
 	c->cdc_received++;
 	CORE_CTR_INC(c->eng, ctr_cdc_rx);
 	if (m.pf.failover) {
+		/* the peer writes again what came after that CDC: its producer cursor may now
+		 * name bytes we already have (docs/protocol/procedures.md 3.7) */
+		c->rx_fo = true;
 		/* 7.3: a validation message newer than what we accepted means a CDC the sender
-		 * saw completed never reached us: data may be lost, abort. */
+		 * saw completed never reached us: data may be lost, abort. But that CDC may be
+		 * in the failed link's CQ, not polled yet (this one came on another link): the
+		 * verdict waits for the end of this progress round (rx_fo_checks). */
 		if (c->rx_seq_valid && seq16_older(c->rx_seq, m.seqno)) {
-			bad_peer(c, -SMCR_E_CORE_FAILOVER_LOST, &m);
-			close_change = true;
+			if (!c->fo_check) {
+				conn_hold(c);	/* the check list's */
+				c->fo_check_next = e->fo_check_head;
+				e->fo_check_head = c;
+			}
+			c->fo_check = true;
+			c->fo_check_seq = m.seqno;
 		}
 		goto out;
 	}
@@ -84,8 +94,19 @@ void rx_cdc(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now)
 	uint64_t prod, cons = 0;
 	bool ok = curs_to_abs(m.prod, c->rx_peer_prod, c->rx_cons_sent + c->rmbe_size,
 			      c->rmbe_size, &prod);
+	if (!ok && c->rx_fo) {
+		/* After the peer's failover its cursor may be behind ours while it writes again
+		 * bytes we have (the same bytes at the same offsets): no news, not an error. */
+		uint64_t lo = c->rx_peer_prod > c->rmbe_size ? c->rx_peer_prod - c->rmbe_size : 0;
+		ok = curs_to_abs(m.prod, lo, c->rx_peer_prod, c->rmbe_size, &prod);
+		if (ok)
+			prod = c->rx_peer_prod;
+	}
+	/* After our own failover the peer may have consumed bytes we are about to write
+	 * again (their CDC reached it, its completion did not reach us). */
+	uint64_t hi = c->tx_prod > c->tx_replay_end ? c->tx_prod : c->tx_replay_end;
 	if (ok && c->peer_size)
-		ok = curs_to_abs(m.cons, c->tx_peer_cons, c->tx_prod, c->peer_size, &cons);
+		ok = curs_to_abs(m.cons, c->tx_peer_cons, hi, c->peer_size, &cons);
 	else if (ok)
 		ok = m.cons.wrap == 0 && m.cons.count == 0;	/* we have sent nothing yet */
 	if (ok && prod > c->rx_peer_prod && (c->cl & (CL_RCVD_D | CL_RCVD_C | CL_RCVD_A)))
@@ -104,6 +125,8 @@ void rx_cdc(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now)
 	bool cons_moved = c->peer_size && cons > c->tx_peer_cons;
 	if (cons_moved)
 		c->tx_peer_cons = cons;
+	if (cons_moved && cons > c->tx_prod)
+		c->tx_prod = cons;	/* docs/protocol/procedures.md 3.7: forward to the peer's consumer cursor */
 	c->peer_blocked = m.pf.write_blocked;
 	if (m.pf.cons_upd_req)
 		c->peer_req = true;	/* honoured by the next update (4.5) */
@@ -134,7 +157,7 @@ void rx_cdc(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now)
 		close_change = true;
 	}
 	if (c->mode == CORE_MODE_SMC && (cons_moved || (c->cl & CL_RCVD_C)) &&
-	    (c->sb_tail < c->sb_head || c->cl_pend || c->tx_wait)) {
+	    (c->sb_tail < c->sb_head || c->cl_pend || c->tx_wait || c->tx_prod < c->tx_replay_end)) {
 		/* The peer made room (or closed): write what the send ring holds
 		 * (docs/parts/sndbuf.md "Flush triggers"), then D/C if they wait for it. */
 		unsigned bits = tx_flush_locked(c, false);
@@ -153,6 +176,31 @@ out:
 	if (close_change)
 		close_maybe_finish_elocked(c, now);
 	conn_put(c);
+}
+
+void rx_fo_checks(struct core_engine *e, uint64_t now)
+{
+	while (e->fo_check_head) {
+		struct core_conn *c = e->fo_check_head;
+		e->fo_check_head = c->fo_check_next;
+		c->fo_check_next = NULL;
+		bool close_change = false;
+		pthread_mutex_lock(&c->lock);
+		if (c->fo_check && c->rmbe && !c->reset_err && c->rx_seq_valid &&
+		    seq16_older(c->rx_seq, c->fo_check_seq)) {
+			struct cdc_msg m;
+			memset(&m, 0, sizeof(m));
+			m.seqno = c->fo_check_seq;
+			m.pf.failover = true;
+			bad_peer(c, -SMCR_E_CORE_FAILOVER_LOST, &m);
+			close_change = true;
+		}
+		c->fo_check = false;
+		pthread_mutex_unlock(&c->lock);
+		if (close_change)
+			close_maybe_finish_elocked(c, now);
+		conn_put(c);
+	}
 }
 
 /* Copies n bytes of the ring from absolute position pos into the iovec. */

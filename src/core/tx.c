@@ -42,6 +42,16 @@ static void cdc_fill(struct core_conn *c, uint8_t *buf, bool urg)
 	c->upd_pending = false;
 }
 
+/* The slot carries c's CDC just filled: its completion makes it the last completed one
+ * (failover.c link_cdc_completed). */
+static void slot_note_cdc(struct core_link *l, int slot, const struct core_conn *c)
+{
+	struct core_slot *sl = &l->slots[slot];
+	atomic_store_explicit(&sl->cdc_seq, c->tx_seq, memory_order_relaxed);
+	atomic_store_explicit(&sl->cdc_prod, c->tx_prod, memory_order_relaxed);
+	atomic_store_explicit(&sl->cdc_token, c->token, memory_order_release);
+}
+
 static bool can_cdc(struct core_conn *c)
 {
 	return c->link && atomic_load_explicit(&c->link->usable, memory_order_acquire) &&
@@ -53,12 +63,18 @@ int tx_cdc_locked(struct core_conn *c, bool urg)
 	if (!can_cdc(c))
 		return -SMCR_E_CORE_NOTCONN;
 	struct core_link *l = c->link;
+	int vrc = fo_send_validation_locked(c);	/* after a failover: the F message first */
+	if (vrc) {
+		c->upd_pending = true;
+		return vrc;
+	}
 	int slot = link_slot_get(l, 1, false, c->slot);
 	if (slot < 0) {
 		c->upd_pending = true;	/* sent by tx_wake_waiters when a slot frees */
 		return slot;
 	}
 	cdc_fill(c, link_slot_buf(l, slot), urg);
+	slot_note_cdc(l, slot, c);
 	struct dev_send_wr wr;
 	struct dev_sge sge;
 	link_slot_send_wr(l, slot, &wr, &sge);
@@ -111,7 +127,7 @@ static void wake_one(struct core_lgr *lg, unsigned i)
 	if (c->upd_pending && c->mode == CORE_MODE_SMC)
 		close_sent = tx_cdc_locked(c, false) == 0 && close_sent_locked(c);
 	/* Ring bytes that found no slot (docs/parts/sndbuf.md "Flush triggers"). */
-	if (c->sb_tail < c->sb_head || c->cl_pend)
+	if (c->sb_tail < c->sb_head || c->cl_pend || c->tx_prod < c->tx_replay_end)
 		bits = tx_flush_locked(c, false);
 	if (c->tx_wait && tx_sndbuf_writable_locked(c)) {
 		c->tx_wait = false;
@@ -396,6 +412,12 @@ static long post_locked(struct core_conn *c, const struct iovec *iov, int iovcnt
 			bool urg, uint64_t want, bool *starved)
 {
 	struct core_link *l = c->link;
+	if (c->fo_pending && fo_send_validation_locked(c)) {
+		*starved = true;	/* the F message needs a slot first */
+		return -SMCR_E_AGAIN;
+	}
+	/* bytes a failover writes again (failover.c) are not counted twice */
+	bool again = c->tx_prod < c->tx_replay_end;
 	uint32_t space = conn_writable_locked(c);
 	struct tx_plan pl;
 	int slot;
@@ -434,9 +456,15 @@ static long post_locked(struct core_conn *c, const struct iovec *iov, int iovcnt
 	if (blocked && !c->tx_blocked)
 		CORE_CTR_INC(c->eng, ctr_rmbe_full);
 	c->tx_blocked = blocked;
+	if (!again)
+		fo_shadow_put_locked(c, iov, iovcnt, pl.sent);
 	c->tx_prod += pl.sent;
-	c->bytes_sent += pl.sent;
+	if (!again)
+		c->bytes_sent += pl.sent;
+	if (urg)
+		c->tx_urg_abs = c->tx_prod;
 	cdc_fill(c, link_slot_buf(l, slot), urg);
+	slot_note_cdc(l, slot, c);
 	for (int i = 0; i < pl.nwr; i++)
 		pl.wr[i].next = &pl.wr[i + 1];
 	link_slot_send_wr(l, slot, &pl.wr[pl.nwr], &pl.cdc_sge);
@@ -460,9 +488,41 @@ unsigned tx_flush_locked(struct core_conn *c, bool push)
 		sb_update_deadline(c);
 	}
 	bool was_writable = tx_sndbuf_writable_locked(c);
-	if (c->cl & CL_RCVD_C)
+	if (c->cl & CL_RCVD_C) {
 		c->sb_tail = c->sb_head;	/* the peer closed: it reads nothing more (4.5) */
-	while (c->sb_tail < c->sb_head && !c->sb_hold && can_cdc(c)) {
+		if (c->tx_replay_end > c->tx_prod)
+			c->tx_replay_end = c->tx_prod;
+	}
+	/* After a failover (failover.c): the bytes after the last completed CDC again, from
+	 * the copy, before anything new; an urgent byte among them gets its P/U again. */
+	while (c->tx_prod < c->tx_replay_end && c->shadow && can_cdc(c)) {
+		uint32_t space = conn_writable_locked(c);
+		uint64_t left = c->tx_replay_end - c->tx_prod;
+		if (space == 0)
+			break;	/* cannot be (the rewind made the room); wait for an update */
+		uint32_t n = left < space ? (uint32_t)left : space;
+		bool urg = false;
+		if (c->tx_urg_abs > c->tx_prod && c->tx_urg_abs - c->tx_prod <= n) {
+			n = (uint32_t)(c->tx_urg_abs - c->tx_prod);
+			urg = true;
+		}
+		struct curs_chunk ch[2];
+		int nch = curs_split((uint32_t)(c->tx_prod % c->peer_size), n, c->peer_size, ch);
+		struct iovec v[2];
+		for (int k = 0; k < nch; k++) {
+			v[k].iov_base = c->shadow + ch[k].off;
+			v[k].iov_len = ch[k].len;
+		}
+		bool starved = false;
+		long k = post_locked(c, v, nch, n, urg, left, &starved);
+		if (k < 0) {
+			if (starved)
+				out |= TX_FLUSH_STARVED;
+			break;
+		}
+	}
+	bool replayed = c->tx_prod >= c->tx_replay_end;
+	while (replayed && c->sb_tail < c->sb_head && !c->sb_hold && can_cdc(c)) {
 		uint32_t q = tx_sndbuf_queued(c);
 		uint32_t space = conn_writable_locked(c);
 		if (space == 0) {
@@ -506,7 +566,7 @@ unsigned tx_flush_locked(struct core_conn *c, bool push)
 		ring_put(c->sb, c->sb_size);
 		c->sb = NULL;
 	}
-	if (c->sb_tail == c->sb_head && c->cl_pend && !c->reset_err) {
+	if (replayed && c->sb_tail == c->sb_head && c->cl_pend && !c->reset_err) {
 		/* docs/protocol/procedures.md 5.1: D / C after all pending data. */
 		c->cl |= c->cl_pend;
 		c->cl_pend = 0;
@@ -551,8 +611,9 @@ static long send_locked(struct core_conn *c, const struct iovec *iov, int iovcnt
 		return 0;
 	}
 	bool oob = flags & CORE_MSG_OOB;
-	/* Earlier bytes first: a send never overtakes the ring. */
-	if (c->sb_tail < c->sb_head && !c->sb_hold)
+	/* Earlier bytes first: a send never overtakes the ring (nor bytes a failover writes
+	 * again). */
+	if ((c->sb_tail < c->sb_head && !c->sb_hold) || c->tx_prod < c->tx_replay_end)
 		(void)tx_flush_locked(c, false);
 	struct iov_pos pos = { iov, iovcnt, 0, 0 };
 	size_t accepted = 0;
@@ -566,7 +627,7 @@ static long send_locked(struct core_conn *c, const struct iovec *iov, int iovcnt
 	/* The direct path (no staging in the ring): nothing queued, nothing to hold (a corked
 	 * send at least as big as the push threshold would be pushed at once anyway). */
 	bool direct = ring_empty && space > 0 && (!hold || total >= cork_threshold(c)) &&
-		      (!oob || total <= space);
+		      (!oob || total <= space) && c->tx_prod >= c->tx_replay_end;
 	if (direct) {
 		uint32_t n = total < space ? (uint32_t)total : space;
 		long k = post_locked(c, iov, iovcnt, n, oob, total, starved);

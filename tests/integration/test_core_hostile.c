@@ -238,10 +238,14 @@ static void test_llc_requests(void **state)
 	assert_int_equal(recv_llc(&x, r, LLC_TEST_LINK), 1);
 	tl[3] = 0x80;
 	assert_memory_equal(r, tl, 44);
-	/* ADD LINK: rejected as Linux does (request echoed, byte 2 = 1, byte 3 = 0xC0) */
+	/* ADD LINK naming the existing link's own port (GID and MAC) to a client with one
+	 * device: no second path to build, so rejected as Linux does (request echoed, byte 2 =
+	 * 1, byte 3 = 0xC0; docs/protocol/procedures.md 3.2) */
 	struct llc_msg al = { .type = LLC_ADD_LINK };
-	al.add_link.mac.b[0] = 2;
-	al.add_link.gid.b[0] = 0xfe;
+	struct dev_gid_entry ge;
+	assert_int_equal(dev_query_gid(x.fp.dev, 1, 0, &ge), 0);
+	memcpy(al.add_link.mac.b, ge.mac, 6);
+	memcpy(al.add_link.gid.b, ge.gid.raw, 16);
 	al.add_link.qpn = 0x99;
 	al.add_link.link_num = 2;
 	al.add_link.mtu = 3;

@@ -24,7 +24,11 @@
 
 void it_child_env(int role)
 {
-	if (!getenv("IT_DEVICE") || strcmp(getenv("IT_DEVICE"), "emu") != 0) {
+	const char *dv = getenv("IT_DEVICE");
+	if (dv && strcmp(dv, "shm2") == 0) {
+		/* two shm devices: link groups of two links (docs/FAILOVER.md) */
+		setenv("SMCR_DEVICES", "shm shm", 1);
+	} else if (!dv || strcmp(dv, "emu") != 0) {
 		setenv("SMCR_DEVICES", "shm", 1);
 	} else {
 	/* emu: each process its own loopback address, all on one port per test run */

@@ -1,0 +1,277 @@
+/* test_core_failover_netns.c: two paths between two network namespaces (docs/FAILOVER.md):
+ * the namespaces of tests/lib/emu_netns.h joined by two veth pairs (10.88.0.0/24 and
+ * 10.89.0.0/24), two emu devices per engine (one on each veth, each in its namespace; the
+ * engines themselves run in this process). Four connections (two on each link), eight streams
+ * (each connection both ways), checked byte by byte, while one veth after the other goes down
+ * and up again (emu follows the carrier: a port event; the links on it fail over, and the
+ * link is added again when it is back). Then both down: every connection ends with
+ * ECONNRESET; both up: a new connection works and its group has two links again. Real time
+ * (emu is real TCP). Needs root and iproute2 (else exit 77: skipped); makes namespaces, so
+ * run it under flock /tmp/smcr-bpf.lock as every namespace test. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "dev/emu/emu.h"
+#include "lib/emu_netns.h"
+#include "lib/runcmd.h"
+#include "lib/twolink.h"
+#include "util/clock.h"
+#include "util/err.h"
+
+static struct emu_netns nn;
+static char if2[2][16];		/* the second veth pair's ends */
+
+static int sh(const char *fmt, const char *a, const char *b, const char *c)
+{
+	struct runcmd r;
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), fmt, a, b, c);
+	if (runcmd(&r, "%s", cmd))
+		return -1;
+	int st = r.status;
+	if (st)
+		fprintf(stderr, "'%s': %s", cmd, r.err ? r.err : "");
+	runcmd_free(&r);
+	return st ? -1 : 0;
+}
+
+static int link2(int side, bool up)
+{
+	return sh("ip -n %s link set %s %s", nn.ns[side], if2[side], up ? "up" : "down");
+}
+
+static int veth(int pair, bool up)
+{
+	return pair == 0 ? emu_netns_link(&nn, 0, up) : link2(0, up);
+}
+
+struct stream {
+	struct core_conn *tx, *rx;
+	uint64_t seed, sent, got;
+	uint8_t sbuf[32768], rbuf[32768];
+};
+
+static bool step(struct stream *s, bool sending)
+{
+	bool moved = false;
+	if (sending) {
+		cp_stream_fill(s->sbuf, s->sent, sizeof(s->sbuf), s->seed);
+		/* random sizes up to 8 KiB: the point is many CDCs in flight, not throughput */
+		struct iovec v = { s->sbuf, 1 + (size_t)(s->seed * 7919 + s->sent) % 8192 };
+		long n = core_conn_send(s->tx, &v, 1, 0);
+		if (n > 0) {
+			s->sent += (uint64_t)n;
+			moved = true;
+		} else {
+			assert_int_equal(n, -SMCR_E_AGAIN);
+		}
+	}
+	struct iovec r = { s->rbuf, sizeof(s->rbuf) };
+	long m = core_conn_recv(s->rx, &r, 1, 0);
+	if (m > 0) {
+		assert_int_equal(cp_stream_check(s->rbuf, s->got, (size_t)m, s->seed), -1);
+		s->got += (uint64_t)m;
+		moved = true;
+	} else {
+		assert_int_equal(m, -SMCR_E_AGAIN);
+	}
+	return moved;
+}
+
+static void tick(struct tl_fix *f)
+{
+	f->now = smcr_now_ns();
+	tl_at(f, f->now);
+}
+
+static void wait_links(struct tl_fix *f, unsigned want, uint64_t max_ns)
+{
+	uint64_t deadline = smcr_now_ns() + max_ns;
+	while (tl_links(f->ce) != want || tl_links(f->se) != want) {
+		tick(f);
+		usleep(200);
+		assert_true(smcr_now_ns() < deadline);
+	}
+}
+
+static void test_two_veths(void **state)
+{
+	(void)state;
+	assert_int_equal(dev_emu_register(), 0);
+	unsigned port = 20000u + (unsigned)(smcr_now_ns() / 1000 + (uint64_t)getpid()) % 40000u;
+	char cs[2][128], ss[2][128];
+	for (int i = 0; i < 2; i++) {
+		snprintf(cs[i], sizeof(cs[i]), "emu:netns=%s,if=%s,port=%u", nn.ns[0],
+			 i ? if2[0] : nn.ifname[0], port);
+		snprintf(ss[i], sizeof(ss[i]), "emu:netns=%s,if=%s,port=%u", nn.ns[1],
+			 i ? if2[1] : nn.ifname[1], port);
+	}
+	const char *cli[2] = { cs[0], cs[1] }, *srv[2] = { ss[0], ss[1] };
+	struct tl_fix *f = calloc(1, sizeof(*f));
+	assert_non_null(f);
+	assert_int_equal(tl_setup_specs(f, cli, 2, srv, 2), 0);
+	f->now = smcr_now_ns();
+	assert_true(tl_connect(f, 0));
+	wait_links(f, 2, 10 * TL_SEC);
+	for (unsigned i = 1; i < 4; i++)
+		assert_true(tl_connect(f, i));
+	/* both links carry connections */
+	assert_ptr_not_equal(f->pp[0].cli->link, f->pp[1].cli->link);
+	assert_ptr_equal(f->pp[0].cli->link, f->pp[2].cli->link);
+	static struct stream st[8];
+	for (int i = 0; i < 8; i++) {
+		struct cp_pair *p = &f->pp[i / 2];
+		st[i].tx = i % 2 ? p->srv : p->cli;
+		st[i].rx = i % 2 ? p->cli : p->srv;
+		st[i].seed = 100 + (uint64_t)i;
+	}
+	uint64_t run_ns = (cp_quick() ? 8 : 24) * TL_SEC;
+	uint64_t t0 = smcr_now_ns(), next = t0 + 2 * TL_SEC, stall = 0;
+	uint64_t last_move[8];
+	for (int i = 0; i < 8; i++)
+		last_move[i] = t0;
+	int toggles = 0, down = -1;
+	while (smcr_now_ns() < t0 + run_ns) {
+		bool moved = false;
+		for (int i = 0; i < 8; i++) {
+			uint64_t before = st[i].got;
+			moved |= step(&st[i], true);
+			/* a stall: the receiver got nothing new (printed, not a bound) */
+			uint64_t now = smcr_now_ns();
+			if (st[i].got > before)
+				last_move[i] = now;
+			else if (now - last_move[i] > stall)
+				stall = now - last_move[i];
+		}
+		tick(f);
+		/* Leave the CPU to emu's threads: on a loaded machine a device thread that does
+		 * not run for its transport timeout (1.4 s) fails its QPs, both links at once. */
+		usleep(moved ? 200 : 500);
+		uint64_t t = smcr_now_ns();
+		if (t >= next) {
+			if (down < 0) {	/* one veth down, the pairs in turn */
+				down = toggles % 2;
+				assert_int_equal(veth(down, false), 0);
+				toggles++;
+				next = t + 1 * TL_SEC;
+			} else {	/* and up again */
+				assert_int_equal(veth(down, true), 0);
+				down = -1;
+				next = t + 2 * TL_SEC;
+			}
+		}
+	}
+	if (down >= 0)
+		assert_int_equal(veth(down, true), 0);
+	/* everything sent arrives, once, in order */
+	uint64_t drain_until = smcr_now_ns() + 30 * TL_SEC;
+	for (bool done = false; !done;) {
+		done = true;
+		for (int i = 0; i < 8; i++) {
+			(void)step(&st[i], false);
+			done &= st[i].got == st[i].sent;
+		}
+		tick(f);
+		assert_true(smcr_now_ns() < drain_until);
+	}
+	struct core_engine_stats sc, ss_;
+	core_engine_stats(f->ce, &sc);
+	core_engine_stats(f->se, &ss_);
+	uint64_t bytes = 0;
+	for (int i = 0; i < 8; i++)
+		bytes += st[i].got;
+	printf("# %d veth toggles, %llu bytes in 8 streams, failovers client %llu server %llu, "
+	       "links added %llu, longest time a stream received nothing %llu ms\n",
+	       toggles, (unsigned long long)bytes, (unsigned long long)sc.failovers,
+	       (unsigned long long)ss_.failovers, (unsigned long long)ss_.links_added,
+	       (unsigned long long)(stall / TL_MS));
+	assert_true(toggles >= 2);
+	assert_true(sc.failovers >= 1);
+	for (int i = 0; i < 8; i++)
+		assert_true(st[i].got > 0);
+	wait_links(f, 2, 20 * TL_SEC);	/* the last path back: two links again */
+
+	/* both paths down: the group ends, every connection is reset */
+	for (int i = 0; i < 8; i += 2)
+		assert_int_equal(core_conn_send(st[i].tx, &(struct iovec){ st[i].sbuf, 100 }, 1, 0),
+				 100);
+	assert_int_equal(veth(0, false), 0);
+	assert_int_equal(veth(1, false), 0);
+	uint64_t bound = smcr_now_ns() + 20 * TL_SEC;
+	while ((tl_lg(f->ce) || tl_lg(f->se)) && smcr_now_ns() < bound) {
+		tick(f);
+		usleep(500);
+	}
+	assert_null(tl_lg(f->ce));
+	assert_null(tl_lg(f->se));
+	for (int i = 0; i < 4; i++) {
+		core_conn_tcp_event(f->pp[i].cli, true, f->now);
+		core_conn_tcp_event(f->pp[i].srv, true, f->now);
+		char b[4];
+		struct iovec v = { b, sizeof(b) };
+		long r = core_conn_recv(f->pp[i].srv, &v, 1, 0);
+		while (r > 0)
+			r = core_conn_recv(f->pp[i].srv, &v, 1, 0);
+		assert_int_equal(smcr_err_errno((int)r), ECONNRESET);
+	}
+	/* both up: a new connection, a new group with two links */
+	assert_int_equal(veth(0, true), 0);
+	assert_int_equal(veth(1, true), 0);
+	uint64_t up_by = smcr_now_ns() + 10 * TL_SEC;
+	while (smcr_now_ns() < up_by) {	/* the carrier back on both devices */
+		struct dev_port_attr a0, a1;
+		if (!dev_query_port(f->ce->devs[0].dev, 1, &a0) && !dev_query_port(f->ce->devs[1].dev, 1, &a1) &&
+		    a0.state == DEV_PORT_ACTIVE && a1.state == DEV_PORT_ACTIVE)
+			break;
+		usleep(1000);
+	}
+	for (int i = 0; i < 4; i++) {
+		f->pp[i].now = f->now;
+		cp_release(&f->pp[i]);
+	}
+	f->now = smcr_now_ns();
+	assert_true(tl_connect(f, 0));
+	wait_links(f, 2, 10 * TL_SEC);
+	struct stream s1 = { f->pp[0].cli, f->pp[0].srv, 7, 0, 0, { 0 }, { 0 } };
+	while (s1.got < 1000000) {
+		(void)step(&s1, s1.sent < 1000000);
+		tick(f);
+	}
+	tl_teardown(f);
+	free(f);
+}
+
+int main(void)
+{
+	char why[256];
+	if (emu_netns_setup(&nn, why, sizeof(why))) {
+		printf("skipped: %s\n", why);
+		return 77;
+	}
+	snprintf(if2[0], sizeof(if2[0]), "smcrC%d", (int)getpid());
+	snprintf(if2[1], sizeof(if2[1]), "smcrD%d", (int)getpid());
+	if (sh("ip -n %s link add %s type veth peer name %s", nn.ns[0], if2[0], if2[1]) ||
+	    sh("ip -n %s link set %s netns %s", nn.ns[0], if2[1], nn.ns[1]) ||
+	    sh("ip -n %s addr add 10.89.0.1/24 dev %s%s", nn.ns[0], if2[0], "") ||
+	    sh("ip -n %s addr add 10.89.0.101/24 dev %s%s", nn.ns[1], if2[1], "") ||
+	    sh("ip -n %s link set %s up%s", nn.ns[0], if2[0], "") ||
+	    sh("ip -n %s link set %s up%s", nn.ns[1], if2[1], "")) {
+		printf("skipped: cannot make the second veth pair\n");
+		emu_netns_teardown(&nn);
+		return 77;
+	}
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_two_veths),
+	};
+	int rc = cmocka_run_group_tests(tests, NULL, NULL);
+	emu_netns_teardown(&nn);
+	return rc;
+}

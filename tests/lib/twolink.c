@@ -1,0 +1,191 @@
+/* twolink.c: see twolink.h. */
+#include "twolink.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static struct core_link *link_of(struct core_engine *e, const struct core_trace_ev *ev)
+{
+	for (struct core_link *l = e->links; l; l = l->next)
+		if (l->qp && l->qp->qp_num == ev->local_qpn &&
+		    !memcmp(l->cdev->gid.gid.raw, ev->local_gid, 16))
+			return l;
+	return NULL;
+}
+
+static void on_trace(void *ctx, const struct core_trace_ev *ev)
+{
+	struct tl_log *t = ctx;
+	if (ev->kind == CORE_TRACE_RECV || t->n >= TL_MAX_EV)
+		return;
+	struct tl_ev *x = &t->ev[t->n++];
+	memset(x, 0, sizeof(*x));
+	x->kind = ev->kind;
+	x->qpn = ev->local_qpn;
+	x->rkey = ev->rkey;
+	x->addr = ev->remote_addr;
+	x->len = (uint32_t)ev->len;
+	x->now = t->e ? t->e->last_now : 0;
+	x->link = t->e ? link_of(t->e, ev) : NULL;
+	if (ev->kind != CORE_TRACE_SEND || !ev->msg)
+		return;
+	memcpy(x->msg, ev->msg, ev->len < 44 ? ev->len : 44);
+	if (t->hold_type < 0 || x->msg[0] != (uint8_t)t->hold_type)
+		return;
+	if (x->msg[0] != CDC_TYPE && ((x->msg[3] & 0x80) != 0) != t->hold_resp)
+		return;
+	if (++t->seen != t->hold_nth)
+		return;
+	/* before the post: the message itself waits on the held path */
+	struct dev_qp *qp = x->link ? x->link->qp : NULL;
+	if (qp) {
+		struct loopdev_path p = { .hold = true };
+		loopdev_path_set(qp, &p);
+		t->held = qp;
+	}
+	t->hold_type = -1;
+}
+
+static struct core_engine *mk(const char *const *specs, int ndev, struct tl_log *t)
+{
+	struct core_engine_params p;
+	memset(&p, 0, sizeof(p));
+	const char *devs[2] = { specs[0], specs[ndev > 1 ? 1 : 0] };
+	p.devices = devs;
+	p.ndevices = ndev;
+	p.trace = on_trace;
+	p.trace_ctx = t;
+	t->hold_type = -1;
+	struct core_engine *e = NULL;
+	if (core_engine_new(&p, &e))
+		return NULL;
+	t->e = e;
+	return e;
+}
+
+static uint64_t clock_base = 1 * TL_SEC;
+
+int tl_setup(struct tl_fix *fx, int ncli, int nsrv)
+{
+	return tl_setup_spec(fx, "loop", ncli, nsrv);
+}
+
+int tl_setup_spec(struct tl_fix *fx, const char *spec, int ncli, int nsrv)
+{
+	const char *both[2] = { spec, spec };
+	return tl_setup_specs(fx, both, ncli, both, nsrv);
+}
+
+int tl_setup_specs(struct tl_fix *fx, const char *const *cli, int ncli, const char *const *srv,
+		   int nsrv)
+{
+	memset(fx, 0, sizeof(*fx));
+	(void)cp_dev_spec();
+	fx->lc = calloc(1, sizeof(*fx->lc));
+	fx->ls = calloc(1, sizeof(*fx->ls));
+	if (!fx->lc || !fx->ls)
+		return -1;
+	fx->ce = mk(cli, ncli, fx->lc);
+	fx->se = mk(srv, nsrv, fx->ls);
+	if (!fx->ce || !fx->se)
+		return -1;
+	fx->now = clock_base;	/* the loop paths' clock is one per process, never back */
+	return 0;
+}
+
+void tl_teardown(struct tl_fix *fx)
+{
+	clock_base = fx->now + 100 * TL_SEC;
+	for (unsigned i = 0; i < 4; i++) {
+		fx->pp[i].now = fx->now;
+		if (fx->pp[i].cli || fx->pp[i].srv)
+			cp_release(&fx->pp[i]);
+	}
+	core_engine_free(fx->ce);
+	core_engine_free(fx->se);
+	free(fx->lc);
+	free(fx->ls);
+}
+
+bool tl_connect(struct tl_fix *fx, unsigned i)
+{
+	fx->pp[i].now = fx->now;
+	bool ok = cp_connect_smc(&fx->pp[i], fx->ce, fx->se);
+	fx->now = fx->pp[i].now;
+	if (i >= fx->npp)
+		fx->npp = i + 1;
+	tl_at(fx, fx->now);
+	return ok;
+}
+
+void tl_at(struct tl_fix *fx, uint64_t t)
+{
+	if (t > fx->now)
+		fx->now = t;
+	fx->pp[0].now = fx->now;
+	fx->pp[0].ce = fx->ce;
+	fx->pp[0].se = fx->se;
+	cp_progress(&fx->pp[0], 4);
+}
+
+int tl_next(struct tl_log *lg, unsigned *from, uint8_t type, int resp)
+{
+	for (unsigned i = *from; i < lg->n; i++) {
+		const struct tl_ev *x = &lg->ev[i];
+		if (x->kind != CORE_TRACE_SEND || x->msg[0] != type)
+			continue;
+		if (type != CDC_TYPE && resp >= 0 && ((x->msg[3] & 0x80) != 0) != (resp != 0))
+			continue;
+		*from = i + 1;
+		return (int)i;
+	}
+	return -1;
+}
+
+struct core_lgr *tl_lg(struct core_engine *e)
+{
+	for (struct core_lgr *lg = e->lgs; lg; lg = lg->next)
+		if (lg->state != CORE_LG_DEAD)
+			return lg;
+	return NULL;
+}
+
+unsigned tl_links(struct core_engine *e)
+{
+	struct core_lgr *lg = tl_lg(e);
+	return lg ? lgr_links_active(lg) : 0;
+}
+
+void tl_hold(struct tl_log *lg, uint8_t type, bool resp, unsigned nth)
+{
+	lg->hold_type = type;
+	lg->hold_resp = resp;
+	lg->hold_nth = nth;
+	lg->seen = 0;
+	lg->held = NULL;
+}
+
+void tl_release(struct dev_qp *qp)
+{
+	struct loopdev_path none = { 0 };
+	loopdev_link_set(qp, &none);
+}
+
+long tl_move(struct tl_fix *fx, struct core_conn *tx, struct core_conn *rx, uint64_t off,
+	     size_t len, uint64_t seed)
+{
+	uint8_t *s = malloc(len), *r = malloc(len);
+	if (!s || !r) {
+		free(s);
+		free(r);
+		return -1;
+	}
+	cp_stream_fill(s, off, len, seed);
+	fx->pp[0].now = fx->now;
+	long n = cp_pump(&fx->pp[0], tx, rx, s, len, r, 65536);
+	if (n == (long)len && cp_stream_check(r, off, len, seed) >= 0)
+		n = -2;
+	free(s);
+	free(r);
+	return n;
+}
