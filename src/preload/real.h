@@ -22,6 +22,8 @@
 #include <stdio.h>
 #include <sys/sendfile.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
