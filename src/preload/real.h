@@ -16,6 +16,7 @@
 #define SMCR_PRELOAD_REAL_H
 
 #include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdatomic.h>
 #include <stdbool.h>
