@@ -15,6 +15,7 @@
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <stdint.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "sock/fdtab.h"
@@ -221,14 +222,30 @@ int ioctl(int fd, unsigned long req, ...)
 	return r;
 }
 
-int fstat(int fd, struct stat *st)
+/* Before the constructor (a sanitizer's start, pl.h PL_EARLY): the kernel's fstat
+ * (newfstatat with AT_EMPTY_PATH fills the 64-bit struct stat libc gives). */
+__attribute__((noinline)) static int pl_fstat(int fd, struct stat *st)
 {
 	PL_HIDDEN(fd, -1);
 	return PL_REAL(fstat)(fd, st);
 }
 
-int fstat64(int fd, struct stat64 *st)
+__attribute__((noinline)) static int pl_fstat64(int fd, struct stat64 *st)
 {
 	PL_HIDDEN(fd, -1);
 	return PL_REAL(fstat64)(fd, st);
+}
+
+PL_EARLY int fstat(int fd, struct stat *st)
+{
+	if (PL_IS_EARLY())
+		return (int)syscall(SYS_newfstatat, fd, "", st, AT_EMPTY_PATH);
+	return pl_fstat(fd, st);
+}
+
+PL_EARLY int fstat64(int fd, struct stat64 *st)
+{
+	if (PL_IS_EARLY())
+		return (int)syscall(SYS_newfstatat, fd, "", st, AT_EMPTY_PATH);
+	return pl_fstat64(fd, st);
 }

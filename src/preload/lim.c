@@ -18,6 +18,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "util/hfd.h"
@@ -68,6 +69,14 @@ void pl_lim_init(void)
 	hfd_set_base(lim_base_for(r.rlim_cur, room));
 }
 
+/* Before the real-call table is filled (pl_ready), these calls come from code that runs
+ * before the library's constructor: a sanitizer's runtime at its start (pl.h PL_EARLY).
+ * They go to the kernel directly (libc's getrlimit family is prlimit64 on the calling
+ * process), or to libc's own exported __sysconf; nothing is virtual yet then. */
+#define LIM_SYS(pid, res, n, o) ((int)syscall(SYS_prlimit64, (pid), (int)(res), (n), (o)))
+
+extern long __sysconf(int name);
+
 static bool lim_self(pid_t pid)
 {
 	return pid == 0 || pid == getpid();
@@ -101,7 +110,7 @@ static int lim_set(uint64_t cur, uint64_t max)
 	return rc;
 }
 
-int getrlimit(__rlimit_resource_t res, struct rlimit *l)
+__attribute__((noinline)) static int lim_getrlimit(__rlimit_resource_t res, struct rlimit *l)
 {
 	int rc = PL_REAL(getrlimit)(res, l);
 	if (rc == 0 && res == RLIMIT_NOFILE && pl_lim_virtual()) {
@@ -112,7 +121,7 @@ int getrlimit(__rlimit_resource_t res, struct rlimit *l)
 	return rc;
 }
 
-int getrlimit64(__rlimit_resource_t res, struct rlimit64 *l)
+__attribute__((noinline)) static int lim_getrlimit64(__rlimit_resource_t res, struct rlimit64 *l)
 {
 	int rc = PL_REAL(getrlimit64)(res, l);
 	if (rc == 0 && res == RLIMIT_NOFILE && pl_lim_virtual()) {
@@ -123,7 +132,7 @@ int getrlimit64(__rlimit_resource_t res, struct rlimit64 *l)
 	return rc;
 }
 
-int setrlimit(__rlimit_resource_t res, const struct rlimit *l)
+__attribute__((noinline)) static int lim_setrlimit(__rlimit_resource_t res, const struct rlimit *l)
 {
 	const struct rlimit *volatile lv = l; /* NULL: the kernel's EFAULT */
 	if (res != RLIMIT_NOFILE || !pl_lim_virtual() || !lv)
@@ -131,7 +140,7 @@ int setrlimit(__rlimit_resource_t res, const struct rlimit *l)
 	return lim_set(l->rlim_cur, l->rlim_max);
 }
 
-int setrlimit64(__rlimit_resource_t res, const struct rlimit64 *l)
+__attribute__((noinline)) static int lim_setrlimit64(__rlimit_resource_t res, const struct rlimit64 *l)
 {
 	const struct rlimit64 *volatile lv = l;
 	if (res != RLIMIT_NOFILE || !pl_lim_virtual() || !lv)
@@ -139,7 +148,7 @@ int setrlimit64(__rlimit_resource_t res, const struct rlimit64 *l)
 	return lim_set(l->rlim_cur, l->rlim_max);
 }
 
-int prlimit(pid_t pid, __rlimit_resource_t res, const struct rlimit *n, struct rlimit *o)
+__attribute__((noinline)) static int lim_prlimit(pid_t pid, __rlimit_resource_t res, const struct rlimit *n, struct rlimit *o)
 {
 	if (res != RLIMIT_NOFILE || !pl_lim_virtual() || !lim_self(pid))
 		return PL_REAL(prlimit)(pid, res, n, o);
@@ -154,7 +163,7 @@ int prlimit(pid_t pid, __rlimit_resource_t res, const struct rlimit *n, struct r
 	return 0;
 }
 
-int prlimit64(pid_t pid, __rlimit_resource_t res, const struct rlimit64 *n, struct rlimit64 *o)
+__attribute__((noinline)) static int lim_prlimit64(pid_t pid, __rlimit_resource_t res, const struct rlimit64 *n, struct rlimit64 *o)
 {
 	if (res != RLIMIT_NOFILE || !pl_lim_virtual() || !lim_self(pid))
 		return PL_REAL(prlimit64)(pid, res, n, o);
@@ -170,14 +179,14 @@ int prlimit64(pid_t pid, __rlimit_resource_t res, const struct rlimit64 *n, stru
 	return 0;
 }
 
-long sysconf(int name)
+__attribute__((noinline)) static long lim_sysconf(int name)
 {
 	if (name == _SC_OPEN_MAX && pl_lim_virtual())
 		return (long)pl_lim_soft();
 	return PL_REAL(sysconf)(name);
 }
 
-int getdtablesize(void)
+__attribute__((noinline)) static int lim_getdtablesize(void)
 {
 	if (pl_lim_virtual()) {
 		uint64_t c = pl_lim_soft();
@@ -211,4 +220,62 @@ void pl_lim_exec_end(void)
 	if (r.rlim_cur < (rlim_t)pl_lim_soft())
 		r.rlim_cur = (rlim_t)pl_lim_soft();
 	(void)PL_REAL(setrlimit)(RLIMIT_NOFILE, &r);
+}
+
+PL_EARLY int getrlimit(__rlimit_resource_t res, struct rlimit *l)
+{
+	if (PL_IS_EARLY())
+		return LIM_SYS(0, res, NULL, l);
+	return lim_getrlimit(res, l);
+}
+
+PL_EARLY int getrlimit64(__rlimit_resource_t res, struct rlimit64 *l)
+{
+	if (PL_IS_EARLY())
+		return LIM_SYS(0, res, NULL, l);
+	return lim_getrlimit64(res, l);
+}
+
+PL_EARLY int setrlimit(__rlimit_resource_t res, const struct rlimit *l)
+{
+	if (PL_IS_EARLY())
+		return LIM_SYS(0, res, l, NULL);
+	return lim_setrlimit(res, l);
+}
+
+PL_EARLY int setrlimit64(__rlimit_resource_t res, const struct rlimit64 *l)
+{
+	if (PL_IS_EARLY())
+		return LIM_SYS(0, res, l, NULL);
+	return lim_setrlimit64(res, l);
+}
+
+PL_EARLY int prlimit(pid_t pid, __rlimit_resource_t res, const struct rlimit *n, struct rlimit *o)
+{
+	if (PL_IS_EARLY())
+		return LIM_SYS(pid, res, n, o);
+	return lim_prlimit(pid, res, n, o);
+}
+
+PL_EARLY int prlimit64(pid_t pid, __rlimit_resource_t res, const struct rlimit64 *n, struct rlimit64 *o)
+{
+	if (PL_IS_EARLY())
+		return LIM_SYS(pid, res, n, o);
+	return lim_prlimit64(pid, res, n, o);
+}
+
+PL_EARLY long sysconf(int name)
+{
+	if (PL_IS_EARLY())
+		return __sysconf(name);
+	return lim_sysconf(name);
+}
+PL_EARLY int getdtablesize(void)
+{
+	if (PL_IS_EARLY()) {
+		struct rlimit r;
+		return LIM_SYS(0, RLIMIT_NOFILE, NULL, &r) < 0 ? -1
+			: (int)(r.rlim_cur > INT32_MAX ? INT32_MAX : r.rlim_cur);
+	}
+	return lim_getdtablesize();
 }

@@ -20,6 +20,13 @@
 		}                                            \
 	} while (0)
 
+/* The part of a wrapper that can run before the library's constructor, called by a
+ * sanitizer's runtime from inside its own start (getrlimit, setrlimit, sigaction, ...):
+ * its shadow memory is not there yet, so that part is not instrumented and calls only libc
+ * or the kernel; the rest of the wrapper is a separate (instrumented) function. */
+#define PL_EARLY __attribute__((no_sanitize("address", "thread", "undefined")))
+#define PL_IS_EARLY() (!atomic_load_explicit(&pl_ready, memory_order_acquire))
+
 /* The program's own soft RLIMIT_NOFILE (lim.c): the numbers it may name are below it. */
 void pl_lim_init(void);
 uint64_t pl_lim_soft(void);

@@ -80,7 +80,10 @@ static bool pl_is_tramp(const struct sigaction *k)
 	return (k->sa_flags & SA_SIGINFO) && k->sa_sigaction == pl_tramp;
 }
 
-int sigaction(int sig, const struct sigaction *act, struct sigaction *oact)
+extern int __sigaction(int sig, const struct sigaction *act, struct sigaction *oact);
+
+__attribute__((noinline)) static int pl_sigaction(int sig, const struct sigaction *act,
+						 struct sigaction *oact)
 {
 	if (sig <= 0 || sig >= _NSIG || sig == SIGKILL || sig == SIGSTOP)
 		return PL_REAL(sigaction)(sig, act, oact);
@@ -143,6 +146,15 @@ int sigaction(int sig, const struct sigaction *act, struct sigaction *oact)
 	pl_sig_unlock(&m);
 	errno = err;
 	return rc;
+}
+
+/* Before the library's constructor (a sanitizer's start, pl.h PL_EARLY): libc's own,
+ * unseen (such a handler's EINTR stays EINTR). */
+PL_EARLY int sigaction(int sig, const struct sigaction *act, struct sigaction *oact)
+{
+	if (PL_IS_EARLY())
+		return __sigaction(sig, act, oact);
+	return pl_sigaction(sig, act, oact);
 }
 
 /* signal() as glibc's (BSD semantics): the signal itself blocked in its handler, SA_RESTART
