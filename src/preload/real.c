@@ -20,8 +20,8 @@ void pl_lim_init(void);              /* lim.c */
 
 struct pl_real pl_real;
 atomic_bool pl_ready;
-_Thread_local unsigned pl_depth;
-_Thread_local unsigned pl_internal;
+_Thread_local PL_TLS unsigned pl_depth;
+_Thread_local PL_TLS unsigned pl_internal;
 atomic_uint pl_reentries;
 bool pl_check;
 
