@@ -27,7 +27,7 @@
 
 static pthread_mutex_t lim_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool lim_virt;     /* the soft limit was raised: the program sees lim_soft */
-static _Atomic uint64_t lim_cur; /* the program's soft limit */
+static _Atomic uint64_t lim_cur = UINT64_MAX; /* the program's soft limit (none before init) */
 
 uint64_t pl_lim_soft(void)
 {
@@ -101,6 +101,9 @@ static int lim_set(uint64_t cur, uint64_t max)
 	int rc = PL_REAL(setrlimit)(RLIMIT_NOFILE, &k);
 	if (rc == 0) {
 		atomic_store(&lim_cur, cur);
+		/* from now on the program's soft limit is its own (a process that started with
+		 * soft == hard and lowers it keeps the room above it for the library) */
+		atomic_store(&lim_virt, true);
 		/* the program's range grew over the base: later fds of the library go above it
 		 * (those already placed stay, inside the program's range, still hidden) */
 		if (cur > (uint64_t)hfd_base())
@@ -110,7 +113,8 @@ static int lim_set(uint64_t cur, uint64_t max)
 	return rc;
 }
 
-__attribute__((noinline)) static int lim_getrlimit(__rlimit_resource_t res, struct rlimit *l)
+__attribute__((noinline)) static int
+lim_getrlimit(__rlimit_resource_t res, struct rlimit *l)
 {
 	int rc = PL_REAL(getrlimit)(res, l);
 	if (rc == 0 && res == RLIMIT_NOFILE && pl_lim_virtual()) {
@@ -121,7 +125,8 @@ __attribute__((noinline)) static int lim_getrlimit(__rlimit_resource_t res, stru
 	return rc;
 }
 
-__attribute__((noinline)) static int lim_getrlimit64(__rlimit_resource_t res, struct rlimit64 *l)
+__attribute__((noinline)) static int
+lim_getrlimit64(__rlimit_resource_t res, struct rlimit64 *l)
 {
 	int rc = PL_REAL(getrlimit64)(res, l);
 	if (rc == 0 && res == RLIMIT_NOFILE && pl_lim_virtual()) {
@@ -132,25 +137,28 @@ __attribute__((noinline)) static int lim_getrlimit64(__rlimit_resource_t res, st
 	return rc;
 }
 
-__attribute__((noinline)) static int lim_setrlimit(__rlimit_resource_t res, const struct rlimit *l)
+__attribute__((noinline)) static int
+lim_setrlimit(__rlimit_resource_t res, const struct rlimit *l)
 {
 	const struct rlimit *volatile lv = l; /* NULL: the kernel's EFAULT */
-	if (res != RLIMIT_NOFILE || !pl_lim_virtual() || !lv)
+	if (res != RLIMIT_NOFILE || !lv)
 		return PL_REAL(setrlimit)(res, l);
 	return lim_set(l->rlim_cur, l->rlim_max);
 }
 
-__attribute__((noinline)) static int lim_setrlimit64(__rlimit_resource_t res, const struct rlimit64 *l)
+__attribute__((noinline)) static int
+lim_setrlimit64(__rlimit_resource_t res, const struct rlimit64 *l)
 {
 	const struct rlimit64 *volatile lv = l;
-	if (res != RLIMIT_NOFILE || !pl_lim_virtual() || !lv)
+	if (res != RLIMIT_NOFILE || !lv)
 		return PL_REAL(setrlimit64)(res, l);
 	return lim_set(l->rlim_cur, l->rlim_max);
 }
 
-__attribute__((noinline)) static int lim_prlimit(pid_t pid, __rlimit_resource_t res, const struct rlimit *n, struct rlimit *o)
+__attribute__((noinline)) static int
+lim_prlimit(pid_t pid, __rlimit_resource_t res, const struct rlimit *n, struct rlimit *o)
 {
-	if (res != RLIMIT_NOFILE || !pl_lim_virtual() || !lim_self(pid))
+	if (res != RLIMIT_NOFILE || !lim_self(pid) || (!n && !pl_lim_virtual()))
 		return PL_REAL(prlimit)(pid, res, n, o);
 	struct rlimit old;
 	if (PL_REAL(getrlimit)(RLIMIT_NOFILE, &old) < 0)
@@ -163,30 +171,34 @@ __attribute__((noinline)) static int lim_prlimit(pid_t pid, __rlimit_resource_t 
 	return 0;
 }
 
-__attribute__((noinline)) static int lim_prlimit64(pid_t pid, __rlimit_resource_t res, const struct rlimit64 *n, struct rlimit64 *o)
+__attribute__((noinline)) static int
+lim_prlimit64(pid_t pid, __rlimit_resource_t res, const struct rlimit64 *n, struct rlimit64 *o)
 {
-	if (res != RLIMIT_NOFILE || !pl_lim_virtual() || !lim_self(pid))
+	if (res != RLIMIT_NOFILE || !lim_self(pid) || (!n && !pl_lim_virtual()))
 		return PL_REAL(prlimit64)(pid, res, n, o);
 	struct rlimit old;
 	if (PL_REAL(getrlimit)(RLIMIT_NOFILE, &old) < 0)
 		return -1;
+	old.rlim_cur = (rlim_t)pl_lim_soft();
 	if (n && lim_set(n->rlim_cur, n->rlim_max) < 0)
 		return -1;
 	if (o) {
-		o->rlim_cur = (rlim64_t)pl_lim_soft();
+		o->rlim_cur = (rlim64_t)old.rlim_cur;
 		o->rlim_max = (rlim64_t)old.rlim_max;
 	}
 	return 0;
 }
 
-__attribute__((noinline)) static long lim_sysconf(int name)
+__attribute__((noinline)) static long
+lim_sysconf(int name)
 {
 	if (name == _SC_OPEN_MAX && pl_lim_virtual())
 		return (long)pl_lim_soft();
 	return PL_REAL(sysconf)(name);
 }
 
-__attribute__((noinline)) static int lim_getdtablesize(void)
+__attribute__((noinline)) static int
+lim_getdtablesize(void)
 {
 	if (pl_lim_virtual()) {
 		uint64_t c = pl_lim_soft();
@@ -257,7 +269,8 @@ PL_EARLY int prlimit(pid_t pid, __rlimit_resource_t res, const struct rlimit *n,
 	return lim_prlimit(pid, res, n, o);
 }
 
-PL_EARLY int prlimit64(pid_t pid, __rlimit_resource_t res, const struct rlimit64 *n, struct rlimit64 *o)
+PL_EARLY int prlimit64(pid_t pid, __rlimit_resource_t res, const struct rlimit64 *n,
+		       struct rlimit64 *o)
 {
 	if (PL_IS_EARLY())
 		return LIM_SYS(pid, res, n, o);

@@ -16,11 +16,13 @@
 
 #include <stdbool.h>
 
+#define SOCK_INTR_TLS __attribute__((tls_model("initial-exec")))
+
 /* Written by the trampoline on the thread the handler runs on (a signal handler: plain
  * thread-local counters, read by the same thread). initial-exec: the access from a handler
  * must not allocate (the library is loaded at start under the interposer). */
-extern _Thread_local __attribute__((tls_model("initial-exec"))) volatile unsigned sock_intr_runs;
-extern _Thread_local __attribute__((tls_model("initial-exec"))) volatile unsigned sock_intr_norestart;
+extern _Thread_local SOCK_INTR_TLS volatile unsigned sock_intr_runs;
+extern _Thread_local SOCK_INTR_TLS volatile unsigned sock_intr_norestart;
 
 struct sock_intr_mark {
 	unsigned runs, norestart;
