@@ -11,7 +11,9 @@
  *     far, with SA_RESTART too;
  *   - poll, epoll_wait and select blocked: EINTR with SA_RESTART too (never restarted);
  *   - signal() installs with SA_RESTART (glibc's BSD semantics) and sigaction reads back the
- *     program's own handler and flags.
+ *     program's own handler and flags;
+ *   - a process-directed signal that the program's threads block is taken by its sigwait,
+ *     never by a thread of the library (whose handler run would be on the wrong thread).
  * The signal comes from a second thread's pthread_kill once the blocked thread sleeps in
  * the kernel (its /proc state is S), so it always lands inside the call. */
 #include "pl_util.h"
@@ -28,6 +30,13 @@ static void on_sig(int sig)
 {
 	(void)sig;
 	hits++;
+}
+
+static volatile sig_atomic_t usr2_hits;
+static void on_usr2(int sig)
+{
+	(void)sig;
+	usr2_hits++;
 }
 
 static pid_t main_tid;
@@ -342,6 +351,26 @@ int main(void)
 	expect_same(S_POLL, SA_RESTART, 0, sa, sb, ta, tb, -1, EINTR);
 	expect_same(S_EPOLL, SA_RESTART, 0, sa, sb, ta, tb, -1, EINTR);
 	expect_same(S_SELECT, SA_RESTART, 0, sa, sb, ta, tb, -1, EINTR);
+
+	/* A process-directed signal that every thread of the program blocks waits for the
+	 * program's sigwait: the library's threads (progress, provider) block all signals, so
+	 * none of them takes it and runs the handler there. */
+	struct sigaction u;
+	memset(&u, 0, sizeof(u));
+	u.sa_handler = on_usr2;
+	CHECK(sigaction(SIGUSR2, &u, NULL) == 0);
+	sigset_t s2, olds;
+	sigemptyset(&s2);
+	sigaddset(&s2, SIGUSR2);
+	CHECK(pthread_sigmask(SIG_BLOCK, &s2, &olds) == 0);
+	for (int i = 0; i < 20; i++) {
+		CHECK(kill(getpid(), SIGUSR2) == 0);
+		usleep(20000); /* not in sigtimedwait: a thread that does not block it takes it */
+		struct timespec ts = { 5, 0 };
+		CHECK(sigtimedwait(&s2, NULL, &ts) == SIGUSR2);
+	}
+	CHECK(usr2_hits == 0);
+	CHECK(pthread_sigmask(SIG_SETMASK, &olds, NULL) == 0);
 
 	/* the connections still carry bytes in order */
 	pl_write_all(sa, "done", 4);
