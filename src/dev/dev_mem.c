@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/hfd.h"
 
 /* Live buffers, for dev_mem_find. dev_mem_lock protects the list (next/prev of every
  * node) and is a leaf lock. */
@@ -50,7 +51,7 @@ int dev_mem_alloc(size_t len, const char *name, struct dev_mem **out)
 	struct dev_mem_node *n = calloc(1, sizeof *n);
 	if (!n)
 		return -SMCR_E_NOMEM;
-	int fd = memfd_create(name ? name : "smcr-mem", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	int fd = hfd_keep(memfd_create(name ? name : "smcr-mem", MFD_CLOEXEC | MFD_ALLOW_SEALING));
 	if (fd < 0)
 		goto err_free;
 	if (ftruncate(fd, (off_t)plen) < 0)

@@ -22,6 +22,7 @@
 extern void __chk_fail(void) __attribute__((noreturn));
 
 #define PL_DATA(name, call)               \
+	PL_HIDDEN(fd, -1);                \
 	PL_FOREIGN(fd);                   \
 	PL_FIRST_USE(fd);                 \
 	PL_ENTER(name);                   \
@@ -89,8 +90,9 @@ ssize_t sendto(int fd, const void *b, size_t n, int fl, const struct sockaddr *a
  * send fails with EOPNOTSUPP and a log line; a connection accepted and never used is
  * declined first and passes as the TCP socket it then is. One look at the control data,
  * only when there is some. */
-static bool pl_rights_ok(const struct msghdr *m)
+static bool pl_rights_ok(const struct msghdr *m, int *err)
 {
+	*err = EOPNOTSUPP;
 	if (!m || !m->msg_control || m->msg_controllen < sizeof(struct cmsghdr))
 		return true;
 	for (struct cmsghdr *c = CMSG_FIRSTHDR((struct msghdr *)m); c;
@@ -101,6 +103,10 @@ static bool pl_rights_ok(const struct msghdr *m)
 		for (size_t i = 0; i < n; i++) {
 			int pfd;
 			memcpy(&pfd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (hfd_is(pfd)) {
+				*err = EBADF; /* not the program's number */
+				return false;
+			}
 			if (!smcr_is_socket(pfd))
 				continue;
 			sock_lazy_decline(pfd);
@@ -120,8 +126,9 @@ static bool pl_rights_ok(const struct msghdr *m)
 
 ssize_t sendmsg(int fd, const struct msghdr *m, int fl)
 {
-	if (__builtin_expect(m && m->msg_controllen, 0) && !pl_rights_ok(m)) {
-		errno = EOPNOTSUPP;
+	int err;
+	if (__builtin_expect(m && m->msg_controllen, 0) && !pl_rights_ok(m, &err)) {
+		errno = err;
 		return -1;
 	}
 	PL_DATA(sendmsg, smcr_sendmsg(fd, m, fl));
@@ -133,6 +140,7 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int fl)
  * timeout of recvmmsg is checked only between entries, as the kernel's. */
 int recvmmsg(int fd, struct mmsghdr *v, unsigned n, int fl, struct timespec *t)
 {
+	PL_HIDDEN(fd, -1);
 	PL_FIRST_USE(fd);
 	PL_FOREIGN(fd);
 	if (!smcr_is_socket(fd))
@@ -158,13 +166,15 @@ int recvmmsg(int fd, struct mmsghdr *v, unsigned n, int fl, struct timespec *t)
 
 int sendmmsg(int fd, struct mmsghdr *v, unsigned n, int fl)
 {
+	PL_HIDDEN(fd, -1);
 	PL_FIRST_USE(fd);
 	PL_FOREIGN(fd);
 	if (!smcr_is_socket(fd))
 		return PL_REAL(sendmmsg)(fd, v, n, fl);
+	int err;
 	for (unsigned k = 0; k < n; k++)
-		if (!pl_rights_ok(&v[k].msg_hdr)) {
-			errno = EOPNOTSUPP;
+		if (!pl_rights_ok(&v[k].msg_hdr, &err)) {
+			errno = err;
 			return -1;
 		}
 	PL_ENTER(sendmmsg);
@@ -203,24 +213,28 @@ static ssize_t pl_prwv2(int fd, const struct iovec *v, int c, int64_t o, int fl,
 }
 ssize_t preadv2(int fd, const struct iovec *v, int c, off_t o, int fl)
 {
+	PL_HIDDEN(fd, -1);
 	if (!smcr_is_socket(fd))
 		return PL_REAL(preadv2)(fd, v, c, o, fl);
 	return pl_prwv2(fd, v, c, o, fl, false);
 }
 ssize_t preadv64v2(int fd, const struct iovec *v, int c, off64_t o, int fl)
 {
+	PL_HIDDEN(fd, -1);
 	if (!smcr_is_socket(fd))
 		return PL_REAL(preadv64v2)(fd, v, c, o, fl);
 	return pl_prwv2(fd, v, c, o, fl, false);
 }
 ssize_t pwritev2(int fd, const struct iovec *v, int c, off_t o, int fl)
 {
+	PL_HIDDEN(fd, -1);
 	if (!smcr_is_socket(fd))
 		return PL_REAL(pwritev2)(fd, v, c, o, fl);
 	return pl_prwv2(fd, v, c, o, fl, true);
 }
 ssize_t pwritev64v2(int fd, const struct iovec *v, int c, off64_t o, int fl)
 {
+	PL_HIDDEN(fd, -1);
 	if (!smcr_is_socket(fd))
 		return PL_REAL(pwritev64v2)(fd, v, c, o, fl);
 	return pl_prwv2(fd, v, c, o, fl, true);
@@ -295,6 +309,8 @@ static ssize_t pl_sendfile(int out, int in, int64_t *off, size_t n)
 
 ssize_t sendfile(int out, int in, off_t *o, size_t n)
 {
+	PL_HIDDEN(out, -1);
+	PL_HIDDEN(in, -1);
 	if (!smcr_is_socket(out))
 		return PL_REAL(sendfile)(out, in, o, n);
 	int64_t v = o ? *o : 0;
@@ -306,6 +322,8 @@ ssize_t sendfile(int out, int in, off_t *o, size_t n)
 
 ssize_t sendfile64(int out, int in, off64_t *o, size_t n)
 {
+	PL_HIDDEN(out, -1);
+	PL_HIDDEN(in, -1);
 	if (!smcr_is_socket(out))
 		return PL_REAL(sendfile64)(out, in, o, n);
 	int64_t v = o ? *o : 0;
@@ -338,6 +356,8 @@ static ssize_t pl_sock_to_pipe(int in, int out, size_t n, unsigned fl)
 
 ssize_t splice(int in, off64_t *oi, int out, off64_t *oo, size_t n, unsigned fl)
 {
+	PL_HIDDEN(in, -1);
+	PL_HIDDEN(out, -1);
 	PL_FIRST_USE(in);
 	PL_FIRST_USE(out);
 	PL_FOREIGN(in);

@@ -46,6 +46,13 @@ int socket(int domain, int type, int proto)
 {
 	PL_ENTER(socket);
 	int r = smcr_socket(domain, type, proto);
+	if (r >= 0 && (uint64_t)r >= pl_lim_soft()) {
+		/* past the program's own limit (the process has room for the library's fds
+		 * above it, lim.c): Linux with that limit had no number left */
+		(void)smcr_close(r);
+		errno = EMFILE;
+		r = -1;
+	}
 	PL_LEAVE(r >= 0);
 	return r;
 }
@@ -57,6 +64,7 @@ int socketpair(int domain, int type, int proto, int sv[2])
 
 int bind(int fd, const struct sockaddr *a, socklen_t l)
 {
+	PL_HIDDEN(fd, -1);
 	PL_ENTER(bind);
 	int r = smcr_bind(fd, a, l);
 	PL_LEAVE(r == 0);
@@ -65,6 +73,7 @@ int bind(int fd, const struct sockaddr *a, socklen_t l)
 
 int listen(int fd, int backlog)
 {
+	PL_HIDDEN(fd, -1);
 	PL_ENTER(listen);
 	int r = smcr_listen(fd, backlog);
 	PL_LEAVE(r == 0);
@@ -73,6 +82,7 @@ int listen(int fd, int backlog)
 
 int accept4(int fd, struct sockaddr *a, socklen_t *l, int fl)
 {
+	PL_HIDDEN(fd, -1);
 	PL_ENTER(accept4);
 	if (!smcr_is_socket(fd))
 		pl_adopt_listener(fd);
@@ -83,6 +93,7 @@ int accept4(int fd, struct sockaddr *a, socklen_t *l, int fl)
 
 int accept(int fd, struct sockaddr *a, socklen_t *l)
 {
+	PL_HIDDEN(fd, -1);
 	PL_ENTER(accept);
 	if (!smcr_is_socket(fd))
 		pl_adopt_listener(fd);
@@ -93,6 +104,7 @@ int accept(int fd, struct sockaddr *a, socklen_t *l)
 
 static int pl_connect(int fd, const struct sockaddr *a, socklen_t l)
 {
+	PL_HIDDEN(fd, -1);
 	PL_ENTER(connect);
 	int r = smcr_connect(fd, a, l);
 	PL_LEAVE(r == 0);
@@ -111,6 +123,7 @@ int __connect(int fd, const struct sockaddr *a, socklen_t l)
 
 int shutdown(int fd, int how)
 {
+	PL_HIDDEN(fd, -1);
 	PL_FOREIGN(fd);
 	PL_FIRST_USE(fd);
 	PL_ENTER(shutdown);
@@ -121,6 +134,7 @@ int shutdown(int fd, int how)
 
 int getsockopt(int fd, int lv, int nm, void *v, socklen_t *l)
 {
+	PL_HIDDEN(fd, -1);
 	PL_ENTER(getsockopt);
 	int r = smcr_getsockopt(fd, lv, nm, v, l);
 	PL_LEAVE(r == 0);
@@ -129,6 +143,7 @@ int getsockopt(int fd, int lv, int nm, void *v, socklen_t *l)
 
 int setsockopt(int fd, int lv, int nm, const void *v, socklen_t l)
 {
+	PL_HIDDEN(fd, -1);
 	PL_ENTER(setsockopt);
 	int r = smcr_setsockopt(fd, lv, nm, v, l);
 	PL_LEAVE(r == 0);
@@ -137,6 +152,7 @@ int setsockopt(int fd, int lv, int nm, const void *v, socklen_t l)
 
 int getsockname(int fd, struct sockaddr *a, socklen_t *l)
 {
+	PL_HIDDEN(fd, -1);
 	PL_ENTER(getsockname);
 	int r = smcr_getsockname(fd, a, l);
 	PL_LEAVE(r == 0);
@@ -145,6 +161,7 @@ int getsockname(int fd, struct sockaddr *a, socklen_t *l)
 
 int getpeername(int fd, struct sockaddr *a, socklen_t *l)
 {
+	PL_HIDDEN(fd, -1);
 	PL_ENTER(getpeername);
 	int r = smcr_getpeername(fd, a, l);
 	PL_LEAVE(r == 0);

@@ -7,6 +7,32 @@
 #include <errno.h>
 
 #include "preload/foreign.h"
+#include "util/hfd.h"
+
+/* A number of the library's own fds (util/hfd.h) is, to the program, a closed number: the
+ * call fails with EBADF before it reaches anything. One compare for the program's numbers
+ * (they are below the lowest hidden one, normally). */
+#define PL_HIDDEN(fd, fail)                                  \
+	do {                                                 \
+		if (__builtin_expect(hfd_is(fd), 0)) {       \
+			errno = EBADF;                       \
+			return fail;                         \
+		}                                            \
+	} while (0)
+
+/* The part of a wrapper that can run before the library's constructor, called by a
+ * sanitizer's runtime from inside its own start (getrlimit, setrlimit, sigaction, ...):
+ * its shadow memory is not there yet, so that part is not instrumented and calls only libc
+ * or the kernel; the rest of the wrapper is a separate (instrumented) function. */
+#define PL_EARLY __attribute__((no_sanitize("address", "thread", "undefined")))
+#define PL_IS_EARLY() (!atomic_load_explicit(&pl_ready, memory_order_acquire))
+
+/* The program's own soft RLIMIT_NOFILE (lim.c): the numbers it may name are below it. */
+void pl_lim_init(void);
+uint64_t pl_lim_soft(void);
+bool pl_lim_virtual(void);
+void pl_lim_exec_begin(void);
+void pl_lim_exec_end(void);
 
 /* Entering: the table is ready and this thread's depth counts one more. A second level on
  * one thread can only be a signal handler's call, since no internal call reaches a wrapper

@@ -175,29 +175,43 @@ static char *const *pl_spawn_env(char *const e[])
 	return n ? n : e;
 }
 
+/* The new image starts with the program's own open-files limit (lim.c); a failed exec
+ * gets the room for the library's fds back. */
+#define PL_EXEC(call)                      \
+	do {                               \
+		pl_lim_exec_begin();       \
+		int r_ = call;             \
+		int e_ = errno;            \
+		pl_lim_exec_end();         \
+		errno = e_;                \
+		return r_;                 \
+	} while (0)
+
 int execve(const char *p, char *const a[], char *const e[])
 {
-	return PL_REAL(execve)(p, a, pl_exec_env(e));
+	PL_EXEC(PL_REAL(execve)(p, a, pl_exec_env(e)));
 }
 int execv(const char *p, char *const a[])
 {
-	return PL_REAL(execve)(p, a, pl_exec_env(environ));
+	PL_EXEC(PL_REAL(execve)(p, a, pl_exec_env(environ)));
 }
 int execvpe(const char *p, char *const a[], char *const e[])
 {
-	return PL_REAL(execvpe)(p, a, pl_exec_env(e));
+	PL_EXEC(PL_REAL(execvpe)(p, a, pl_exec_env(e)));
 }
 int execvp(const char *p, char *const a[])
 {
-	return PL_REAL(execvpe)(p, a, pl_exec_env(environ));
+	PL_EXEC(PL_REAL(execvpe)(p, a, pl_exec_env(environ)));
 }
 int fexecve(int fd, char *const a[], char *const e[])
 {
-	return PL_REAL(fexecve)(fd, a, pl_exec_env(e));
+	PL_HIDDEN(fd, -1);
+	PL_EXEC(PL_REAL(fexecve)(fd, a, pl_exec_env(e)));
 }
 int execveat(int dfd, const char *p, char *const a[], char *const e[], int fl)
 {
-	return PL_REAL(execveat)(dfd, p, a, pl_exec_env(e), fl);
+	PL_HIDDEN(dfd, -1);
+	PL_EXEC(PL_REAL(execveat)(dfd, p, a, pl_exec_env(e), fl));
 }
 
 /* execl, execlp, execle: the argument list as an array (on the stack: exec copies it),
@@ -244,10 +258,10 @@ int execle(const char *p, const char *a0, ...)
 int posix_spawn(pid_t *pid, const char *p, const posix_spawn_file_actions_t *fa,
 		const posix_spawnattr_t *at, char *const a[], char *const e[])
 {
-	return PL_REAL(posix_spawn)(pid, p, fa, at, a, pl_spawn_env(e));
+	PL_EXEC(PL_REAL(posix_spawn)(pid, p, fa, at, a, pl_spawn_env(e)));
 }
 int posix_spawnp(pid_t *pid, const char *p, const posix_spawn_file_actions_t *fa,
 		 const posix_spawnattr_t *at, char *const a[], char *const e[])
 {
-	return PL_REAL(posix_spawnp)(pid, p, fa, at, a, pl_spawn_env(e));
+	PL_EXEC(PL_REAL(posix_spawnp)(pid, p, fa, at, a, pl_spawn_env(e)));
 }

@@ -13,12 +13,15 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "util/hfd.h"
+
 extern atomic_bool sock_lazy_accept; /* src/sock/sock.h */
+void pl_lim_init(void);              /* lim.c */
 
 struct pl_real pl_real;
 atomic_bool pl_ready;
-_Thread_local unsigned pl_depth;
-_Thread_local unsigned pl_internal;
+_Thread_local PL_TLS unsigned pl_depth;
+_Thread_local PL_TLS unsigned pl_internal;
 atomic_uint pl_reentries;
 bool pl_check;
 
@@ -62,6 +65,8 @@ static void pl_resolve(void)
 #undef V
 	/* accept returns the kernel's socket, the handshake starts at first use (lsn.c) */
 	atomic_store(&sock_lazy_accept, true);
+	/* the library's own fds go above the program's open-files limit (lim.c) */
+	pl_lim_init();
 	const char *c = getenv("SMCR_PRELOAD_CHECK");
 	pl_check = c && c[0] == '1';
 	pl_initing = false;
@@ -146,6 +151,20 @@ int smcr_real_ioctl(int fd, unsigned long req, ...)
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
 	PL_CALL(int, ioctl, (fd, req, arg));
+}
+
+/* Every close the library makes: a number of its own stops being hidden before the kernel
+ * may give it to the program again (util/hfd.h). */
+int smcr_real_close(int fd)
+{
+	if (hfd_is(fd))
+		hfd_unmark(fd);
+	PL_CALL(int, close, (fd));
+}
+
+int smcr_real___close(int fd)
+{
+	return smcr_real_close(fd);
 }
 
 void smcr_real_closefrom(int lo)

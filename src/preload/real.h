@@ -16,12 +16,15 @@
 #define SMCR_PRELOAD_REAL_H
 
 #include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <sys/sendfile.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -60,8 +63,12 @@ int pl_missing(const char *name);
  * only be a signal handler's call (internal calls never reach a wrapper, by the build).
  * With SMCR_PRELOAD_CHECK=1 such an entry from smcr's own code (pl_internal > 0) aborts:
  * the tests run so, to prove no internal call recurses. */
-extern _Thread_local unsigned pl_depth;
-extern _Thread_local unsigned pl_internal;
+/* initial-exec: the library is loaded at the start (LD_PRELOAD), so its thread-locals are in
+ * the static TLS block and each access is one instruction instead of a __tls_get_addr call
+ * (two per wrapped call: bench/plcost). */
+#define PL_TLS __attribute__((tls_model("initial-exec")))
+extern _Thread_local PL_TLS unsigned pl_depth;
+extern _Thread_local PL_TLS unsigned pl_internal;
 extern atomic_uint pl_reentries;
 extern bool pl_check;
 /* Counts and reports such an entry, then aborts (check mode only). */

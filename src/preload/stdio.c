@@ -35,6 +35,7 @@ static int ck_close(void *c)
 
 FILE *fdopen(int fd, const char *mode)
 {
+	PL_HIDDEN(fd, NULL);
 	struct sock *s = sock_get(fd);
 	if (!s)
 		return PL_REAL(fdopen)(fd, mode);

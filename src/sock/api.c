@@ -168,9 +168,7 @@ static int connect_smc_locked(struct sock *s, const struct sockaddr *addr, sockl
 		 * Nobody can see the connection before connect returns but another thread
 		 * polling the same fd meanwhile, which sees TCP's readiness (docs/parts/
 		 * connect.md). */
-		int t = sock_sys.fcntl(s->fd, F_DUPFD_CLOEXEC, sock_hidden_min());
-		if (t < 0 && (errno == EINVAL || errno == EMFILE))
-			t = sock_sys.fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
+		int t = sock_fd_dup_hidden(s->fd);
 		if (t < 0)
 			return sock_err_sys(errno);
 		socklen_t ll = sizeof(s->laddr);

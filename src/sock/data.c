@@ -26,6 +26,7 @@
 #include "sock/sock.h"
 #include "sock/stats.h"
 #include "sock/sys.h"
+#include "sock/intr.h"
 #include "util/clock.h"
 #include "util/env.h"
 #include "util/log.h"
@@ -204,7 +205,18 @@ static uint64_t wpol_spin(struct sock *s, int dir)
 }
 
 /* Waits until ready(s, want, have). Returns 0 (the caller tries again),
- * -SMCR_E_SOCK_AGAIN when the deadline passed, -SMCR_E_SOCK_INTR on a signal. */
+ * -SMCR_E_SOCK_AGAIN when the deadline passed, -SMCR_E_SOCK_INTR on a signal (and sets
+ * tl_intr_restart: whether the handlers that ran want a restart, intr.h). */
+static _Thread_local bool tl_intr_restart;
+
+/* signal(7): an EINTR the kernel restarts: every handler that ran had SA_RESTART, the
+ * socket has no timeout for this direction (SO_RCVTIMEO/SO_SNDTIMEO: EINTR) and nothing
+ * moved yet (else the call returns the count). */
+static bool intr_restart(int rc, size_t done, uint64_t deadline)
+{
+	return rc == -SMCR_E_SOCK_INTR && tl_intr_restart && done == 0 && deadline == UINT64_MAX;
+}
+
 static int sleep_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t have,
 		     bool direct, bool *mine);
 
@@ -310,6 +322,7 @@ static int sleep_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t 
 		direct ? " (direct)" : "", core_conn_events(s->conn));
 	int n;
 	int err = 0;
+	struct sock_intr_mark im = sock_intr_mark();
 	if (direct) {
 		/* Direct wake: checked once more (1: work came in meanwhile, go round
 		 * again), then one epoll_wait on the CQ fds and our program fd. */
@@ -327,8 +340,10 @@ static int sleep_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t 
 	}
 	LOG_DBG("data", "fd %d: woke for %s (ev 0x%x, n %d, mine %d)", s->fd, rx ? "in" : "out",
 		core_conn_events(s->conn), n, *mine);
-	if (n < 0 && err == EINTR)
+	if (n < 0 && err == EINTR) {
+		tl_intr_restart = sock_intr_restarts(im);
 		return -SMCR_E_SOCK_INTR;
+	}
 	if (n == 0 && deadline != UINT64_MAX && smcr_now_ns() >= deadline)
 		return -SMCR_E_SOCK_AGAIN;
 	return 0;
@@ -484,6 +499,10 @@ static ssize_t smc_send(struct sock *s, const struct iovec *uiov, int cnt, int f
 			break;
 		}
 		rc = block_or_again(s, nowait, CORE_EV_OUT, deadline);
+		if (intr_restart(rc, done, deadline)) {
+			rc = 0;
+			continue;
+		}
 		if (rc < 0)
 			break;
 	}
@@ -499,6 +518,10 @@ static ssize_t smc_send(struct sock *s, const struct iovec *uiov, int cnt, int f
 				break;
 			}
 			rc = block_or_again(s, nowait, CORE_EV_OUT, deadline);
+			if (intr_restart(rc, done, deadline)) {
+				rc = 0;
+				continue;
+			}
 			if (rc < 0)
 				break;
 		}
@@ -572,6 +595,10 @@ static ssize_t smc_recv(struct sock *s, const struct iovec *uiov, int cnt, int f
 		if (done > 0 && !waitall)
 			break;
 		rc = block_or_again(s, nowait, CORE_EV_IN, deadline);
+		if (intr_restart(rc, done, deadline)) {
+			rc = 0;
+			continue;
+		}
 		if (rc < 0)
 			break;
 	}

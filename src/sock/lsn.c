@@ -306,9 +306,7 @@ int lsn_activate_locked(struct sock *s)
 	}
 	int t = s->tcp;
 	if (t == s->fd) {
-		t = sock_sys.fcntl(s->fd, F_DUPFD_CLOEXEC, sock_hidden_min());
-		if (t < 0 && (errno == EINVAL || errno == EMFILE))
-			t = sock_sys.fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
+		t = sock_fd_dup_hidden(s->fd);
 		if (t < 0)
 			return sock_err_sys(errno);
 		/* the progress thread takes connections from it: never block there */
@@ -570,9 +568,7 @@ static void lsn_new_child(struct sock *ls, int nfd, const struct sockaddr_storag
 	}
 	/* The handshake reads and writes a hidden dup (the program's number will get the
 	 * SMC-R end over the TCP file, or keep the TCP file on a fallback). */
-	int t = sock_sys.fcntl(nfd, F_DUPFD_CLOEXEC, sock_hidden_min());
-	if (t < 0 && (errno == EINVAL || errno == EMFILE))
-		t = sock_sys.fcntl(nfd, F_DUPFD_CLOEXEC, 0);
+	int t = sock_fd_dup_hidden(nfd);
 	pthread_mutex_lock(&ls->lq_lock);
 	c->lq_next = ls->lq_pending;
 	ls->lq_pending = c;

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,7 +296,15 @@ int progress_start(void)
 	}
 	prog_stopping = false;
 	atomic_store(&prog_running, true);
-	if (pthread_create(&prog_thread, NULL, progress_main, NULL) != 0) {
+	/* The thread blocks every signal (from its start: it inherits the mask): a signal
+	 * meant for the program (an alarm() for a blocking call, a sigwait() thread's) must
+	 * go to one of the program's threads, as without the library (signal(7)). */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	int prc = pthread_create(&prog_thread, NULL, progress_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (prc != 0) {
 		atomic_store(&prog_running, false);
 		rc = -SMCR_E_SOCK_THREAD;
 		goto fail;

@@ -17,40 +17,25 @@
 #include "sock/errmap.h"
 #include "sock/sys.h"
 #include "util/env.h"
+#include "util/hfd.h"
 #include "util/log.h"
 
 #define SIG_IO_FLAGS (MSG_DONTWAIT | MSG_NOSIGNAL)
 
-static pthread_once_t hidden_once = PTHREAD_ONCE_INIT;
-static int hidden_min_v;
-
-static void hidden_init(void)
-{
-	struct rlimit rl;
-	int v = 0;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-	    rl.rlim_cur >= 64)
-		v = (int)(rl.rlim_cur / 2);
-	else if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur == RLIM_INFINITY)
-		v = 4096;
-	hidden_min_v = v;
-}
-
 int sock_hidden_min(void)
 {
-	pthread_once(&hidden_once, hidden_init);
-	return hidden_min_v;
+	return hfd_base();
 }
 
 int sock_fd_hide(int fd)
 {
-	int n = sock_sys.fcntl(fd, F_DUPFD_CLOEXEC, sock_hidden_min());
-	if (n < 0 && (errno == EINVAL || errno == EMFILE))
-		n = sock_sys.fcntl(fd, F_DUPFD_CLOEXEC, 0); /* limit lowered since: any number */
-	if (n < 0)
-		return sock_err_sys(errno);
-	sock_sys.close(fd);
-	return n;
+	int n = hfd_move(fd);
+	return n < 0 ? sock_err_sys(errno) : n;
+}
+
+int sock_fd_dup_hidden(int fd)
+{
+	return hfd_dup(fd);
 }
 
 int sig_open(struct sig *s)

@@ -160,12 +160,14 @@ bool sig_pri_off(struct sig *s); /* true if POLLPRI was on */
  * a scratch pair; logs one line when not). */
 bool sig_pri_supported(void);
 
-/* Moves fd to a hidden number (F_DUPFD_CLOEXEC at or above sock_hidden_min()) and closes
- * the old number. Returns the new number or a negative code (errmap.h); on failure fd is
- * untouched. */
+/* Moves fd to a hidden number (util/hfd.h: at or above sock_hidden_min(), recorded so the
+ * interposer tells the program EBADF for it) and closes the old number. Returns the new
+ * number or a negative code (errmap.h); on failure fd is untouched. */
 SMCR_MUST_CHECK int sock_fd_hide(int fd);
-/* Lowest number for hidden fds: half the soft RLIMIT_NOFILE (so program fds keep the low
- * numbers select(2) can handle), read once. */
+/* A second number of fd's file at a hidden number, recorded; -1 with errno on failure. */
+int sock_fd_dup_hidden(int fd);
+/* Lowest number for hidden fds (util/hfd.h: above the program's limit under the
+ * interposer, half the soft RLIMIT_NOFILE otherwise). */
 int sock_hidden_min(void);
 
 #endif

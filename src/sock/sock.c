@@ -183,9 +183,7 @@ int sock_install_placeholder_locked(struct sock *s)
 {
 	/* A second reference to the TCP socket at a hidden number; the program's number
 	 * then receives the placeholder (dup3 closes its reference to the TCP socket only). */
-	int t = sock_sys.fcntl(s->fd, F_DUPFD_CLOEXEC, sock_hidden_min());
-	if (t < 0 && (errno == EINVAL || errno == EMFILE))
-		t = sock_sys.fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
+	int t = sock_fd_dup_hidden(s->fd);
 	if (t < 0)
 		return sock_err_sys(errno);
 	int rc = sig_open(&s->sig);

@@ -19,7 +19,7 @@ declare -A OPEN=(
 	[test_socket]="a connect before the server's first use of the connection waits for the CLC"
 	[test_socketserver]="a connect before the server's first use of the connection waits for the CLC"
 	[test_eintr]="a connect before the server's first use of the connection waits for the CLC"
-	[test_epoll]="epoll_ctl on a hidden fd number of the library does not give EBADF"
+	[test_epoll]="test_fromfd, test_unregister_closed: a new connection shows POLLOUT only when its SMC-R handshake ends"
 )
 APP_RULES='use smc both * 127.0.0.1/8;use smc both * [::1]'
 APP_TIMEOUT=${SMCR_APPS_PYTEST_TIMEOUT:-400}

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "dev/emu/emu_int.h"
+#include "util/hfd.h"
 
 static pthread_mutex_t emu_fd_lock = PTHREAD_MUTEX_INITIALIZER;
 static int *emu_fds;		/* emu_fd_lock */
@@ -58,6 +59,7 @@ void emu_fd_begin(void)
 int emu_fd_end(int fd)
 {
 	int err = errno;
+	fd = hfd_keep(fd); /* the provider's own fds are hidden from the program (util/hfd.h) */
 	if (fd >= 0) {
 		if (emu_nfds == emu_fds_cap) {
 			size_t ncap = emu_fds_cap ? emu_fds_cap * 2 : 64;

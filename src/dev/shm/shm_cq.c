@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/hfd.h"
 
 void shm_efd_signal(int fd)
 {
@@ -31,7 +32,7 @@ int shm_create_cq(struct dev_device *dev, int cqe, void *ctx, struct dev_cq **ou
 		return -SMCR_E_NOMEM;
 	cq->q_cap = shm_pow2((uint32_t)cqe < 16 ? 16 : (uint32_t)cqe);
 	cq->q = calloc(cq->q_cap, sizeof *cq->q);
-	cq->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	cq->efd = hfd_keep(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	if (!cq->q || cq->efd < 0) {
 		int rc = cq->efd < 0 ? -SMCR_E_SHM_SYSCALL : -SMCR_E_NOMEM;
 		if (cq->efd >= 0)

@@ -25,6 +25,7 @@
 
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/hfd.h"
 
 /* Devices open in this process (open_by_gid), newest first. shm_devs_lock (leaf)
  * protects the list and shm_dev_count. Reset in a forked child (devices do not survive
@@ -538,7 +539,7 @@ struct shm_peer *shm_dev_dial_locked(struct shm_dev *sd, const struct dev_gid *g
 	*slash = 0;
 	if (sock_path(dir, gid, &sa))
 		return NULL;
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	int fd = hfd_keep(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
 	if (fd < 0)
 		return NULL;
 	sock_tune(fd);
@@ -791,7 +792,7 @@ static void listen_pause(struct shm_dev *sd, int pause)
 static void accept_all_locked(struct shm_dev *sd)
 {
 	for (;;) {
-		int fd = accept4(sd->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		int fd = hfd_keep(accept4(sd->listen_fd, NULL, NULL, SOCK_CLOEXEC));
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
@@ -1082,7 +1083,7 @@ static int shm_dev_open(const struct dev_ops *ops, const char *args, struct dev_
 	rc = dir_path(dir, &sd->gid, ".lock", sd->lock_path, sizeof sd->lock_path);
 	if (rc)
 		goto err;
-	sd->lock_fd = open(sd->lock_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	sd->lock_fd = hfd_keep(open(sd->lock_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
 	if (sd->lock_fd < 0 || flock(sd->lock_fd, LOCK_EX) < 0) {
 		rc = -SMCR_E_SHM_DIR;
 		goto err;
@@ -1091,7 +1092,7 @@ static int shm_dev_open(const struct dev_ops *ops, const char *args, struct dev_
 	/* The rkey validity table peers read: sealed so no one else can map it writable. */
 	rc = -SMCR_E_SHM_SYSCALL;
 	sd->rkey_tab_len = SHM_RKEY_TAB_ENTRIES * sizeof(uint32_t);
-	sd->rkey_tab_fd = memfd_create("smcr-shm-rkeys", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	sd->rkey_tab_fd = hfd_keep(memfd_create("smcr-shm-rkeys", MFD_CLOEXEC | MFD_ALLOW_SEALING));
 	if (sd->rkey_tab_fd < 0 || ftruncate(sd->rkey_tab_fd, (off_t)sd->rkey_tab_len) < 0)
 		goto err;
 	void *tab = mmap(NULL, sd->rkey_tab_len, PROT_READ | PROT_WRITE, MAP_SHARED,
@@ -1104,10 +1105,10 @@ static int shm_dev_open(const struct dev_ops *ops, const char *args, struct dev_
 			  F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) < 0)
 		goto err;
 
-	sd->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	sd->async_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	sd->epfd = epoll_create1(EPOLL_CLOEXEC);
-	sd->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	sd->kick_fd = hfd_keep(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+	sd->async_efd = hfd_keep(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+	sd->epfd = hfd_keep(epoll_create1(EPOLL_CLOEXEC));
+	sd->listen_fd = hfd_keep(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
 	if (sd->kick_fd < 0 || sd->async_efd < 0 || sd->epfd < 0 || sd->listen_fd < 0)
 		goto err;
 	snprintf(sd->sock_path, sizeof sd->sock_path, "%s", sa.sun_path);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "util/cursor.h"
+#include "util/hfd.h"
 
 int shm_msg_nfds(enum shm_msg_type t)
 {
@@ -251,7 +252,7 @@ int shm_msg_recv(int sock, struct shm_msg *m, int fds[SHM_MSG_MAX_FDS], int *nfd
 		return rc;
 	}
 	for (int i = 0; i < ngot; i++)
-		fds[i] = got[i];
+		fds[i] = hfd_keep(got[i]); /* a peer's fd is ours: hidden from the program */
 	*nfds = ngot;
 	return 0;
 }

@@ -2,6 +2,7 @@
  * shm_ring.h). Implements the transport half of RC SEND delivery (dev.h semantics 1, 2). */
 #define _GNU_SOURCE
 #include "dev/shm/shm_ring.h"
+#include "util/hfd.h"
 
 #include <fcntl.h>
 #include <string.h>
@@ -55,7 +56,7 @@ int shm_ring_create(uint32_t ncells, uint32_t caps_size, struct shm_ring *r, int
 {
 	if (!ring_sizes_ok(ncells, caps_size))
 		return -SMCR_E_INVAL;
-	int fd = memfd_create("smcr-shm-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	int fd = hfd_keep(memfd_create("smcr-shm-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING));
 	if (fd < 0)
 		return -SMCR_E_SHM_SYSCALL;
 	size_t len = shm_ring_size(ncells, caps_size, NULL);
