@@ -16,6 +16,12 @@
 # Results: $SMCR_VM_OUT (default BUILD_DIR/vm/SCENARIO): a.log, b.log, a.console, b.console.
 set -uo pipefail
 scenario=${1:?usage: run-pair.sh SCENARIO [BUILD_DIR]}
+# One pair at a time on this host (each guest takes a CPU under TCG): every run-pair.sh
+# holds /tmp/smcr-vm.lock (SMCR_VM_LOCK names another) for its whole run.
+if [ -z "${SMCR_VM_LOCKED:-}" ] && command -v flock >/dev/null; then
+	export SMCR_VM_LOCKED=1
+	exec flock "${SMCR_VM_LOCK:-/tmp/smcr-vm.lock}" "$0" "$@"
+fi
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
 bld=$(cd "${2:-${SMCR_BINARY_DIR:-$src/build}}" && pwd)
