@@ -14,7 +14,10 @@
 # version 2 on b) with both directions' SHA-256 equal; the kernel's link group must say
 # version 2, the EID, and smcr's host name; the kernel's counters count v2; the kernel's
 # TEST LINKs must be answered (counted in b's capture by smcr-decode); the kernel's link
-# groups are gone once smcr's processes ended them (DELETE LINK all, orderly).
+# groups are gone once smcr's processes ended them (DELETE LINK all, orderly). Phase 3:
+# one more smcr client connection with smcr's TEST LINK interval cut to 2 s and its idle
+# link-group timer to 3 s (SMCR_TESTLINK_MS, SMCR_LG_FREE_MS): the kernel answers smcr's
+# TEST LINK, and smcr's idle timer ends the link group while its process still runs.
 # Both guests capture eth0 (tcpdump, 256 bytes a frame) into their results share.
 set -u
 role=$1
@@ -50,6 +53,9 @@ lgr_gone() { # the kernel's link groups are all freed within 10 s (smcr ended th
 	cat /tmp/lgr.now
 	return 1
 }
+has() { # pattern file
+	grep -qE "$1" "$2" || { echo "no line matching '$1' in $2"; return 1; }
+}
 atleast() { # N pattern file
 	local n
 	n=$(grep -cE "$2" "$3" 2>/dev/null)
@@ -78,9 +84,15 @@ if [ "$role" = a ]; then
 	check "kernel client: its link group is SMC-R v2 with smcr's EID and host name" \
 		atleast 1 "^klgr .*role=client ver=2 rel=1 peer_host=smcr-vm-b eid=$UEID direct=1" /tmp/k2.out
 	check "kernel: its client link group freed after smcr's server ended it" lgr_gone
+	# phase 3: smcr's own link-group life (its TEST LINK after 2 s idle, its idle timer of
+	# 3 s ending the LG while its process lives on)
+	"$K" server 5002 1 >/tmp/k3.out 2>&1
+	cat /tmp/k3.out
+	check "kernel server (phase 3): SMC-R, data right" has "^server conn=0 ok" /tmp/k3.out
+	check "kernel: its link group freed by smcr's idle timer (DELETE LINK while smcr lives)" lgr_gone
 	"$K" stats | tee /tmp/stats.out
-	check "kernel: $N1 v2 successes as server and $N2 as client, no v1" \
-		grep -qE "clnt_v1_succ=0 clnt_v2_succ=$N2 srv_v1_succ=0 srv_v2_succ=$N1" /tmp/stats.out
+	check "kernel: $((N1 + 1)) v2 successes as server and $N2 as client, no v1" \
+		grep -qE "clnt_v1_succ=0 clnt_v2_succ=$N2 srv_v1_succ=0 srv_v2_succ=$((N1 + 1))" /tmp/stats.out
 else
 	mkdir -p /sys/fs/cgroup && mount -t cgroup2 none /sys/fs/cgroup
 	check "smcr-bpf install" "$B/tools/smcr-bpf/smcr-bpf" install
@@ -98,6 +110,13 @@ else
 	check "smcr server: the others reuse the first one's link group" \
 		want $((N2 - 1)) "^smcr server conn=[1-9] mode=smcr ver=2 first_contact=0 " /tmp/x2.out
 	check "smcr server: every connection's data and end right" want $N2 "^server conn=[0-9] ok" /tmp/x2.out
+	SMCR_TESTLINK_MS=2000 SMCR_LG_FREE_MS=3000 VM_XFER_LINGER_S=12 \
+		"$X" client 10.0.0.1 5002 idle:20000:20000 >/tmp/x3.out 2>&1
+	cat /tmp/x3.out
+	check "smcr client (phase 3): SMC-R v2, data right" has "^client conn=0 ok" /tmp/x3.out
+	# ended by the idle timer: the LG's end is logged before the process's exit begins
+	check "smcr client (phase 3): its idle timer ended the link group before exit" \
+		awk '/LG 1 terminated/ && !e {t=NR} /engine: exit:/ && !e {e=NR} END {exit !(t && e && t < e)}' /tmp/x3.out
 	"$B/tools/smcr-bpf/smcr-bpf" status | grep -E "client_smc|server_smc|peer_syn"
 fi
 sleep 2
@@ -112,6 +131,9 @@ if [ "$role" = b ]; then
 	check "the kernel's TEST LINKs (2 s interval) answered by smcr" \
 		test "$(grep -c '^llc2.test_link 10.0.0.1:[0-9]* false' /tmp/llc.txt)" -ge 2 -a \
 		"$(grep -c '^llc2.test_link 10.0.0.2:[0-9]* true' /tmp/llc.txt)" -ge 2
+	check "smcr's TEST LINKs (phase 3, 2 s) answered by the kernel" \
+		test "$(grep -c '^llc2.test_link 10.0.0.2:[0-9]* false' /tmp/llc.txt)" -ge 1 -a \
+		"$(grep -c '^llc2.test_link 10.0.0.1:[0-9]* true' /tmp/llc.txt)" -ge 1
 	check "no ADD LINK from the kernel (smcr offers max links 1)" \
 		test "$(grep -c '^llc2.add_link' /tmp/llc.txt)" = 0
 fi

@@ -34,8 +34,8 @@ if [ "$role" = a ]; then
 	K=$B/tests/vm/vm_kxfer
 	check "kernel: add UEID $UEID" "$K" ueid add $UEID
 	"$K" server 5201 1 >/tmp/s1.out 2>&1; step 1
-	check "1 kernel server, UEID mismatch: TCP, it declined (no SMC-R device for v2 or v1)" \
-		has "^kernel server conn=0 mode=tcp .*reason=0x0303000[0-9a-f] " /tmp/s1.out
+	check "1 kernel server, UEID mismatch: TCP, it declined NOSMCDEV (no EID for v2, no RoCE v1 GID for v1)" \
+		has "^kernel server conn=0 mode=tcp .*reason=0x03030000 peer_reason=0x00000000" /tmp/s1.out
 	"$K" client 10.0.0.2 5202 $C >/tmp/s2.out 2>&1; step 2
 	check "2 kernel client, UEID mismatch: TCP, smcr declined (peer NOSMCDEV)" \
 		has "^kernel client conn=0 mode=tcp .*reason=0x05000000 peer_reason=0x03030000" /tmp/s2.out
@@ -43,20 +43,22 @@ if [ "$role" = a ]; then
 	check "3 plain TCP server: data right" has "^server conn=0 ok" /tmp/s3.out
 	"$K" server 5204 1 >/tmp/s4.out 2>&1; step 4
 	check "4 kernel server, smcr without option: TCP, PEERNOSMC" \
-		has "^kernel server conn=0 mode=tcp .*reason=0x03010000 " /tmp/s4.out
+		has "^kernel server conn=0 mode=tcp .*reason=0x03010000 peer_reason=0x00000000" /tmp/s4.out
 	"$K" client 10.0.0.2 5205 $C >/tmp/s5.out 2>&1; step 5
 	check "5 kernel client, smcr without option: TCP, PEERNOSMC" \
-		has "^kernel client conn=0 mode=tcp .*reason=0x03010000 " /tmp/s5.out
+		has "^kernel client conn=0 mode=tcp .*reason=0x03010000 peer_reason=0x00000000" /tmp/s5.out
 	"$K" server 5206 1 >/tmp/s6.out 2>&1; step 6
-	check "6 kernel server, smcr without device: TCP, smcr declined" \
-		has "^kernel server conn=0 mode=tcp .*reason=0x05000000 peer_reason=0x0303000[0-9a-f]" /tmp/s6.out
+	check "6 kernel server, smcr without device: TCP, smcr declined NOSMCRDEV" \
+		has "^kernel server conn=0 mode=tcp .*reason=0x05000000 peer_reason=0x03030002" /tmp/s6.out
 	"$K" client 10.0.0.2 5207 $C >/tmp/s7.out 2>&1; step 7
-	check "7 kernel client, smcr without device: TCP, smcr declined" \
-		has "^kernel client conn=0 mode=tcp .*reason=0x05000000 peer_reason=0x0303000[0-9a-f]" /tmp/s7.out
+	check "7 kernel client, smcr without device: TCP, smcr declined NOSMCRDEV" \
+		has "^kernel client conn=0 mode=tcp .*reason=0x05000000 peer_reason=0x03030002" /tmp/s7.out
 	for i in 1 2 4 5 6 7; do
 		check "$i: data right on the kernel side" has "^(server|client) conn=0 ok" /tmp/s$i.out
 	done
-	"$K" stats
+	"$K" stats | tee /tmp/stats.out
+	check "kernel counters: no SMC-R success, the fallbacks counted by reason" \
+		grep -qE "clnt_v1_succ=0 clnt_v2_succ=0 srv_v1_succ=0 srv_v2_succ=0" /tmp/stats.out
 else
 	mkdir -p /sys/fs/cgroup && mount -t cgroup2 none /sys/fs/cgroup
 	check "smcr-bpf install" "$B/tools/smcr-bpf/smcr-bpf" install
@@ -64,10 +66,10 @@ else
 	X=$B/tests/vm/vm_xfer
 	"$X" client 10.0.0.1 5201 $C >/tmp/s1.out 2>&1; step 1
 	check "1 smcr client, UEID mismatch: TCP, the kernel declined" \
-		has "^smcr client conn=0 mode=tcp .*local_reason=0x05000000\(PEERDECL\) peer_reason=0x0303" /tmp/s1.out
+		has "^smcr client conn=0 mode=tcp .*local_reason=0x05000000\(PEERDECL\) peer_reason=0x03030000\(NOSMCDEV\)" /tmp/s1.out
 	"$X" server 5202 1 >/tmp/s2.out 2>&1; step 2
 	check "2 smcr server, UEID mismatch: TCP, it declined NOSMCDEV" \
-		has "^smcr server conn=0 mode=tcp .*local_reason=0x03030000" /tmp/s2.out
+		has "^smcr server conn=0 mode=tcp .*local_reason=0x03030000\(NOSMCDEV\) peer_reason=0x00000000" /tmp/s2.out
 	export SMCR_UEID=$UEID
 	"$X" client 10.0.0.1 5203 $C >/tmp/s3.out 2>&1; step 3
 	check "3 smcr client to a plain TCP server: TCP, the peer did not offer SMC" \
@@ -84,10 +86,10 @@ else
 	rdma link show
 	"$X" client 10.0.0.1 5206 $C >/tmp/s6.out 2>&1; step 6
 	check "6 smcr client without device: TCP, no device" \
-		has "^smcr client conn=0 mode=tcp .*local_reason=0x0303000[0-9a-f]" /tmp/s6.out
+		has "^smcr client conn=0 mode=tcp .*local_reason=0x03030002\(NOSMCRDEV\)" /tmp/s6.out
 	"$X" server 5207 1 >/tmp/s7.out 2>&1; step 7
 	check "7 smcr server without device: TCP, no device" \
-		has "^smcr server conn=0 mode=tcp .*local_reason=0x0303000[0-9a-f]" /tmp/s7.out
+		has "^smcr server conn=0 mode=tcp .*local_reason=0x03030002\(NOSMCRDEV\)" /tmp/s7.out
 	for i in 1 2 3 4 5 6 7; do
 		check "$i: data right on the smcr side" has "^(server|client) conn=0 ok" /tmp/s$i.out
 	done

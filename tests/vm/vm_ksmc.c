@@ -411,8 +411,10 @@ static void fb_msg(const unsigned char *p, size_t len, void *arg)
 	if (len >= GENL_HDRLEN)
 		attrs(p + GENL_HDRLEN, len - GENL_HDRLEN, fb_top, &f);
 	/* the kernel's type: 1 server, 0 client (its smc_nl_get_fback_details) */
-	printf("kfallback side=%s reason=0x%08x count=%u (totals server=%llu client=%llu)\n",
-	       f.type == 1 ? "server" : f.type == 0 ? "client" : "?", f.code, f.cnt, f.srv, f.clnt);
+	if (f.srv || f.clnt)
+		printf("kfallback totals server=%llu client=%llu\n", f.srv, f.clnt);
+	printf("kfallback side=%s reason=0x%08x count=%u\n",
+	       f.type == 1 ? "server" : f.type == 0 ? "client" : "?", f.code, f.cnt);
 }
 
 /* ---- smc_diag ---- */

@@ -26,8 +26,12 @@
  *   idle    as half, but the client waits VM_XFER_IDLE_S seconds (default 8) after the
  *           header: the link is idle, so TEST LINK runs (the scenario makes the kernel's
  *           interval short and counts the messages in its capture)
- * Before closing, each side prints one line per connection with the transport really used
+ *   pp      ping-pong for figures: UP round trips of DOWN bytes (the server echoes each
+ *           message; the client compares), then as half with no data
+ * The client prints each connection's time from connect() to the end (elapsed_us), for
+ * figures (docs/PERFORMANCE.md). Before closing, each side prints one line per connection with the transport really used
  * (smcr: the SOL_SMCR query; kernel: smc_diag of the socket), which the scenario checks.
+ * VM_XFER_LINGER_S=N: the client waits N seconds after its last connection before it exits.
  * Exit 0 when every connection's data and ending were right, 1 when one was wrong, 2 on a
  * setup error. */
 #define _GNU_SOURCE
@@ -80,9 +84,9 @@
 #define CHUNK 65536
 #define MAGIC 0x564d5831u /* "VMX1" */
 
-enum xcase { C_HALF = 1, C_CFIRST, C_SFIRST, C_ABORT, C_URG, C_IDLE, C_LAST = C_IDLE };
+enum xcase { C_HALF = 1, C_CFIRST, C_SFIRST, C_ABORT, C_URG, C_IDLE, C_PP, C_LAST = C_PP };
 static const char *const case_names[] = { "?",	   "half", "cfirst", "sfirst",
-					  "abort", "urg",  "idle" };
+					  "abort", "urg",  "idle", "pp" };
 
 struct gen {
 	uint64_t x;
@@ -310,6 +314,32 @@ static int serve_one(int c, uint32_t conn)
 	int bad = 0;
 	unsigned long long n = 0;
 	int half = cs == C_HALF || cs == C_URG || cs == C_IDLE;
+	if (cs == C_PP) {
+		static unsigned char m[CHUNK];
+		if (down > sizeof m)
+			return 1;
+		for (uint32_t i = 0; i < up && !bad; i++) {
+			size_t g = 0;
+			while (g < down) {
+				ssize_t r = X_read(c, m + g, down - g);
+				if (r < 0 && errno == EINTR)
+					continue;
+				if (r <= 0) {
+					bad = 1;
+					break;
+				}
+				g += (size_t)r;
+			}
+			if (!bad && full_write(c, m, down))
+				bad = 1;
+		}
+		report("server", conn, c);
+		if (!bad)
+			bad |= expect_end(c, 0);
+		X_close(c);
+		printf("server conn=%u %s\n", conn, bad ? "FAILED" : "ok");
+		return bad;
+	}
 	if (cs == C_URG) {
 		/* as a TCP program reads it: the urgent byte first (it is there once the peer's
 		 * cursor update with the urgent flags arrived; until then EINVAL or EAGAIN), then
@@ -416,6 +446,8 @@ static int client_one(const struct sockaddr_in *a, uint32_t conn, const char *sp
 	int fd = connect_retry(a);
 	if (fd < 0)
 		return 2;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	printf("client conn=%u case=%s up=%u down=%u\n", conn, name, up, down);
 	unsigned char h[16];
 	put32(h, MAGIC);
@@ -428,6 +460,45 @@ static int client_one(const struct sockaddr_in *a, uint32_t conn, const char *sp
 	if (!bad && cs == C_URG && X_send(fd, "!", 1, MSG_OOB) != 1) {
 		fprintf(stderr, "client: send MSG_OOB: %s\n", strerror(errno));
 		bad = 1;
+	}
+	if (!bad && cs == C_PP) {
+		static unsigned char m[CHUNK], e[CHUNK];
+		struct gen g;
+		gen_init(&g, conn, 0, down);
+		if (down > sizeof m)
+			bad = 1;
+		for (uint32_t i = 0; i < up && !bad; i++) {
+			gen_fill(&g, m, down);
+			if (full_write(fd, m, down)) {
+				bad = 1;
+				break;
+			}
+			size_t got = 0;
+			while (got < down) {
+				ssize_t r = X_read(fd, e + got, down - got);
+				if (r < 0 && errno == EINTR)
+					continue;
+				if (r <= 0) {
+					bad = 1;
+					break;
+				}
+				got += (size_t)r;
+			}
+			if (!bad && memcmp(m, e, down)) {
+				printf("  ping-pong %u: echo differs\n", i);
+				bad = 1;
+			}
+		}
+		report("client", conn, fd);
+		X_shutdown(fd, SHUT_WR);
+		if (!bad)
+			bad |= expect_end(fd, 0);
+		X_close(fd);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		long long us = (t1.tv_sec - t0.tv_sec) * 1000000ll + (t1.tv_nsec - t0.tv_nsec) / 1000;
+		printf("client conn=%u %s elapsed_us=%lld rtt_us=%lld\n", conn, bad ? "FAILED" : "ok",
+		       us, up ? us / up : 0);
+		return bad;
 	}
 	if (!bad && cs == C_IDLE) {
 		const char *e = getenv("VM_XFER_IDLE_S");
@@ -454,7 +525,9 @@ static int client_one(const struct sockaddr_in *a, uint32_t conn, const char *sp
 		X_setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
 	}
 	X_close(fd);
-	printf("client conn=%u %s\n", conn, bad ? "FAILED" : "ok");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	long long us = (t1.tv_sec - t0.tv_sec) * 1000000ll + (t1.tv_nsec - t0.tv_nsec) / 1000;
+	printf("client conn=%u %s elapsed_us=%lld\n", conn, bad ? "FAILED" : "ok", us);
 	fflush(stdout);
 	return bad;
 }
@@ -472,6 +545,13 @@ static int client(const char *host, int port, int ncase, char **cases)
 		if (r == 2)
 			return 2;
 		bad |= r;
+	}
+	/* VM_XFER_LINGER_S: stay that long before exit (the process's link groups live on
+	 * until their idle timer ends them, not the process's exit) */
+	const char *lg = getenv("VM_XFER_LINGER_S");
+	if (lg) {
+		struct timespec ts = { atoi(lg), 0 };
+		nanosleep(&ts, NULL);
 	}
 	return bad;
 }
