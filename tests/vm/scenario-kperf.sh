@@ -1,6 +1,6 @@
 #!/bin/bash
 # scenario-kperf.sh a|b: figures between the same two guests, in turns (run-pair.sh kperf;
-# docs/PERFORMANCE.md "Over Soft-RoCE in two guests"): TCP, the kernel's SMC-R v2, smcr to
+# docs/PERFORMANCE.md "verbs over Soft-RoCE in two emulated guests"): TCP, the kernel's SMC-R v2, smcr to
 # smcr over verbs (v2, same UEID), smcr client to the kernel's server. a serves, b is the
 # client. Per transport and round: a 4 MiB stream (client to server, time from connect to
 # the server's close) and 50 ping-pongs of 64 bytes (vm_xfer.c cases half and pp, data
