@@ -18,6 +18,9 @@
 # one more smcr client connection with smcr's TEST LINK interval cut to 2 s and its idle
 # link-group timer to 3 s (SMCR_TESTLINK_MS, SMCR_LG_FREE_MS): the kernel answers smcr's
 # TEST LINK, and smcr's idle timer ends the link group while its process still runs.
+# Phase 4: the kernel removes its RDMA device (rdma link delete rxe0) under a link group smcr
+# holds; Linux sends nothing then, and smcr must find the silent peer with its TEST LINK
+# (2 s) and end the link group on its own, before its process exits.
 # Both guests capture eth0 (tcpdump, 256 bytes a frame) into their results share.
 set -u
 role=$1
@@ -93,6 +96,14 @@ if [ "$role" = a ]; then
 	"$K" stats | tee /tmp/stats.out
 	check "kernel: $((N1 + 1)) v2 successes as server and $N2 as client, no v1" \
 		grep -qE "clnt_v1_succ=0 clnt_v2_succ=$N2 srv_v1_succ=0 srv_v2_succ=$((N1 + 1))" /tmp/stats.out
+	# phase 4: the kernel's side of a link group smcr holds goes away without a word (its
+	# device removed: Linux sends no DELETE LINK then)
+	"$K" server 5003 1 >/tmp/k4.out 2>&1
+	cat /tmp/k4.out
+	check "kernel server (phase 4): SMC-R, data right" has "^server conn=0 ok" /tmp/k4.out
+	sleep 1
+	rdma link delete rxe0
+	echo "== phase 4: rxe0 removed"
 else
 	mkdir -p /sys/fs/cgroup && mount -t cgroup2 none /sys/fs/cgroup
 	check "smcr-bpf install" "$B/tools/smcr-bpf/smcr-bpf" install
@@ -117,6 +128,12 @@ else
 	# ended by the idle timer: the LG's end is logged before the process's exit begins
 	check "smcr client (phase 3): its idle timer ended the link group before exit" \
 		awk '/LG 1 terminated/ && !e {t=NR} /engine: exit:/ && !e {e=NR} END {exit !(t && e && t < e)}' /tmp/x3.out
+	SMCR_TESTLINK_MS=2000 VM_XFER_LINGER_S=15 \
+		"$X" client 10.0.0.1 5003 half:20000:20000 >/tmp/x4.out 2>&1
+	cat /tmp/x4.out
+	check "smcr client (phase 4): SMC-R v2, data right" has "^client conn=0 ok" /tmp/x4.out
+	check "smcr client (phase 4): the silent peer found (TEST LINK unanswered), LG ended before exit" \
+		awk '/LG 1 terminated/ && !e {t=NR} /engine: exit:/ && !e {e=NR} END {exit !(t && e && t < e)}' /tmp/x4.out
 	"$B/tools/smcr-bpf/smcr-bpf" status | grep -E "client_smc|server_smc|peer_syn"
 fi
 sleep 2

@@ -29,11 +29,11 @@
  *   pp      ping-pong for figures: UP round trips of DOWN bytes (the server echoes each
  *           message; the client compares), then as half with no data
  * The client prints each connection's time from connect() to the end (elapsed_us), for
- * figures (docs/PERFORMANCE.md). Before closing, each side prints one line per connection with the transport really used
- * (smcr: the SOL_SMCR query; kernel: smc_diag of the socket), which the scenario checks.
- * VM_XFER_LINGER_S=N: the client waits N seconds after its last connection before it exits.
- * Exit 0 when every connection's data and ending were right, 1 when one was wrong, 2 on a
- * setup error. */
+ * figures (docs/PERFORMANCE.md). Before closing, each side prints one line per connection
+ * with the transport really used (smcr: the SOL_SMCR query; kernel: smc_diag of the
+ * socket), which the scenario checks. VM_XFER_LINGER_S=N: the client waits N seconds after
+ * its last connection before it exits. Exit 0 when every connection's data and ending were
+ * right, 1 when one was wrong, 2 on a setup error. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -316,8 +316,10 @@ static int serve_one(int c, uint32_t conn)
 	int half = cs == C_HALF || cs == C_URG || cs == C_IDLE;
 	if (cs == C_PP) {
 		static unsigned char m[CHUNK];
-		if (down > sizeof m)
+		if (down > sizeof m) {
+			X_close(c);
 			return 1;
+		}
 		for (uint32_t i = 0; i < up && !bad; i++) {
 			size_t g = 0;
 			while (g < down) {
