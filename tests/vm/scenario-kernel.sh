@@ -34,7 +34,7 @@ CASES1="half:262144:131072 cfirst:65536:200000 sfirst:100000:65536 abort:65536:6
 CASES2="half:131072:262144 cfirst:200000:65536 sfirst:65536:100000 abort:65536:65536 urg:30000:30000 idle:20000:20000"
 N1=5
 N2=6
-export VM_XFER_IDLE_S=7
+export VM_XFER_IDLE_S=5
 fail=0
 check() { # what, then the command
 	local what=$1
@@ -121,14 +121,14 @@ else
 	check "smcr server: the others reuse the first one's link group" \
 		want $((N2 - 1)) "^smcr server conn=[1-9] mode=smcr ver=2 first_contact=0 " /tmp/x2.out
 	check "smcr server: every connection's data and end right" want $N2 "^server conn=[0-9] ok" /tmp/x2.out
-	SMCR_TESTLINK_MS=2000 SMCR_LG_FREE_MS=3000 VM_XFER_LINGER_S=12 \
+	SMCR_TESTLINK_MS=2000 SMCR_LG_FREE_MS=3000 VM_XFER_LINGER_S=8 \
 		"$X" client 10.0.0.1 5002 idle:20000:20000 >/tmp/x3.out 2>&1
 	cat /tmp/x3.out
 	check "smcr client (phase 3): SMC-R v2, data right" has "^client conn=0 ok" /tmp/x3.out
 	# ended by the idle timer: the LG's end is logged before the process's exit begins
 	check "smcr client (phase 3): its idle timer ended the link group before exit" \
 		awk '/LG 1 terminated/ && !e {t=NR} /engine: exit:/ && !e {e=NR} END {exit !(t && e && t < e)}' /tmp/x3.out
-	SMCR_TESTLINK_MS=2000 VM_XFER_LINGER_S=15 \
+	SMCR_TESTLINK_MS=2000 VM_XFER_LINGER_S=10 \
 		"$X" client 10.0.0.1 5003 half:20000:20000 >/tmp/x4.out 2>&1
 	cat /tmp/x4.out
 	check "smcr client (phase 4): SMC-R v2, data right" has "^client conn=0 ok" /tmp/x4.out
