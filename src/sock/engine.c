@@ -392,6 +392,7 @@ struct core_engine *sock_engine(void)
 		.lg_free_srv_ns = lg_free_ns,
 		.lg_free_clnt_ns = lg_free_ns,
 		.close_wait_ns = env_ms("SMCR_CLOSE_WAIT_MS", 0),
+		.testlink_ns = env_ms("SMCR_TESTLINK_MS", 0),
 		.close_solicited = smcr_env_num_or("SMCR_CLOSE_SOLICITED", 0, 1, 0) == 1,
 		.trace = trace_core_fn(), /* SMCR_TRACE (trace.h); NULL when off */
 		.rmbe_auto_max = CORE_RMBE_AUTO_MAX,

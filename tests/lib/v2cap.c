@@ -9,17 +9,26 @@
 
 #include "smcr-decode/frame.h"
 
-const char *v2cap_path(void)
+static const char *vector_path(const char *name)
 {
 	static char path[4096];
 	const char *src = getenv("SMCR_SOURCE_DIR");
 
-	snprintf(path, sizeof(path), "%s/tests/vectors/linux-6.12-smcr-v2-rxe.pcap",
-		 src ? src : ".");
+	snprintf(path, sizeof(path), "%s/tests/vectors/%s", src ? src : ".", name);
 	return path;
 }
 
+const char *v2cap_path(void)
+{
+	return vector_path("linux-6.12-smcr-v2-rxe.pcap");
+}
+
 int v2cap_load(struct v2cap *c)
+{
+	return v2cap_load_file(c, "linux-6.12-smcr-v2-rxe.pcap");
+}
+
+int v2cap_load_file(struct v2cap *c, const char *name)
 {
 	char err[PCAP_ERRBUF_SIZE];
 	struct pcap_pkthdr *h;
@@ -28,7 +37,7 @@ int v2cap_load(struct v2cap *c)
 	int rc;
 
 	memset(c, 0, sizeof(*c));
-	pc = pcap_open_offline(v2cap_path(), err);
+	pc = pcap_open_offline(vector_path(name), err);
 	if (!pc) {
 		fprintf(stderr, "v2cap: %s\n", err);
 		return -1;

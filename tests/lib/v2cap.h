@@ -29,5 +29,8 @@ struct v2cap {
 const char *v2cap_path(void);
 /* Loads the capture into c (heap: the struct is large). 0, or -1 with a message on stderr. */
 int v2cap_load(struct v2cap *c);
+/* The same for another capture of tests/vectors/, by file name (e.g. the smcr-to-Linux
+ * one, linux-6.12-smcr-interop.pcap). */
+int v2cap_load_file(struct v2cap *c, const char *name);
 
 #endif

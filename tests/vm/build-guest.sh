@@ -23,12 +23,16 @@ SECURITY=${SMCR_VM_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 # rdma-core/ibverbs-providers: libibverbs and its rxe driver (librxe); iproute2: `rdma link
 # add`; kmod: modprobe; libcmocka0, libssl3, libpcap0.8, libbpf1: what the test programs
-# link. perftest/ibverbs-utils: ibv_devinfo and ibv_rc_pingpong for diagnosis.
-PKGS=iproute2,rdma-core,ibverbs-utils,ibverbs-providers,kmod,procps,libcmocka0,libssl3,libpcap0.8,libbpf1,libelf1,zlib1g
+# link. perftest/ibverbs-utils: ibv_devinfo and ibv_rc_pingpong for diagnosis. tcpdump:
+# captures inside the guests (RoCE v2 is UDP 4791 on eth0) for tshark on the host; socat:
+# a real program for the interposer.
+PKGS=iproute2,rdma-core,ibverbs-utils,ibverbs-providers,kmod,procps,libcmocka0,libssl3,libpcap0.8,libbpf1,libelf1,zlib1g,tcpdump,socat
 
 log() { echo "build-guest: $*" >&2; }
 
-if [ -f "$CACHE/ready" ]; then
+# the cache is valid for the package list it was built with (a changed list rebuilds it)
+STAMP="pkgs=$PKGS"
+if [ -f "$CACHE/ready" ] && [ "$(cat "$CACHE/ready")" = "$STAMP" ]; then
 	log "cached in $CACHE"
 	exit 0
 fi
@@ -42,7 +46,8 @@ done
 mkdir -p "$CACHE"
 exec 9>"$CACHE/.lock"
 flock 9
-[ -f "$CACHE/ready" ] && exit 0
+[ -f "$CACHE/ready" ] && [ "$(cat "$CACHE/ready")" = "$STAMP" ] && exit 0
+rm -f "$CACHE/ready"
 
 # ---- a private apt configuration: bookworm + bookworm-security, download only ----
 APT="$CACHE/apt"
@@ -145,5 +150,5 @@ mv "$CACHE/initrd.img.tmp" "$CACHE/initrd.img"
 cp "$CACHE/kernel/boot/vmlinuz-$kver" "$CACHE/vmlinuz"
 echo "$kver" >"$CACHE/kver"
 rm -rf "$I" "$CACHE/bb"
-touch "$CACHE/ready"
+echo "$STAMP" >"$CACHE/ready"
 log "guest ready in $CACHE (kernel $kver)"

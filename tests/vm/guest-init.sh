@@ -27,6 +27,9 @@ end() {
 	sleep 10
 	exit 0
 }
+# the host name is the one SMC-R v2's first-contact extension carries (the peer's smc
+# netlink shows it): smcr-vm-a, smcr-vm-b
+echo "smcr-vm-$VM_role" >/proc/sys/kernel/hostname
 mkdir -p /tmp/bld
 mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=512000 bld /tmp/bld || end 99
 modprobe virtio_net
