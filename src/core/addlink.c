@@ -88,12 +88,7 @@ void al_abort(struct core_lgr *lg, bool tell_peer, uint64_t now)
 		if (tell_peer && via && via != nl) {
 			/* docs/protocol/procedures.md 3.2: the server deletes the half-built link
 			 * (DELETE LINK, lost path, on the old link) */
-			struct llc_msg m = { .type = LLC_DELETE_LINK };
-			m.delete_link.link_num = nl->link_num;
-			m.delete_link.orderly = true;
-			m.delete_link.reason = LLC_DEL_LOST_PATH;
-			if (llc_send(via, &m))
-				LOG_DBG(CORE_UNIT, "LG %u: DELETE LINK not sent", lg->id);
+			lgr_send_delete_link(via, nl->link_num, true, LLC_DEL_LOST_PATH);
 		}
 		LOG_INFO(CORE_UNIT, "LG %u: link %u not added (step %d)", lg->id, nl->link_num,
 			 (int)lg->al_step);

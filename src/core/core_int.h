@@ -587,6 +587,9 @@ int lgr_attach(struct core_lgr *lg, struct core_conn *c, bool *need_rkey, uint64
 struct core_link *lgr_link_assign(struct core_lgr *lg, const struct clc_accept *a);
 /* Some active link of lg for an LLC message (the lowest slot); NULL if none. */
 struct core_link *lgr_link_any(struct core_lgr *lg);
+/* DELETE LINK for link number num (not "all"), sent on via; a failed send is logged only:
+ * the peer's own timers end the link then. */
+void lgr_send_delete_link(struct core_link *via, uint8_t num, bool orderly, uint32_t reason);
 unsigned lgr_links_active(const struct core_lgr *lg);
 /* Removes c from its LG (RMB back to the pool, or freed if keep_rmb is false). */
 void lgr_detach(struct core_conn *c, bool pool_rmb, uint64_t now);

@@ -188,16 +188,6 @@ out:
 	conn_put(c);
 }
 
-static void send_delete(struct core_link *via, uint8_t num, bool orderly)
-{
-	struct llc_msg m = { .type = LLC_DELETE_LINK };
-	m.delete_link.link_num = num;
-	m.delete_link.orderly = orderly;
-	m.delete_link.reason = LLC_DEL_LOST_PATH;
-	if (llc_send(via, &m))
-		LOG_DBG(CORE_UNIT, "LG %u: DELETE LINK not sent", via->lg->id);
-}
-
 void link_down(struct core_link *l, int err, unsigned why, uint64_t now)
 {
 	if (l->state == CORE_LINK_DOWN)
@@ -253,20 +243,14 @@ void link_down(struct core_link *l, int err, unsigned why, uint64_t now)
 		/* The client asks and frees the link at once; when the server asked (PEER), the
 		 * answer goes out from fo_on_delete_link. */
 		if (why != CORE_DOWN_PEER)
-			send_delete(to, num, true);
+			lgr_send_delete_link(to, num, true, LLC_DEL_LOST_PATH);
 		return;
 	}
 	/* The server's request, also when the client asked (Linux sends that request back). */
-	if (why == CORE_DOWN_ASYM) {
-		struct llc_msg m = { .type = LLC_DELETE_LINK };
-		m.delete_link.link_num = num;
-		m.delete_link.orderly = true;
-		m.delete_link.reason = LLC_DEL_NO_ASYM_NEEDED;
-		if (llc_send(to, &m))
-			LOG_DBG(CORE_UNIT, "LG %u: DELETE LINK not sent", lg->id);
-	} else {
-		send_delete(to, num, false);
-	}
+	if (why == CORE_DOWN_ASYM)
+		lgr_send_delete_link(to, num, true, LLC_DEL_NO_ASYM_NEEDED);
+	else
+		lgr_send_delete_link(to, num, false, LLC_DEL_LOST_PATH);
 	lg->del_link_num = num;
 	lg->del_deadline = now + e->p.llc_wait_ns;
 	lgr_timer_at(lg, lg->del_deadline);

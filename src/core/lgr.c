@@ -456,6 +456,16 @@ void lgr_free_retired(struct core_lgr *lg, uint64_t now, bool force)
 
 /* ---- termination (docs/protocol/procedures.md 3.8, 5.4) -------------------------------------- */
 
+void lgr_send_delete_link(struct core_link *via, uint8_t num, bool orderly, uint32_t reason)
+{
+	struct llc_msg m = { .type = LLC_DELETE_LINK };
+	m.delete_link.link_num = num;
+	m.delete_link.orderly = orderly;
+	m.delete_link.reason = reason;
+	if (llc_send(via, &m))
+		LOG_DBG(CORE_UNIT, "LG %u: DELETE LINK not sent", via->lg->id);
+}
+
 void lgr_terminate(struct core_lgr *lg, uint32_t reason, bool orderly, bool send_delete,
 		   int err, uint64_t now)
 {
@@ -538,6 +548,19 @@ void lgr_terminate(struct core_lgr *lg, uint32_t reason, bool orderly, bool send
 	}
 }
 
+/* Whether link l still has sends in flight that its drain deadline lets finish; if so the
+ * group's timer is set to that deadline. */
+static bool link_drain_wait(struct core_lgr *lg, struct core_link *l, uint64_t now)
+{
+	pthread_mutex_lock(&l->tx_lock);
+	bool busy = l->slots_free != CORE_SEND_SLOTS;
+	pthread_mutex_unlock(&l->tx_lock);
+	if (!busy || now >= l->drain_deadline)
+		return false;
+	lgr_timer_at(lg, l->drain_deadline);
+	return true;
+}
+
 void lgr_free_dead(struct core_engine *e, uint64_t now, bool force)
 {
 	struct core_lgr **pp = &e->lgs;
@@ -548,27 +571,11 @@ void lgr_free_dead(struct core_engine *e, uint64_t now, bool force)
 			continue;
 		}
 		bool wait = false;
-		for (struct core_link *l = lg->retired; l && !force; l = l->retired_next) {
-			pthread_mutex_lock(&l->tx_lock);
-			bool busy = l->slots_free != CORE_SEND_SLOTS;
-			pthread_mutex_unlock(&l->tx_lock);
-			if (busy && now < l->drain_deadline) {
-				lgr_timer_at(lg, l->drain_deadline);
-				wait = true;
-			}
-		}
-		for (int i = 0; i < CORE_LG_LINKS && !force; i++) {
-			struct core_link *l = lg->links[i];
-			if (!l)
-				continue;
-			pthread_mutex_lock(&l->tx_lock);
-			bool busy = l->slots_free != CORE_SEND_SLOTS;
-			pthread_mutex_unlock(&l->tx_lock);
-			if (busy && now < l->drain_deadline) {
-				lgr_timer_at(lg, l->drain_deadline);
-				wait = true;
-			}
-		}
+		for (struct core_link *l = lg->retired; l && !force; l = l->retired_next)
+			wait |= link_drain_wait(lg, l, now);
+		for (int i = 0; i < CORE_LG_LINKS && !force; i++)
+			if (lg->links[i])
+				wait |= link_drain_wait(lg, lg->links[i], now);
 		if (wait) {
 			pp = &lg->next;
 			continue;

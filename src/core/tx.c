@@ -477,6 +477,28 @@ static long post_locked(struct core_conn *c, const struct iovec *iov, int iovcnt
 	return (long)pl.sent;
 }
 
+/* Posts up to n bytes of a ring (base, size) from stream position pos, as its (at most)
+ * two pieces; a post that reaches the urgent byte at stream position urg_abs (0: none) ends
+ * there, so the CDC after it carries the urgent flag (*urg says so). left: what the ring
+ * still holds, for post_locked. Returns what post_locked returns. */
+static long post_ring_locked(struct core_conn *c, uint8_t *base, uint32_t size, uint64_t pos,
+			     uint32_t n, uint64_t urg_abs, uint64_t left, bool *urg, bool *starved)
+{
+	*urg = false;
+	if (urg_abs > pos && urg_abs - pos <= n) {
+		n = (uint32_t)(urg_abs - pos);
+		*urg = true;
+	}
+	struct curs_chunk ch[2];
+	int nch = curs_split((uint32_t)(pos % size), n, size, ch);
+	struct iovec v[2];
+	for (int k = 0; k < nch; k++) {
+		v[k].iov_base = base + ch[k].off;
+		v[k].iov_len = ch[k].len;
+	}
+	return post_locked(c, v, nch, n, *urg, left, starved);
+}
+
 unsigned tx_flush_locked(struct core_conn *c, bool push)
 {
 	unsigned out = 0;
@@ -501,20 +523,9 @@ unsigned tx_flush_locked(struct core_conn *c, bool push)
 		if (space == 0)
 			break;	/* cannot be (the rewind made the room); wait for an update */
 		uint32_t n = left < space ? (uint32_t)left : space;
-		bool urg = false;
-		if (c->tx_urg_abs > c->tx_prod && c->tx_urg_abs - c->tx_prod <= n) {
-			n = (uint32_t)(c->tx_urg_abs - c->tx_prod);
-			urg = true;
-		}
-		struct curs_chunk ch[2];
-		int nch = curs_split((uint32_t)(c->tx_prod % c->peer_size), n, c->peer_size, ch);
-		struct iovec v[2];
-		for (int k = 0; k < nch; k++) {
-			v[k].iov_base = c->shadow + ch[k].off;
-			v[k].iov_len = ch[k].len;
-		}
-		bool starved = false;
-		long k = post_locked(c, v, nch, n, urg, left, &starved);
+		bool urg, starved = false;
+		long k = post_ring_locked(c, c->shadow, c->peer_size, c->tx_prod, n, c->tx_urg_abs,
+					  left, &urg, &starved);
 		if (k < 0) {
 			if (starved)
 				out |= TX_FLUSH_STARVED;
@@ -536,21 +547,9 @@ unsigned tx_flush_locked(struct core_conn *c, bool push)
 			break;
 		}
 		uint32_t n = q < space ? q : space;
-		bool urg = false;
-		if (c->sb_urg > c->sb_tail && c->sb_urg - c->sb_tail <= n) {
-			n = (uint32_t)(c->sb_urg - c->sb_tail);	/* the CDC after the urgent byte */
-			urg = true;
-		}
-		/* the ring's bytes as (at most) two iovec pieces */
-		struct curs_chunk ch[2];
-		int nch = curs_split((uint32_t)(c->sb_tail % c->sb_size), n, c->sb_size, ch);
-		struct iovec v[2];
-		for (int k = 0; k < nch; k++) {
-			v[k].iov_base = c->sb + ch[k].off;
-			v[k].iov_len = ch[k].len;
-		}
-		bool starved = false;
-		long k = post_locked(c, v, nch, n, urg, q, &starved);
+		bool urg, starved = false;
+		long k = post_ring_locked(c, c->sb, c->sb_size, c->sb_tail, n, c->sb_urg, q, &urg,
+					  &starved);
 		if (k < 0) {
 			if (starved)
 				out |= TX_FLUSH_STARVED;	/* link_slot_get noted us as a waiter */
