@@ -274,3 +274,16 @@ bool cp_quick(void)
 	const char *q = getenv("SMCR_TEST_QUICK");
 	return q && *q && strcmp(q, "0") != 0;
 }
+
+int cp_stream_recv(struct core_conn *rx, uint8_t *buf, size_t cap, uint64_t *got,
+		   uint64_t seed)
+{
+	struct iovec r = { buf, cap };
+	long m = core_conn_recv(rx, &r, 1, 0);
+	if (m == -SMCR_E_AGAIN)
+		return 0;
+	if (m <= 0 || cp_stream_check(buf, *got, (size_t)m, seed) != -1)
+		return -1;
+	*got += (uint64_t)m;
+	return 1;
+}

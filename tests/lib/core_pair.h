@@ -67,6 +67,11 @@ void cp_fill(uint8_t *buf, size_t len, uint64_t seed);
 void cp_stream_fill(uint8_t *buf, uint64_t off, size_t len, uint64_t seed);
 /* Index of the first byte of buf that differs from the stream, or -1 if all match. */
 long cp_stream_check(const uint8_t *buf, uint64_t off, size_t len, uint64_t seed);
+/* Receives what rx has, up to cap bytes into buf, checks them against stream seed at *got
+ * and advances *got: 1 if bytes came, 0 if none were there (AGAIN), -1 on any other
+ * result or a byte that differs from the stream. */
+int cp_stream_recv(struct core_conn *rx, uint8_t *buf, size_t cap, uint64_t *got,
+		   uint64_t seed);
 /* xorshift64 step for test randomness. */
 uint64_t cp_rand(uint64_t *s);
 /* SMCR_TEST_QUICK set (sanitizer stages): big transfers are cut down. */
