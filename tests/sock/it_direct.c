@@ -346,9 +346,7 @@ static void test_no_lease_after_call(void **state)
 
 int main(void)
 {
-	char port_s[16];
-	snprintf(port_s, sizeof(port_s), "%d", 20000 + (int)(getpid() % 20000));
-	setenv("IT_EMU_PORT", port_s, 1);
+	it_emu_port_env();
 	/* before anything reads it (the mode is read once per process) */
 	setenv("SMCR_DIRECT_WAKE", "2", 0); /* (0: the mutation check, fails) */
 	sh = it_shared(sizeof(*sh));

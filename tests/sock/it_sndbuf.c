@@ -533,9 +533,7 @@ static void test_linger_timeout_nonblocking(void **state)
 
 int main(void)
 {
-	char port_s[16];
-	snprintf(port_s, sizeof(port_s), "%d", 20000 + (int)(getpid() % 20000));
-	setenv("IT_EMU_PORT", port_s, 1);
+	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
 	data = malloc(DATA_LEN);
 	uint64_t seed = 12345;

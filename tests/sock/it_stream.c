@@ -267,9 +267,7 @@ static void test_stream_mixed_sizes(void **state)
 
 int main(void)
 {
-	char port_s[16];
-	snprintf(port_s, sizeof(port_s), "%d", 20000 + (int)(getpid() % 20000));
-	setenv("IT_EMU_PORT", port_s, 1);
+	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
 	if (getenv("IT_FILTER"))
 		cmocka_set_test_filter(getenv("IT_FILTER"));

@@ -158,9 +158,7 @@ static void test_sleepers_woken(void **state)
 
 int main(void)
 {
-	char port_s[16];
-	snprintf(port_s, sizeof(port_s), "%d", 20000 + (int)(getpid() % 20000));
-	setenv("IT_EMU_PORT", port_s, 1);
+	it_emu_port_env();
 	/* sleepers on their program fds: the direct sleeper has its own test (it_direct.c) */
 	setenv("SMCR_DIRECT_WAKE", "0", 0);
 	sh = it_shared(sizeof(*sh));

@@ -470,3 +470,10 @@ size_t it_clc_proposal(uint8_t *out, size_t cap, uint16_t instance, uint8_t gid_
 	m.proposal.typev1 = path;
 	return it_clc_enc(&m, out, cap);
 }
+
+void it_emu_port_env(void)
+{
+	char port_s[16];
+	snprintf(port_s, sizeof(port_s), "%d", 20000 + (int)(getpid() % 20000));
+	setenv("IT_EMU_PORT", port_s, 1);
+}

@@ -105,6 +105,9 @@ void it_debug_state(int fd, const char *tag);
 
 /* Shared memory between parent and children (anonymous MAP_SHARED). */
 void *it_shared(size_t n);
+/* main()'s start: IT_EMU_PORT from the pid (20000-39999), so parallel tests' emu devices
+ * do not meet. */
+void it_emu_port_env(void);
 /* Wait (up to 10 s, polling every 0.5 ms) until *v >= want: the stage handshake between
  * the two processes of a test through it_shared memory; IT_CHECK fails after that. */
 void it_wait_at_least(volatile int *v, int want);
