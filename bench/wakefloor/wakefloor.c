@@ -11,6 +11,13 @@
  *           both sleep (the sender's write, the receiver's read), as TCP's send and recv.
  *   epoll   the same, the receiver sleeping in epoll_wait on the eventfd and then reading
  *           it: the shape of a thread that waits on a completion fd and its own fd at once.
+ *   epollx  epoll with smcr's process layout (the direct sleeper, docs/design/readiness.md
+ *           section 4): the eventfd is registered EPOLLEXCLUSIVE in the receiver's epoll
+ *           set first and in a second thread's set second (the progress thread's place),
+ *           so a doorbell rung while the receiver is not inside epoll_wait wakes that
+ *           thread instead (it only goes back to sleep: its registration is
+ *           edge-triggered, and the receiver's level-triggered one still shows the
+ *           eventfd readable when it gets there).
  *   futex   the same through a futex on the sequence word (no fd at all).
  *   relay   today's base path: the eventfd wakes a second thread of the receiving process
  *           (the "progress thread"), which reads it and writes one byte into an AF_UNIX
@@ -53,8 +60,8 @@
 #define MSG 64
 #define MAX_SAMPLES (1u << 22)
 
-enum mode { M_TCP, M_EVFD, M_EPOLL, M_FUTEX, M_RELAY, M_COUNT };
-static const char *mode_name[M_COUNT] = { "tcp", "evfd", "epoll", "futex", "relay" };
+enum mode { M_TCP, M_EVFD, M_EPOLL, M_EPOLLX, M_FUTEX, M_RELAY, M_COUNT };
+static const char *mode_name[M_COUNT] = { "tcp", "evfd", "epoll", "epollx", "futex", "relay" };
 
 /* One direction in shared memory. Written by the sender (seq, buf) and by the receiver
  * (armed: set before it sleeps; cleared by the sender that writes the doorbell). */
@@ -146,7 +153,7 @@ static void rx_wait(struct rx *r, uint32_t want)
 		struct epoll_event ev;
 		if (r->m == M_EVFD) {
 			(void)!read(r->efd, &v, sizeof(v));
-		} else if (r->m == M_EPOLL) {
+		} else if (r->m == M_EPOLL || r->m == M_EPOLLX) {
 			if (epoll_wait(r->ep, &ev, 1, -1) == 1)
 				(void)!read(r->efd, &v, sizeof(v));
 		} else {
@@ -198,6 +205,50 @@ static void *relay_main(void *arg)
 	(void)!send(r->tok_end, "t", 1, MSG_DONTWAIT); /* the receiver may sleep on it */
 	close(ep);
 	return NULL;
+}
+
+/* epollx: the second thread of a process, asleep on the doorbell behind the receiver. */
+struct standby {
+	int ep;
+	_Atomic int *stop;
+};
+
+static void *standby_main(void *arg)
+{
+	struct standby *sb = arg;
+	struct epoll_event ev;
+	while (!atomic_load(sb->stop))
+		(void)epoll_wait(sb->ep, &ev, 1, 100);
+	return NULL;
+}
+
+/* The receiver's epoll set (epoll, epollx) and, for epollx, the standby's, registered
+ * after it (EPOLLEXCLUSIVE wakes in registration order) and its thread. */
+static void epoll_setup(enum mode m, struct rx *r, int efd, struct standby *sb, pthread_t *t,
+			_Atomic int *stop)
+{
+	if (m != M_EPOLL && m != M_EPOLLX)
+		return;
+	r->ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN | (m == M_EPOLLX ? EPOLLEXCLUSIVE : 0) };
+	epoll_ctl(r->ep, EPOLL_CTL_ADD, efd, &ev);
+	if (m != M_EPOLLX)
+		return;
+	sb->ep = epoll_create1(0);
+	sb->stop = stop;
+	ev.events = EPOLLIN | EPOLLEXCLUSIVE | EPOLLET;
+	epoll_ctl(sb->ep, EPOLL_CTL_ADD, efd, &ev);
+	pthread_create(t, NULL, standby_main, sb);
+}
+
+static void epoll_teardown(enum mode m, struct rx *r, struct standby *sb, pthread_t t)
+{
+	if (m == M_EPOLLX) {
+		pthread_join(t, NULL);
+		close(sb->ep);
+	}
+	if (m == M_EPOLL || m == M_EPOLLX)
+		close(r->ep);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -263,11 +314,9 @@ static struct result run(enum mode m, double secs, uint64_t *samp)
 		pthread_t rt;
 		struct relay rl;
 		int tp[2] = { -1, -1 };
-		if (m == M_EPOLL) {
-			r.ep = epoll_create1(0);
-			struct epoll_event ev = { .events = EPOLLIN };
-			epoll_ctl(r.ep, EPOLL_CTL_ADD, efd[0], &ev);
-		}
+		struct standby sb;
+		pthread_t st;
+		epoll_setup(m, &r, efd[0], &sb, &st, &sh->stop);
 		if (m == M_RELAY) {
 			socketpair(AF_UNIX, SOCK_STREAM, 0, tp);
 			r.tok = tp[0];
@@ -293,6 +342,7 @@ static struct result run(enum mode m, double secs, uint64_t *samp)
 		atomic_store(&sh->srv_cpu, cpu_self() - u0);
 		if (m == M_RELAY)
 			pthread_join(rt, NULL);
+		epoll_teardown(m, &r, &sb, st);
 		_exit(0);
 	}
 	char out[MSG], in[MSG];
@@ -301,11 +351,9 @@ static struct result run(enum mode m, double secs, uint64_t *samp)
 	pthread_t rt;
 	struct relay rl;
 	int tp[2] = { -1, -1 };
-	if (m == M_EPOLL) {
-		r.ep = epoll_create1(0);
-		struct epoll_event ev = { .events = EPOLLIN };
-		epoll_ctl(r.ep, EPOLL_CTL_ADD, efd[1], &ev);
-	}
+	struct standby sb;
+	pthread_t st;
+	epoll_setup(m, &r, efd[1], &sb, &st, &sh->stop);
 	if (m == M_RELAY) {
 		socketpair(AF_UNIX, SOCK_STREAM, 0, tp);
 		r.tok = tp[0];
@@ -357,8 +405,7 @@ static struct result run(enum mode m, double secs, uint64_t *samp)
 	cpu += atomic_load(&sh->srv_cpu);
 	close(efd[0]);
 	close(efd[1]);
-	if (m == M_EPOLL)
-		close(r.ep);
+	epoll_teardown(m, &r, &sb, st);
 	munmap(sh, sizeof(*sh));
 	if (n) {
 		qsort(samp, n, sizeof(*samp), cmp_u64);
@@ -391,7 +438,7 @@ int main(int argc, char **argv)
 				;
 			if (k == M_COUNT) {
 				fprintf(stderr, "usage: smcr-wakefloor [-d SECONDS] [-r ROUNDS] [--hog N] "
-						"[--spin US] [tcp|evfd|epoll|futex|relay...]\n");
+						"[--spin US] [tcp|evfd|epoll|epollx|futex|relay...]\n");
 				return 2;
 			}
 			want[k] = true;
