@@ -33,7 +33,7 @@
 #include <smcr/smcr.h>
 
 #include "bpf/optin.h"
-#include "bpfenv.h"
+#include "lib/bpfenv.h"
 
 #define PORT 7311
 #define NBYTES (192u * 1024u)
@@ -476,26 +476,14 @@ static void test_offering_server_silent(void **state)
 static int group_setup(void **state)
 {
 	(void)state;
-	if (bpfenv_setup(&env, 1) != 0)
+	sh = bpfenv_shared(sizeof(*sh));
+	if (!sh || bpfenv_setup(&env, 1) != 0)
 		return -1;
 	return bpfenv_netns(&env, "d", ns, sizeof(ns));
 }
 
-static int group_teardown(void **state)
-{
-	(void)state;
-	bpfenv_teardown(&env);
-	return 0;
-}
-
 int main(void)
 {
-	char why[256];
-	if (bpfenv_precheck(why, sizeof(why)) != 0) {
-		printf("SKIP: %s\n", why);
-		return BPFENV_SKIP;
-	}
-	sh = bpfenv_shared(sizeof(*sh));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_smcr_both_installed),
 		cmocka_unit_test(test_plain_client_installed),
@@ -511,7 +499,5 @@ int main(void)
 		cmocka_unit_test(test_offering_server_answers_garbage),
 		cmocka_unit_test(test_offering_server_silent),
 	};
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	return BPFENV_MAIN(tests, NULL, NULL, group_setup, bpfenv_group_teardown);
 }
