@@ -47,23 +47,23 @@ static uint16_t port;
 #define NCLI 6
 
 struct shared {
-	volatile int stage;
-	volatile uint64_t cli_start_ns;	    /* the normal client's connect began */
-	volatile uint64_t srv_accept_ns[4];
-	volatile int srv_mode[4];
-	volatile int srv_n;
-	volatile int fds_mid, fds_after, socks_mid;
-	volatile int wakeups, accepted, eagain_with_pollin, pollin_after_eagain;
-	volatile int modes_ok;
-	volatile int flags_ok[4];
-	volatile int done;
-	volatile uint64_t conn_ns[NCLI];    /* each client's connect duration */
-	volatile uint64_t conn_end_ns[NCLI]; /* ... and when it returned (CLOCK_MONOTONIC) */
-	volatile uint64_t gap_start_ns;	    /* the server left accept for a while */
-	volatile uint64_t gap_end_ns;	    /* ... and called it again */
-	volatile int echo_ok[NCLI];
-	volatile int go; /* late_server: the silent client is queued */
-	volatile uint64_t watch_ctl;	    /* loop_server: listener watch changes in its loop */
+	_Atomic int stage;
+	_Atomic uint64_t cli_start_ns;	    /* the normal client's connect began */
+	_Atomic uint64_t srv_accept_ns[4];
+	_Atomic int srv_mode[4];
+	_Atomic int srv_n;
+	_Atomic int fds_mid, fds_after, socks_mid;
+	_Atomic int wakeups, accepted, eagain_with_pollin, pollin_after_eagain;
+	_Atomic int modes_ok;
+	_Atomic int flags_ok[4];
+	_Atomic int done;
+	_Atomic uint64_t conn_ns[NCLI];    /* each client's connect duration */
+	_Atomic uint64_t conn_end_ns[NCLI]; /* ... and when it returned (CLOCK_MONOTONIC) */
+	_Atomic uint64_t gap_start_ns;	    /* the server left accept for a while */
+	_Atomic uint64_t gap_end_ns;	    /* ... and called it again */
+	_Atomic int echo_ok[NCLI];
+	_Atomic int go; /* late_server: the silent client is queued */
+	_Atomic uint64_t watch_ctl;	    /* loop_server: listener watch changes in its loop */
 };
 static struct shared *sh;
 
@@ -225,8 +225,8 @@ static void finish(void)
 
 /* The server's fds after the test: those at mid less the pending client's two (its fd and
  * the handshake's hidden dup) if it was ours then. Under TSan the counts at mid and after
- * differ from this by two fds in both directions (not yet explained: the closing note of
- * 2026-12-02 says so), so there the balance is printed, not asserted; the plain and ASan
+ * differ from this by two fds in both directions (not explained yet), so there the
+ * balance is printed, not asserted; the plain and ASan
  * runs assert it. */
 static void check_fd_balance(void)
 {

@@ -39,8 +39,8 @@ struct shared {
 	int mode[MAXCONN];
 	uint32_t local[MAXCONN], peer[MAXCONN];
 	char data[MAXCONN][16];
-	volatile int cli_errno, cli_mode;
-	volatile uint32_t cli_local, cli_peer;
+	_Atomic int cli_errno, cli_mode;
+	_Atomic uint32_t cli_local, cli_peer;
 };
 static struct shared *sh;
 

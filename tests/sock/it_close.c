@@ -23,10 +23,10 @@ static int lfd;
 static uint16_t port;
 
 struct shared {
-	volatile int stage;	       /* hand-offs between the two children */
-	volatile long long t_fail_ns;  /* when the survivor saw the error */
-	volatile int fail_errno;
-	volatile long long got;
+	_Atomic int stage;	       /* hand-offs between the two children */
+	_Atomic long long t_fail_ns;  /* when the survivor saw the error */
+	_Atomic int fail_errno;
+	_Atomic long long got;
 };
 static struct shared *sh;
 

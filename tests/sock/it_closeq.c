@@ -66,9 +66,9 @@ static uint16_t port;
 #define NTW 10
 
 struct shared {
-	volatile int stage;
-	volatile int rst_off;		/* test_fin_time_wait_when_off */
-	volatile int tw;		/* TIME_WAIT entries the client counted */
+	_Atomic int stage;
+	_Atomic int rst_off;		/* test_fin_time_wait_when_off */
+	_Atomic int tw;		/* TIME_WAIT entries the client counted */
 	uint16_t ports[NTW];		/* the client's ports (test_rst_no_time_wait) */
 };
 static struct shared *sh;
@@ -591,7 +591,7 @@ static void test_fin_time_wait_when_off(void **state)
  * lower case, 'x' a close of a hidden fd. */
 static struct sock_sys real_sys;
 static char trail[256];
-static volatile int ntrail; /* the accepting thread writes; read after accept returns */
+static _Atomic int ntrail; /* the accepting thread writes; read after accept returns */
 
 static void trail_add(char c)
 {

@@ -44,8 +44,8 @@ static int lfd;
 static uint16_t port;
 
 struct shared {
-	volatile int stage; /* client -> server: step n wanted */
-	volatile int ack;   /* server -> client: step n done */
+	_Atomic int stage; /* client -> server: step n wanted */
+	_Atomic int ack;   /* server -> client: step n done */
 };
 static struct shared *sh;
 
@@ -53,7 +53,7 @@ struct blocked {
 	int fd;
 	ssize_t rc;
 	char got;
-	volatile int done;
+	_Atomic int done;
 };
 
 static void *blocked_main(void *arg)

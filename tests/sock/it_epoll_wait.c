@@ -38,8 +38,8 @@ static int lfd;
 static uint16_t port;
 
 struct shared {
-	volatile int cstage, sstage;
-	volatile uint64_t sent_ns; /* test_left_loop: when the client sent its 'y' */
+	_Atomic int cstage, sstage;
+	_Atomic uint64_t sent_ns; /* test_left_loop: when the client sent its 'y' */
 	uint8_t sha[NCONN][32]; /* the client's hashes of what it sent */
 };
 static struct shared *sh;

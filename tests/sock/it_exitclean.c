@@ -27,8 +27,8 @@ static char logpath[64];
 #define NCLI 3
 
 struct shared {
-	volatile int served;
-	volatile int lg_ended; /* the server saw no LG left after each client */
+	_Atomic int served;
+	_Atomic int lg_ended; /* the server saw no LG left after each client */
 };
 static struct shared *sh;
 

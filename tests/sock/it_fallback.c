@@ -29,8 +29,8 @@ struct side {
 };
 struct shared {
 	struct side srv, cli;
-	volatile int cli_errno;
-	volatile int cli_done; /* the dropped client saw its reset */
+	_Atomic int cli_errno;
+	_Atomic int cli_done; /* the dropped client saw its reset */
 };
 static struct shared *sh;
 

@@ -40,7 +40,7 @@ enum attack {
 };
 
 struct shared {
-	volatile int stage;
+	_Atomic int stage;
 	int srv_result[ATK__COUNT]; /* 1: data intact, 2: reset (ECONNRESET) */
 	uint64_t dropped_before, dropped_after;
 	int good_served;

@@ -20,7 +20,7 @@
 #include "itlib.h"
 
 struct shared {
-	volatile uint16_t port;
+	_Atomic uint16_t port;
 	uint8_t sent[2][32], recvd[2][32];
 	int mode[2];
 	uint32_t lgr[2][2];

@@ -22,7 +22,7 @@ static int lfd;
 static uint16_t port;
 
 struct shared {
-	volatile int stage;
+	_Atomic int stage;
 };
 static struct shared *sh;
 

@@ -33,11 +33,11 @@ static uint16_t port;
 #define UNREAD 8192	    /* case "unread": bytes the server sends that the client never reads */
 
 struct shared {
-	volatile int written; /* the client sent SENT_MIN */
-	volatile int srv_ready;
-	volatile long long got;	/* bytes the survivor read */
-	volatile int end_errno; /* 0: EOF; else the errno of the final recv */
-	volatile int mode;
+	_Atomic int written; /* the client sent SENT_MIN */
+	_Atomic int srv_ready;
+	_Atomic long long got;	/* bytes the survivor read */
+	_Atomic int end_errno; /* 0: EOF; else the errno of the final recv */
+	_Atomic int mode;
 };
 static struct shared *sh;
 static bool use_smc;

@@ -49,9 +49,9 @@ static int lfd;
 static uint16_t port;
 
 struct shared {
-	volatile int stage;
-	volatile int solicited; /* the client sets $SMCR_CLOSE_SOLICITED=1 */
-	volatile int exits;	/* the client exits right after its close */
+	_Atomic int stage;
+	_Atomic int solicited; /* the client sets $SMCR_CLOSE_SOLICITED=1 */
+	_Atomic int exits;	/* the client exits right after its close */
 };
 static struct shared *sh;
 

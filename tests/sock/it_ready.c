@@ -35,16 +35,16 @@ static int lfd;
 static uint16_t port;
 
 struct shared {
-	volatile int stage;   /* client -> server: bytes of step n are sent */
-	volatile int ack;     /* server -> client: step n checked */
-	volatile int no_pri;  /* server: POLLPRI unsupported here (checks skipped) */
+	_Atomic int stage;   /* client -> server: bytes of step n are sent */
+	_Atomic int ack;     /* server -> client: step n checked */
+	_Atomic int no_pri;  /* server: POLLPRI unsupported here (checks skipped) */
 	struct smcr_info srv[NCONN], cli[NCONN];
-	volatile int srv_ready, cli_ready, closed_one;
-	volatile unsigned srv_conns_after, cli_conns_after;
+	_Atomic int srv_ready, cli_ready, closed_one;
+	_Atomic unsigned srv_conns_after, cli_conns_after;
 };
 static struct shared *sh;
 
-static void wait_for(volatile int *v, int want)
+static void wait_for(_Atomic int *v, int want)
 {
 	for (int i = 0; i < 20000 && *v < want; i++)
 		usleep(500);

@@ -39,14 +39,14 @@ static int lfd;
 static uint16_t port;
 
 struct shared {
-	volatile int stage;
+	_Atomic int stage;
 };
 static struct shared *sh;
 
 /* ---- counting the socket layer's system calls (sys.h table) ---- */
 
 static struct sock_sys real;
-static volatile int n_set_rcvtimeo, n_set_nodelay, n_setfd;
+static _Atomic int n_set_rcvtimeo, n_set_nodelay, n_setfd;
 
 static int count_setsockopt(int fd, int level, int name, const void *v, socklen_t l)
 {

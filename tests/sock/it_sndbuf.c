@@ -36,12 +36,12 @@ static int lfd;
 static uint16_t port;
 
 struct shared {
-	volatile int cstage, sstage;
-	volatile long long total;	/* bytes the client wrote */
-	volatile long long got;		/* bytes the server read */
-	volatile long long t0;		/* client: when the held bytes were sent */
-	volatile int verdict;		/* server: 1 held (not readable), 2 readable */
-	volatile long long t_check;	/* server: when it checked */
+	_Atomic int cstage, sstage;
+	_Atomic long long total;	/* bytes the client wrote */
+	_Atomic long long got;		/* bytes the server read */
+	_Atomic long long t0;		/* client: when the held bytes were sent */
+	_Atomic int verdict;		/* server: 1 held (not readable), 2 readable */
+	_Atomic long long t_check;	/* server: when it checked */
 	uint8_t sha_c[32], sha_s[32];
 };
 static struct shared *sh;
@@ -53,7 +53,7 @@ static long long now_ns(void)
 	return (long long)t.tv_sec * 1000000000ll + t.tv_nsec;
 }
 
-static void wait_for(volatile int *v, int s)
+static void wait_for(_Atomic int *v, int s)
 {
 	for (int i = 0; i < 40000 && *v < s; i++)
 		usleep(250);

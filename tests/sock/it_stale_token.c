@@ -33,8 +33,8 @@ static int lfd;
 static uint16_t port;
 
 struct shared {
-	volatile int stage; /* server -> client: send chunk n */
-	volatile int done;
+	_Atomic int stage; /* server -> client: send chunk n */
+	_Atomic int done;
 };
 static struct shared *sh;
 

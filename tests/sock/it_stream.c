@@ -30,10 +30,10 @@ static int lfd;
 static uint16_t port;
 
 struct shared {
-	volatile int stage; /* client -> server: step n wanted */
-	volatile int ack;   /* server -> client: step n done */
+	_Atomic int stage; /* client -> server: step n wanted */
+	_Atomic int ack;   /* server -> client: step n done */
 	uint8_t sha_sent[32], sha_recv[32];
-	volatile long long recv_total;
+	_Atomic long long recv_total;
 };
 static struct shared *sh;
 

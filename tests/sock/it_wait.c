@@ -35,7 +35,7 @@ static int lfd;
 static uint16_t port;
 
 struct shared {
-	volatile int stage; /* client -> server: send byte number stage */
+	_Atomic int stage; /* client -> server: send byte number stage */
 };
 static struct shared *sh;
 

@@ -31,8 +31,8 @@ static int lfd;
 static uint16_t port;
 
 struct shared {
-	volatile int stage; /* client -> server: step n wanted */
-	volatile int ack;   /* server -> client: step n done */
+	_Atomic int stage; /* client -> server: step n wanted */
+	_Atomic int ack;   /* server -> client: step n done */
 };
 static struct shared *sh;
 

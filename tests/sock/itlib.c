@@ -405,7 +405,7 @@ void it_debug_state(int fd, const char *tag)
 	sock_put(s);
 }
 
-void it_wait_at_least(volatile int *v, int want)
+void it_wait_at_least(_Atomic int *v, int want)
 {
 	for (int i = 0; i < 20000 && *v < want; i++)
 		usleep(500);

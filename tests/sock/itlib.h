@@ -110,7 +110,7 @@ void *it_shared(size_t n);
 void it_emu_port_env(void);
 /* Wait (up to 10 s, polling every 0.5 ms) until *v >= want: the stage handshake between
  * the two processes of a test through it_shared memory; IT_CHECK fails after that. */
-void it_wait_at_least(volatile int *v, int want);
+void it_wait_at_least(_Atomic int *v, int want);
 /* The engine's spinners (threads holding core_engine_spin_begin): 0 when nobody polls and
  * the CQs may be armed. */
 unsigned it_engine_spinners(void);
