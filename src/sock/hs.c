@@ -403,7 +403,7 @@ static void hs_fail_locked(struct sock *s, int code)
 {
 	LOG_INFO("hs", "fd %d: connection set-up failed: %s", s->fd, sock_err_name(code));
 	hs_unwatch_locked(s);
-	s->error = sock_code_errno(code);
+	s->error = sock_errno_of(code);
 	sock_sig_drop_pre_locked(s);
 	if (s->fd_is_tcp) {
 		/* The TCP file is still at fd: reset it there. A listener's child is then
