@@ -44,7 +44,7 @@ static _Atomic(struct core_engine *) eng_fast; /* eng, for lock-free reads once 
 static struct prog_watch *eng_watch[16];      /* (eng_lock) the engine fds' watches, kept for
 					       * the engine's life (the process's) */
 
-/* ---- Direct wake (mode branch; docs/history/stream.md "Round 3") ----
+/* ---- Direct wake (docs/parts/stream.md "Direct wake") ----
  *
  * A blocking call that sleeps used to be woken in two steps: the peer's message writes
  * the CQ's eventfd, the progress thread wakes, polls, writes the socket's POLLIN token
