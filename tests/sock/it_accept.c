@@ -776,10 +776,7 @@ static void test_accept_loop_keeps_watch(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_silent_client_does_not_delay_next),
 		cmocka_unit_test(test_silent_before_first_accept),
@@ -790,5 +787,5 @@ int main(void)
 		cmocka_unit_test(test_blocking_accepts_and_gap),
 		cmocka_unit_test(test_accept_loop_keeps_watch),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

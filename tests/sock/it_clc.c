@@ -403,10 +403,7 @@ static void test_fake_server_dead_qp(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fake_clients),
 		cmocka_unit_test(test_fake_server_declines),
@@ -415,5 +412,5 @@ int main(void)
 		cmocka_unit_test(test_fake_server_reuse_unknown_lg),
 		cmocka_unit_test(test_fake_server_dead_qp),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

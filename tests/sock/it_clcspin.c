@@ -336,15 +336,12 @@ static void test_idle_accept(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	unsetenv("SMCR_CLC_SPIN_US");
 	sh = it_shared(sizeof(*sh));
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_late_server),
 		cmocka_unit_test(test_late_client),
 		cmocka_unit_test(test_idle_accept),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

@@ -757,5 +757,5 @@ int main(void)
 		cmocka_unit_test(test_accept_drains_when_idle),
 		cmocka_unit_test(test_connect_drains_in_data_wait),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

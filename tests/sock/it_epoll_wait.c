@@ -927,10 +927,7 @@ static void test_left_loop(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_event_loop_bytes),
 		cmocka_unit_test(test_lt_and_et),
@@ -939,5 +936,5 @@ int main(void)
 		cmocka_unit_test(test_left_loop),
 		cmocka_unit_test(test_writer_loop_pollout_seen_by_all),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

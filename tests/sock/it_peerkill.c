@@ -270,10 +270,7 @@ static void test_killed_writer_unread_smc(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_killed_writer_tcp),
 		cmocka_unit_test(test_killed_writer_smc),
@@ -282,5 +279,5 @@ int main(void)
 		cmocka_unit_test(test_killed_stopped_tcp),
 		cmocka_unit_test(test_killed_stopped_smc),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

@@ -252,5 +252,5 @@ int main(void)
 		cmocka_unit_test(test_quiet_final_c_peer_exits),
 		cmocka_unit_test(test_eof_no_token),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

@@ -484,10 +484,7 @@ static void test_info_link_fields(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_urgent_out_of_band_vs_tcp),
 		cmocka_unit_test(test_urgent_inline_vs_tcp),
@@ -495,5 +492,5 @@ int main(void)
 		cmocka_unit_test(test_deferred_token),
 		cmocka_unit_test(test_deferred_token_busy_poll),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

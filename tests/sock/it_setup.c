@@ -397,5 +397,5 @@ int main(void)
 		cmocka_unit_test(test_fin_ignored_rst_aborts),
 		cmocka_unit_test(test_early_rst_noticed),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

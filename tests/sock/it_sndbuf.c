@@ -533,13 +533,10 @@ static void test_linger_timeout_nonblocking(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
 	data = malloc(DATA_LEN);
 	uint64_t seed = 12345;
 	it_fill_random(data, DATA_LEN, &seed);
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_nonblock_fill_pollout_outq_shutdown),
 		cmocka_unit_test(test_random_sizes_sha),
@@ -549,7 +546,7 @@ int main(void)
 		cmocka_unit_test(test_linger_timeout),
 		cmocka_unit_test(test_linger_timeout_nonblocking),
 	};
-	int rc = cmocka_run_group_tests(tests, NULL, NULL);
+	int rc = IT_MAIN(tests);
 	free(data);
 	return rc;
 }

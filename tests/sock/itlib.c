@@ -2,6 +2,10 @@
 #define _GNU_SOURCE
 #include "itlib.h"
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <cmocka.h>
+
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <poll.h>
@@ -476,4 +480,12 @@ void it_emu_port_env(void)
 	char port_s[16];
 	snprintf(port_s, sizeof(port_s), "%d", 20000 + (int)(getpid() % 20000));
 	setenv("IT_EMU_PORT", port_s, 1);
+}
+
+int it_main(const struct CMUnitTest *tests, size_t n)
+{
+	it_emu_port_env();
+	if (getenv("IT_FILTER"))
+		cmocka_set_test_filter(getenv("IT_FILTER"));
+	return _cmocka_run_group_tests("tests", tests, n, NULL, NULL);
 }

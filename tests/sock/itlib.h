@@ -108,6 +108,11 @@ void *it_shared(size_t n);
 /* main()'s start: IT_EMU_PORT from the pid (20000-39999), so parallel tests' emu devices
  * do not meet. */
 void it_emu_port_env(void);
+struct CMUnitTest;
+/* An it_ test's run: it_emu_port_env, $IT_FILTER (only the tests it matches), then the
+ * cmocka group tests[0..n) without fixtures; its exit status. */
+int it_main(const struct CMUnitTest *tests, size_t n);
+#define IT_MAIN(tests) it_main(tests, sizeof(tests) / sizeof((tests)[0]))
 /* Wait (up to 10 s, polling every 0.5 ms) until *v >= want: the stage handshake between
  * the two processes of a test through it_shared memory; IT_CHECK fails after that. */
 void it_wait_at_least(_Atomic int *v, int want);
