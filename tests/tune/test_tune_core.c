@@ -229,13 +229,7 @@ struct shm_fx {
 static int shm_setup(void **state)
 {
 	struct shm_fx *f = calloc(1, sizeof(*f));
-	(void)cp_dev_spec();
-	f->ce = cp_engine("shm", NULL);
-	f->se = cp_engine("shm", NULL);
-	if (!f->ce || !f->se)
-		return -1;
-	if (cp_connect(&f->pp, f->ce, f->se, NULL, NULL, 50) || f->pp.rc.status != CORE_CLC_SMC ||
-	    f->pp.rs.status != CORE_CLC_SMC)
+	if (cp_engines("shm", &f->ce, &f->se) || !cp_connect_smc(&f->pp, f->ce, f->se))
 		return -1;
 	int fds[4];
 	assert_true(core_engine_fds(f->ce, fds, 4) >= 1);
@@ -250,8 +244,7 @@ static int shm_teardown(void **state)
 {
 	struct shm_fx *f = *state;
 	cp_release(&f->pp);
-	core_engine_free(f->ce);
-	core_engine_free(f->se);
+	cp_engines_free(f->ce, f->se);
 	free(f);
 	return 0;
 }
