@@ -74,15 +74,6 @@ static uint64_t now_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
-static int raw_connect(void)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	return fd;
-}
-
 /* A normal smcr client: connect, 5 bytes each way over SMC-R. */
 static int normal_client(void *arg)
 {
@@ -247,7 +238,7 @@ static void test_silent_client_does_not_delay_next(void **state)
 	pid_t s = it_fork(echo_server, (void *)(intptr_t)2);
 	usleep(100 * 1000); /* the server is in accept */
 	uint64_t t0 = now_ns();
-	int staller = raw_connect();
+	int staller = it_raw_connect(port);
 	usleep(50 * 1000); /* the server has taken it from the kernel's queue */
 	pid_t c = it_fork(normal_client, NULL);
 	assert_int_equal(it_wait(c, 20000), 0);
@@ -310,7 +301,7 @@ static void test_silent_before_first_accept(void **state)
 	start("1500");
 	pid_t s = it_fork(late_server, NULL);
 	uint64_t t0 = now_ns();
-	int staller = raw_connect();
+	int staller = it_raw_connect(port);
 	usleep(50 * 1000); /* established, in the kernel's queue */
 	sh->go = 1;
 	for (int i = 0; i < 10000 && !sh->srv_accept_ns[0]; i++)
@@ -350,7 +341,7 @@ static void test_half_proposal_dropped_next_served(void **state)
 	size_t n = 0;
 	assert_int_equal(clc_encode(&m, b, sizeof(b), &n), 0);
 	uint64_t t0 = now_ns();
-	int staller = raw_connect();
+	int staller = it_raw_connect(port);
 	assert_int_equal(write(staller, b, 20), 20);
 	usleep(50 * 1000);
 	pid_t c = it_fork(normal_client, NULL);
@@ -538,7 +529,7 @@ static void test_accept4_flags(void **state)
 	}
 	for (int i = 0; i < 2; i++) {
 		/* a plain TCP client that talks first: TCP at once */
-		int fd = raw_connect();
+		int fd = it_raw_connect(port);
 		assert_int_equal(write(fd, "tcp!!", 5), 5);
 		char b[5];
 		assert_int_equal(read(fd, b, 5), 5);
