@@ -2,7 +2,7 @@
  * concurrently and accept returns the first that completed (docs/parts/connect.md).
  *
  *   - a client that connects and stays silent does not delay a second, normal smcr client:
- *     the second is accepted within 1 s (the silent one holds 2.5 s) and moves data over
+ *     the second is accepted while the silent one still waits (2.5 s) and moves data over
  *     SMC-R; the silent one is then served as plain TCP after the server's wait (nothing
  *     was read: fallback), with its data; no fd is left behind;
  *   - a client that sends half a Proposal and stalls does not delay the next either; it is
@@ -61,6 +61,7 @@ struct shared {
 	_Atomic uint64_t conn_end_ns[NCLI]; /* ... and when it returned (CLOCK_MONOTONIC) */
 	_Atomic uint64_t gap_start_ns;	    /* the server left accept for a while */
 	_Atomic uint64_t gap_end_ns;	    /* ... and called it again */
+	_Atomic int gap_saw_conn;	    /* ... because the 4th client's connect had returned */
 	_Atomic int echo_ok[NCLI];
 	_Atomic int go; /* late_server: the silent client is queued */
 	_Atomic uint64_t watch_ctl;	    /* loop_server: listener watch changes in its loop */
@@ -251,8 +252,9 @@ static void test_silent_client_does_not_delay_next(void **state)
 	fprintf(stderr, "normal client accepted %.1f ms after its connect began (the silent "
 		"one connected %.1f ms before)\n", (double)lag / 1e6,
 		(double)(sh->cli_start_ns - t0) / 1e6);
-	assert_true(lag < 1000000000ull);
-	assert_true(sh->srv_n == 1); /* the silent one is still waiting */
+	/* causal, not a time bound: the silent one is still waiting (its 2.5 s) when the
+	 * normal client is done */
+	assert_true(sh->srv_n == 1);
 	/* the silent one: after the server's wait (2.5 s), a plain TCP client */
 	for (int i = 0; i < 10000 && sh->srv_n < 2; i++)
 		usleep(1000);
@@ -354,7 +356,6 @@ static void test_half_proposal_dropped_next_served(void **state)
 	fprintf(stderr, "normal client accepted %.1f ms after its connect began (the stalled "
 		"one connected %.1f ms before)\n", (double)lag / 1e6,
 		(double)(sh->cli_start_ns - t0) / 1e6);
-	assert_true(lag < 1000000000ull);
 	/* the stalled one is dropped at the CLC wait (3 s): its connection ends */
 	struct pollfd p = { .fd = staller, .events = POLLIN };
 	assert_int_equal(poll(&p, 1, 10000), 1);
@@ -363,6 +364,9 @@ static void test_half_proposal_dropped_next_served(void **state)
 	uint64_t t_drop = now_ns() - t0;
 	fprintf(stderr, "stalled client dropped after %.1f ms\n", (double)t_drop / 1e6);
 	assert_true(t_drop >= 2900000000ull);
+	/* causal, not a time bound: the normal client was accepted before the stalled
+	 * handshake ended (it did not wait for the stall's timeout) */
+	assert_true(sh->srv_accept_ns[0] < t0 + t_drop);
 	close(staller);
 	sh->stage = 1;
 	assert_int_equal(it_wait(s, 20000), 0);
@@ -612,7 +616,7 @@ static int timed_client(void *arg)
 
 /* Blocking accepts of 3 clients that connect at once (one taken per poll of the
  * listener, the rest handed on), then outside accept until the 4th client's connect
- * returned (5 s at most), then that one. */
+ * returned (20 s at most), then that one. */
 static int gap_server(void *arg)
 {
 	(void)arg;
@@ -622,10 +626,11 @@ static int gap_server(void *arg)
 		if (i == 3) {
 			sh->gap_start_ns = now_ns();
 			sh->stage = 1; /* the 4th client connects now */
-			/* outside accept until the 4th client's connect returned (5 s at most:
-			 * a connect that needed our accept would return only after that) */
-			for (int k = 0; k < 5000 && !sh->conn_end_ns[3]; k++)
+			/* outside accept until the 4th client's connect returned (20 s at
+			 * most: a connect that needed our accept would return only after) */
+			for (int k = 0; k < 20000 && !sh->conn_end_ns[3]; k++)
 				usleep(1000);
+			sh->gap_saw_conn = sh->conn_end_ns[3] != 0;
 			sh->gap_end_ns = now_ns();
 		}
 		int fd = smcr_accept(lfd, NULL, NULL);
@@ -667,20 +672,17 @@ static void test_blocking_accepts_and_gap(void **state)
 	assert_int_equal(sh->srv_n, 4);
 	for (int i = 0; i < 4; i++) {
 		fprintf(stderr, "client %d: connect took %.1f ms\n", i, (double)sh->conn_ns[i] / 1e6);
-		assert_int_equal(sh->echo_ok[i], 1);
-		/* well under the CLC wait (1.5 s): nobody's handshake waited for an accept */
-		assert_true(sh->conn_ns[i] < 1000000000ull);
+		assert_int_equal(sh->echo_ok[i], 1); /* and SMC-R: no handshake timed out */
 	}
 	/* the 4th completed while the server slept outside accept: its connect returned
-	 * before the server's next accept call, which waited for it up to 5 s (a fixed
-	 * 200 ms bound failed on a loaded machine: a first contact took 261 ms; a fixed 1 s gap under
-	 * TSan: the client's process started after it) */
+	 * before the server's next accept call, which waited for it (an order, not a time
+	 * bound: fixed bounds failed on loaded machines and under TSan) */
 	fprintf(stderr, "gap: %.1f ms; the 4th client's connect %.1f ms, returned %.1f ms "
 		"before the server's next accept\n",
 		(double)(sh->gap_end_ns - sh->gap_start_ns) / 1e6, (double)sh->conn_ns[3] / 1e6,
 		((double)sh->gap_end_ns - (double)sh->conn_end_ns[3]) / 1e6);
+	assert_true(sh->gap_saw_conn);
 	assert_true(sh->conn_end_ns[3] != 0 && sh->conn_end_ns[3] < sh->gap_end_ns);
-	assert_true(sh->gap_end_ns - sh->gap_start_ns < 4900000000ull);
 	finish();
 }
 
