@@ -150,6 +150,16 @@ static int opt_server(void *a)
 	return 0;
 }
 
+/* The socket has its RST watch (it_poll_until's condition). */
+static bool sock_watched(void *arg)
+{
+	struct sock *so = arg;
+	pthread_mutex_lock(&so->lock);
+	bool w = so->watch != NULL;
+	pthread_mutex_unlock(&so->lock);
+	return w;
+}
+
 static int opt_client(void *a)
 {
 	(void)a;
@@ -303,12 +313,9 @@ static int fin_client(void *a)
 	bool early = so->watch != NULL;
 	pthread_mutex_unlock(&so->lock);
 	IT_CHECK(!early);
-	usleep(250000); /* the set-up's last events are handled, the watch is there */
-	pthread_mutex_lock(&so->lock);
-	bool late = so->watch != NULL;
-	pthread_mutex_unlock(&so->lock);
+	/* then it comes (waited for, 10 s at most: the deferral is 100 ms) */
+	IT_CHECK(it_poll_until(sock_watched, so, 10000, 1000));
 	sock_put(so);
-	IT_CHECK(late);
 	uint64_t t0 = progress_turns();
 	sh->stage = 1;
 	it_wait_at_least(&sh->stage, 2);
