@@ -135,6 +135,22 @@ int cp_engines(const char *spec, struct core_engine **ce, struct core_engine **s
 	return -1;
 }
 
+int cp_two_setup(void **state)
+{
+	struct cp_two *t = calloc(1, sizeof(*t));
+	*state = t;
+	return t && cp_engines(NULL, &t->ce, &t->se) == 0 ? 0 : -1;
+}
+
+int cp_two_teardown(void **state)
+{
+	struct cp_two *t = *state;
+	if (t)
+		cp_engines_free(t->ce, t->se);
+	free(t);
+	return 0;
+}
+
 void cp_engines_free(struct core_engine *ce, struct core_engine *se)
 {
 	if (ce)

@@ -54,6 +54,12 @@ bool cp_connect_smc_with(struct cp_pair *pp, struct core_engine *ce, struct core
 int cp_engines(const char *spec, struct core_engine **ce, struct core_engine **se);
 /* Frees the two engines (NULL skipped). */
 void cp_engines_free(struct core_engine *ce, struct core_engine *se);
+/* A cmocka fixture: *state is a struct cp_two with two engines on the default device. */
+struct cp_two {
+	struct core_engine *ce, *se;
+};
+int cp_two_setup(void **state);
+int cp_two_teardown(void **state);
 /* One round: step both handshakes (if not done), progress both engines. */
 void cp_round(struct cp_pair *pp);
 /* Progress both engines n times at pp->now. */
