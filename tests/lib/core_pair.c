@@ -135,6 +135,13 @@ int cp_engines(const char *spec, struct core_engine **ce, struct core_engine **s
 	return -1;
 }
 
+void cp_close_both(struct cp_pair *pp)
+{
+	core_conn_close(pp->cli, false, pp->now);
+	core_conn_close(pp->srv, false, pp->now);
+	cp_progress(pp, 3);
+}
+
 int cp_two_setup(void **state)
 {
 	struct cp_two *t = calloc(1, sizeof(*t));

@@ -60,6 +60,8 @@ struct cp_two {
 };
 int cp_two_setup(void **state);
 int cp_two_teardown(void **state);
+/* Both ends close (no abort) and the pair runs 3 rounds (the close protocol's messages). */
+void cp_close_both(struct cp_pair *pp);
 /* One round: step both handshakes (if not done), progress both engines. */
 void cp_round(struct cp_pair *pp);
 /* Progress both engines n times at pp->now. */
