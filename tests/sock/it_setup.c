@@ -33,6 +33,7 @@
 #include "itlib.h"
 #include "sock/progress.h"
 #include "sock/sock.h"
+#include "util/clock.h"
 #include "sock/sys.h"
 
 static int lfd;
@@ -158,6 +159,16 @@ static bool sock_watched(void *arg)
 	bool w = so->watch != NULL;
 	pthread_mutex_unlock(&so->lock);
 	return w;
+}
+
+/* The progress thread made no turn in the last 300 ms (it_poll_until's condition): longer
+ * than the close reaper's longest interval (160 ms), so a reaper still at work is seen. */
+static bool progress_idle(void *arg)
+{
+	(void)arg;
+	uint64_t t = progress_turns();
+	usleep(300000);
+	return progress_turns() == t;
 }
 
 static int opt_client(void *a)
@@ -303,19 +314,30 @@ static int fin_client(void *a)
 	usleep(50000); /* both closed: its RMB is back in the pool, known to the peer, so
 			* the next connection needs no CONFIRM RKEY (no background wait) */
 	int fd = it_connect(false, port);
+	uint64_t t_up = smcr_now_ns(); /* the connection was up by now */
 	IT_CHECK(fd >= 0);
 	struct smcr_info in;
 	IT_CHECK(it_info(fd, &in) && in.mode == SMCR_MODE_SMCR && !in.first_contact);
-	/* the RST watch starts 100 ms after the connection is up (deferred), not at once */
+	/* the RST watch starts 100 ms after the connection is up (deferred), not at once:
+	 * asserted when this look came within 50 ms of the connect's return (on a loaded
+	 * machine or under a sanitizer it may come later, when the watch may be there) */
 	struct sock *so = sock_get(fd);
 	IT_CHECK(so != NULL);
 	pthread_mutex_lock(&so->lock);
 	bool early = so->watch != NULL;
 	pthread_mutex_unlock(&so->lock);
-	IT_CHECK(!early);
+	uint64_t looked = smcr_now_ns() - t_up;
+	if (looked < 50 * SMCR_NS_PER_MS)
+		IT_CHECK(!early);
+	else
+		fprintf(stderr, "deferred watch: looked %.1f ms after the connect (watch %s), "
+			"not asserted\n", (double)looked / 1e6, early ? "there" : "not yet");
 	/* then it comes (waited for, 10 s at most: the deferral is 100 ms) */
 	IT_CHECK(it_poll_until(sock_watched, so, 10000, 1000));
 	sock_put(so);
+	/* and the set-up's last events are handled (the first connection's close reaped):
+	 * the progress thread made no turn for 300 ms (waited for, 10 s at most) */
+	IT_CHECK(it_poll_until(progress_idle, NULL, 10000, 0));
 	uint64_t t0 = progress_turns();
 	sh->stage = 1;
 	it_wait_at_least(&sh->stage, 2);
