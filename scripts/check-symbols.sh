@@ -10,8 +10,9 @@ declare -A allow=(
   [dev]="dev util"
   [dev/shm]="dev/shm dev util"
   [dev/emu]="dev/emu dev util"
+  [dev/verbs]="dev/verbs dev util"
   [core]="core wire dev util"
-  [sock]="sock core wire dev dev/shm dev/emu bpf util"
+  [sock]="sock core wire dev dev/shm dev/emu dev/verbs bpf util"
   [bpf]="bpf util"
 )
 declare -A owner=()   # symbol -> layer that defines it

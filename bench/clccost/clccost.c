@@ -49,7 +49,7 @@
 #include <unistd.h>
 
 static int lfd;
-static volatile int clc_mode; /* 0 tcp, 1 tcp+clc, 2 floor */
+static _Atomic int clc_mode; /* 0 tcp, 1 tcp+clc, 2 floor */
 
 /* floor: the "memory" path. One connection at a time (as smcr-perf connect), so one
  * buffer per direction; an eventfd per direction is the doorbell (made once, as a link's

@@ -37,12 +37,12 @@ struct counts {
 };
 
 struct shared {
-	volatile int srv_ready;
-	volatile int stop;
+	_Atomic int srv_ready;
+	_Atomic int stop;
 	struct counts srv_now; /* the server's, written by it on request */
-	volatile int srv_req, srv_ack;
-	volatile long bad;	/* client: an echo that differed or failed */
-	volatile long srv_short; /* server: a connection that ended before its 64 bytes */
+	_Atomic int srv_req, srv_ack;
+	_Atomic long bad;	/* client: an echo that differed or failed */
+	_Atomic long srv_short; /* server: a connection that ended before its 64 bytes */
 };
 static struct shared *sh;
 

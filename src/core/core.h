@@ -615,9 +615,9 @@ struct core_conn_info {
 	/* The peer died with its link and sent no close: the end of the stream (EOF or a
 	 * reset) waits for its TCP connection's FIN or RST (core_conn_tcp_event). */
 	bool lost_wait;
-	/* Added by the closeq branch: the connection's link is on a software device (shm,
-	 * emu), whose peer is always smcr (sock/api.c: the RST of a closed peer's TCP side).
-	 * false once the connection left its link (a finished close). */
+	/* The connection's link is on a software device (shm, emu), whose peer is always
+	 * smcr (sock/api.c: the RST of a closed peer's TCP side). false once the connection
+	 * left its link (a finished close). */
 	bool soft_dev;
 };
 /* Bytes of empty send rings kept for reuse by this process's connections (ringpool.c). */

@@ -673,8 +673,8 @@ int sock_close(struct sock *s)
 		core_conn_info(s->conn, &ci);
 		if (ci.close_wait)
 			reap_arm(); /* the peer's C may come quiet (the close reaper, above) */
-		/* O_NONBLOCK does not matter: Linux TCP's close lingers either way (measured:
-		 * docs/parts/sndbuf.md "Linger"). */
+		/* O_NONBLOCK does not matter: Linux TCP's close lingers either way
+		 * (docs/parts/sndbuf.md "Linger"). */
 		if (!abort && s->linger_set && s->linger_secs > 0 && ci.tcp_action != CORE_TCP_RESET) {
 			/* s->closing keeps other calls away; the progress thread may need the
 			 * lock meanwhile */
@@ -697,8 +697,8 @@ int sock_close(struct sock *s)
 				 * program sees no difference. When the peer's C came first and ours
 				 * is out (both sides closed the SMC-R connection; nobody reads the
 				 * TCP connection any more), it ends with an RST: no FIN exchange
-				 * and no TIME_WAIT (DEVIATION from Linux's FIN, measured and
-				 * bounded in docs/history/connect.md; $SMCR_CLOSE_RST=0).
+				 * and no TIME_WAIT (DEVIATION from Linux's FIN, bounded in
+				 * docs/parts/connect.md "Close"; $SMCR_CLOSE_RST=0).
 				 * Only on a software device, whose peer is smcr: its C is sent
 				 * by close only, and its TCP watch went before its C. A Linux
 				 * peer (verbs) sends C at shutdown(SHUT_RDWR) too, with its

@@ -44,7 +44,7 @@ static _Atomic(struct core_engine *) eng_fast; /* eng, for lock-free reads once 
 static struct prog_watch *eng_watch[16];      /* (eng_lock) the engine fds' watches, kept for
 					       * the engine's life (the process's) */
 
-/* ---- Direct wake (mode branch; docs/history/stream.md "Round 3") ----
+/* ---- Direct wake (docs/parts/stream.md "Direct wake") ----
  *
  * A blocking call that sleeps used to be woken in two steps: the peer's message writes
  * the CQ's eventfd, the progress thread wakes, polls, writes the socket's POLLIN token
@@ -61,7 +61,8 @@ static struct prog_watch *eng_watch[16];      /* (eng_lock) the engine fds' watc
  * kernel's ep_poll_callback returns "woken" for it). So: a direct sleeper inside
  * epoll_wait gets the wake-up and the progress thread does not wake at all; with nobody
  * there, the progress thread gets it as before. Nothing is paused or re-enabled, so no
- * epoll_ctl of the engine fds per sleep (the ready branch's pause/resume cost four).
+ * epoll_ctl of the engine fds per sleep (pausing and resuming the progress thread's
+ * registrations instead would cost four).
  *
  * The rule that keeps wake-ups from being lost (test: tests/sock/it_direct.c): a thread
  * that was inside epoll_wait on eng_direct_epfd, for whatever reason it returns (its own
@@ -451,7 +452,7 @@ void sock_core_event(void *ctx, struct core_conn *c, unsigned events, unsigned r
 	if (atomic_load(&s->state) != SS_SMC)
 		return;
 	if (raised & CORE_EV_RDHUP)
-		hs_peer_closed(s, events); /* the TCP watch can go (connect branch, docs/parts/connect.md) */
+		hs_peer_closed(s, events); /* the TCP watch can go (docs/parts/connect.md "Close") */
 	/* An arrival for a thread spinning in recv on this socket: that thread takes the
 	 * data itself, so the POLLIN token (a send now, a recv to drain it when the read
 	 * empties the RMBE: 2 system calls per message) is skipped; the spinner writes it if

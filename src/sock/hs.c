@@ -4,16 +4,28 @@
  * SMC-R (the placeholder becomes the live program end), fallback (the TCP socket goes back
  * to the program's fd) or failure (the program end shows the error).
  *
- * Everything here runs on the progress thread under the socket's lock, started by
- * hs_start_locked and re-entered on: TCP readiness (the watch), the engine's CORE_EV_CLC
- * (hs_kick), and the deadline (the timer). Blocking connect/accept wait on s->cond.
+ * Who runs it, always under the socket's lock (one step: hs_run_locked):
+ *   - in the background, on the progress thread: hs_start_locked registers the TCP watch
+ *     and the deadline timer, and the step is re-entered on TCP readiness (the watch), the
+ *     engine's CORE_EV_CLC (hs_kick) and the deadline (the timer): non-blocking connects,
+ *     accepted connections under accept at first use (started by the first call that needs
+ *     the mode, sock_lazy_start) and the accept queue's connections;
+ *   - inline, on the calling thread: a blocking connect runs its own CLC exchange
+ *     (hs_connect_inline_locked, with the answer's spin, hs_spin_poll) until the link's
+ *     set-up, whose LLC messages come through the engine, then goes to the background and
+ *     waits on s->cond (hs_wait_locked); a blocking accept drives its queue's handshakes
+ *     itself (lsn.c: hs_drive_start_locked / hs_drive_step_locked, then
+ *     hs_drive_release_locked hands an unfinished one to the background).
  *
  * Stream discipline: the engine must see CLC bytes only, and after a fallback every byte
  * that is not CLC must still be in the kernel for the program to read. So the driver never
  * reads past a message: it peeks at the 8-byte header for the length (clc_peek_header),
- * then reads exactly that many bytes once all are there. A server peeks at the first bytes
- * too: anything but a CLC eyecatcher means a plain TCP client (fallback, reason PEERNOSMC,
- * nothing consumed), and so does silence until the first-byte wait (sock.h) ends.
+ * then reads exactly that many bytes once all are there. A server that has sent nothing yet
+ * peeks at the first bytes too: anything but a CLC eyecatcher means a plain TCP client
+ * (fallback, reason PEERNOSMC, nothing consumed), and so does silence until the first-byte
+ * wait (sock.h) ends. Once it has sent its Accept it is committed (RFC 7609 3.5): bytes that
+ * are not a CLC message fail the handshake and the TCP connection is reset, never handed to
+ * the program (docs/parts/robust.md "Finding 1").
  *
  * Without an engine (no device could be opened) the driver answers for itself: a client
  * sends a Decline (NOSMCRDEV) as its first CLC message, which docs/protocol/procedures.md 2.2
@@ -235,8 +247,8 @@ void hs_peer_closed(struct sock *s, unsigned events)
  * one list (FIFO, deadlines in order), one progress timer for the whole list; a close
  * before takes it off the list (no system call). A registration reports a reset that
  * came before it (epoll checks the socket's state at EPOLL_CTL_ADD), so an RST in the
- * first HS_WATCH_DEFER_NS is noticed at most that late (docs/history/connect.md, Round 3:
- * deviation). The engine's own signals (the peer's C or A, link failure) are not delayed.
+ * first HS_WATCH_DEFER_NS is noticed at most that late (docs/parts/connect.md "What a
+ * connection's set-up does not do"; how the delay was chosen: docs/history/connect.md). The engine's own signals (the peer's C or A, link failure) are not delayed.
  * Lock: hs_dw_lock, a leaf (taken under a socket's lock; progress_lock is taken under it
  * by progress_timer_arm); it protects the list, the s->dw_* fields and hs_dw_inited. */
 #define HS_WATCH_DEFER_NS (100ull * SMCR_NS_PER_MS)
@@ -403,7 +415,7 @@ static void hs_fail_locked(struct sock *s, int code)
 {
 	LOG_INFO("hs", "fd %d: connection set-up failed: %s", s->fd, sock_err_name(code));
 	hs_unwatch_locked(s);
-	s->error = sock_code_errno(code);
+	s->error = sock_errno_of(code);
 	sock_sig_drop_pre_locked(s);
 	if (s->fd_is_tcp) {
 		/* The TCP file is still at fd: reset it there. A listener's child is then
@@ -812,9 +824,9 @@ static void hs_spin_note(enum hs_spin_site site, bool hit)
 
 int hs_spin_poll(struct pollfd *pf, unsigned n, enum hs_spin_site site)
 {
-	/* The server spins shorter: the client's Confirm comes within 2 µs of the spin's
-	 * start when the client runs (measured: 2498 of 2584 hits), the server's Accept
-	 * within 2-50 µs (it may have to wake up first). */
+	/* The server spins shorter: the client's Confirm comes within about 2 µs of the
+	 * spin's start when the client runs, the server's Accept within 2-50 µs (it may have
+	 * to wake up first; the figures: docs/history/connect.md). */
 	uint64_t budget = hs_spin_budget();
 	if (site == HS_SPIN_SERVER && budget > HS_SPIN_SERVER_NS)
 		budget = HS_SPIN_SERVER_NS;
@@ -1041,7 +1053,7 @@ void hs_connect_inline_locked(struct sock *s)
 		/* No closeq drain here: this wait is filled already (the signal pair is
 		 * opened in it), and a close past the Accept's arrival delays the Confirm;
 		 * the wait for the answer's data drains them (docs/parts/connect.md
-		 * Round 10). */
+		 * "Close"). */
 		int n = spin ? hs_spin_poll(&pf, 1, HS_SPIN_CLIENT) : 0;
 		if (n == 0)
 			n = sock_sys.poll(&pf, 1, ms);

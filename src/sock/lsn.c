@@ -223,7 +223,7 @@ static void lsn_watch_arm_locked(struct sock *s, bool on)
  * within microseconds: re-arming the watch as the last blocking accept leaves and
  * disarming it as the next one enters cost two epoll_ctl per connection, the re-arm on
  * the connection's critical path (the program gets its fd after it; docs/parts/connect.md
- * Round 10). So the last one out arms a timer LSN_REARM_NS away instead, and only when
+ * "Spinning for the CLC answer"). So the last one out arms a timer LSN_REARM_NS away instead, and only when
  * that costs no wake-up of the progress thread (progress_timer_arm_quiet: it is awake or
  * due by then anyway; else the re-arm is done at once, as before); the next accept that
  * comes first cancels it and finds the watch still disarmed. A connection that arrives
@@ -740,13 +740,13 @@ static int lsn_wait(struct sock *ls, struct lsn_drive *d, uint64_t deadline)
 	 * for a new connection, the server is idle (the client is between two connections).
 	 * In the wait for a Confirm it is not: the client answers our Accept within ~10 µs,
 	 * and the closes (one TCP socket's ~12 µs) delayed the Confirm's step, the answer
-	 * and the connection (docs/history/connect.md Round 10: ~15 % of the connect rate). */
+	 * and the connection (about 15 % of the connect rate: docs/history/connect.md). */
 	if (d->n == 0)
 		closeq_drain(CLOSEQ_WAIT_MAX);
 	/* Idle (no handshake in flight), a short spin for the next connection too: a client
 	 * that makes connections one after the other sends its Proposal ~20 µs after our
 	 * answer, and its send would otherwise pay for waking us (docs/parts/connect.md
-	 * Round 10). Off after misses, like the others: an idle server spins once in 8. */
+	 * "Spinning for the CLC answer"). Off after misses, like the others: an idle server spins once in 8. */
 	int n = answered    ? hs_spin_poll(pf, (unsigned)k, HS_SPIN_SERVER)
 		: d->n == 0 ? hs_spin_poll(pf, (unsigned)k, HS_SPIN_IDLE)
 			    : 0;

@@ -79,7 +79,7 @@ static void fill_info(struct sock *s, struct smcr_info *in)
 	if (ci.fallback_peer)
 		in->peer_reason = ci.fallback_peer;
 	if (!in->error)
-		in->error = ci.error ? sock_code_errno(ci.error) : 0;
+		in->error = ci.error ? sock_errno_of(ci.error) : 0;
 	in->first_contact = ci.first_contact;
 	in->smc_version = ci.mode == CORE_MODE_SMC ? ci.smc_version : 0;
 	in->link_id = ci.link_num;
@@ -299,7 +299,7 @@ int smcr_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		s->error = 0;
 		if (!err && s->conn && st == SS_SMC) {
 			int c = core_conn_error(s->conn);
-			err = c ? sock_code_errno(c) : 0;
+			err = c ? sock_errno_of(c) : 0;
 		}
 		if (err && s->has_sig)
 			sig_clear_error(&s->sig);

@@ -50,9 +50,10 @@ static bool prog_atfork_done;
  * nothing queued while it is awake does (an eventfd write and a wake-up per handshake
  * and per close otherwise; docs/parts/connect.md). */
 static uint64_t prog_wake_at;
-/* progress_due_by (conns4). prog_due: the earliest "be awake by" posted since the thread
- * last took it (UINT64_MAX: none); prog_sleep_end: prog_wake_at for lock-free readers (0
- * awake or about to be, 1 kicked, UINT64_MAX asleep with no timeout). A Dekker pair, both
+/* progress_due_by (docs/PERFORMANCE.md: the held spin's kick). prog_due: the earliest "be
+ * awake by" posted since the thread last took it (UINT64_MAX: none); prog_sleep_end:
+ * prog_wake_at for lock-free readers (0 awake or about to be, 1 kicked, UINT64_MAX asleep
+ * with no timeout). A Dekker pair, both
  * sequentially consistent: a poster lowers prog_due, then loads prog_sleep_end; the thread
  * stores prog_sleep_end, then exchanges prog_due. So the thread takes the post into its
  * timeout, or the poster sees the sleep's end (and kicks if that is too late), or both.

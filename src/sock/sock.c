@@ -339,11 +339,6 @@ void sock_sync_after_call(struct sock *s)
 	sock_apply_events(s, ev, 0, true);
 }
 
-int sock_code_errno(int code)
-{
-	return sock_errno_of(code);
-}
-
 /* ---- Numbers of one connection ----
  *
  * dup(2) gives a second number for the same open file, and the connection ends only when

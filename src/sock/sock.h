@@ -463,7 +463,5 @@ uint64_t sock_prefix_refreshes(void);
 /* Fills the core_conn_params of s (addresses, prefixes, sizes, callback). Caller holds lock. */
 SMCR_MUST_CHECK int sock_conn_params_locked(struct sock *s, struct core_conn_params *p,
 					    struct core_ip_prefix *pfx, int maxpfx);
-/* Converts a -SMCR_E code of core/sock to the errno for SO_ERROR. */
-int sock_code_errno(int code);
 
 #endif

@@ -99,14 +99,6 @@ int rcur_peek_u8(const struct rcur *c, size_t at, uint8_t *v)
 	return 0;
 }
 
-int rcur_peek_u16(const struct rcur *c, size_t at, uint16_t *v)
-{
-	if (at >= c->len || c->len - at < 2)
-		return -SMCR_E_SHORT;
-	*v = be16_load(c->buf + at);
-	return 0;
-}
-
 static int wcur_take(struct wcur *c, size_t n, uint8_t **p)
 {
 	if (n > c->cap - c->off)

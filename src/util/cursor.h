@@ -55,7 +55,6 @@ SMCR_MUST_CHECK int rcur_skip(struct rcur *c, size_t n);
 SMCR_MUST_CHECK int rcur_expect(struct rcur *c, const void *want, size_t n);
 /* Reads at an absolute offset without moving the cursor. */
 SMCR_MUST_CHECK int rcur_peek_u8(const struct rcur *c, size_t at, uint8_t *v);
-SMCR_MUST_CHECK int rcur_peek_u16(const struct rcur *c, size_t at, uint16_t *v);
 
 SMCR_MUST_CHECK int wcur_put_u8(struct wcur *c, uint8_t v);
 SMCR_MUST_CHECK int wcur_put_u16(struct wcur *c, uint16_t v);

@@ -23,10 +23,3 @@ unsigned wire_mtu_bytes(unsigned code)
 	return 1u << (7 + code);
 }
 
-unsigned wire_mtu_code(unsigned bytes)
-{
-	for (unsigned c = WIRE_MTU_CODE_MIN; c <= WIRE_MTU_CODE_MAX; c++)
-		if (wire_mtu_bytes(c) == bytes)
-			return c;
-	return 0;
-}

@@ -20,7 +20,5 @@ uint64_t wire_rmbe_size(unsigned code);
 unsigned wire_rmbe_code(uint64_t bytes, unsigned max_code);
 /* Bytes of a QP MTU code; 0 if the code is invalid (0 or > 5). */
 unsigned wire_mtu_bytes(unsigned code);
-/* Code of an MTU in bytes (256..4096, a power of two); 0 if none. */
-unsigned wire_mtu_code(unsigned bytes);
 
 #endif

@@ -28,8 +28,8 @@
 
 #include "bpf/abi.h"
 #include "bpf/optin.h"
-#include "bpfenv.h"
-#include "peers.h"
+#include "lib/bpfenv.h"
+#include "lib/bpfpeers.h"
 
 static struct bpfenv env;
 static char ns_a[64];
@@ -358,30 +358,13 @@ static int group_setup(void **state)
 	return bpfenv_netns(&env, "a", ns_a, sizeof(ns_a));
 }
 
-static int group_teardown(void **state)
-{
-	(void)state;
-	bpfenv_teardown(&env);
-	return 0;
-}
-
 int main(void)
 {
-	char why[256];
-
-	if (bpfenv_precheck(why, sizeof(why)) != 0) {
-		printf("SKIP: %s\n", why);
-		return BPFENV_SKIP;
-	}
-	if (bpfenv_sh("bpftool version >/dev/null 2>&1") != 0) {
-		printf("SKIP: bpftool missing\n");
-		return BPFENV_SKIP;
-	}
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_install_status_uninstall),
 	    cmocka_unit_test(test_upgrade_in_place),
 	    cmocka_unit_test(test_reinstall_at_once),
 	    cmocka_unit_test(test_install_mounts_bpffs),
 	};
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	return BPFENV_MAIN(tests, "bpftool version", "bpftool", group_setup, bpfenv_group_teardown);
 }

@@ -21,8 +21,8 @@
 
 #include "bpf/abi.h"
 #include "bpf/optin.h"
-#include "bpfenv.h"
-#include "peers.h"
+#include "lib/bpfenv.h"
+#include "lib/bpfpeers.h"
 
 #define N 1000
 
@@ -304,34 +304,11 @@ static int group_setup(void **state)
 	(void)state;
 	if (bpfenv_setup(&env, 1) != 0)
 		return -1;
-	if (bpfenv_netns(&env, "a", ns_a, sizeof(ns_a)) ||
-	    bpfenv_netns(&env, "b", ns_b, sizeof(ns_b)))
-		return -1;
-	return bpfenv_sh("ip -n %s link add va type veth peer name vb netns %s && "
-	                 "ip -n %s addr add 10.77.0.1/24 dev va && "
-	                 "ip -n %s addr add fd77::1/64 dev va nodad && ip -n %s link set va up && "
-	                 "ip -n %s addr add 10.77.0.2/24 dev vb && "
-	                 "ip -n %s addr add fd77::2/64 dev vb nodad && ip -n %s link set vb up",
-	                 ns_a, ns_b, ns_a, ns_a, ns_a, ns_b, ns_b, ns_b) == 0
-	           ? 0
-	           : -1;
-}
-
-static int group_teardown(void **state)
-{
-	(void)state;
-	bpfenv_teardown(&env);
-	return 0;
+	return bpfenv_veth_pair(&env, ns_a, ns_b, sizeof(ns_a));
 }
 
 int main(void)
 {
-	char why[256];
-
-	if (bpfenv_precheck(why, sizeof(why)) != 0) {
-		printf("SKIP: %s\n", why);
-		return BPFENV_SKIP;
-	}
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_both_opted_in_v4),
 	    cmocka_unit_test(test_listener_only),
@@ -349,5 +326,5 @@ int main(void)
 	    cmocka_unit_test(test_veth_v6_client_outside),
 	    cmocka_unit_test(test_too_late),
 	};
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	return BPFENV_MAIN(tests, NULL, NULL, group_setup, bpfenv_group_teardown);
 }

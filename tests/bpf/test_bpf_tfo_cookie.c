@@ -26,8 +26,8 @@
 
 #include "bpf/abi.h"
 #include "bpf/optin.h"
-#include "bpfenv.h"
-#include "peers.h"
+#include "lib/bpfenv.h"
+#include "lib/bpfpeers.h"
 
 #define N 1000
 
@@ -238,30 +238,13 @@ static int group_setup(void **state)
 	return bpfenv_setup(&env, 1);
 }
 
-static int group_teardown(void **state)
-{
-	(void)state;
-	bpfenv_teardown(&env);
-	return 0;
-}
-
 int main(void)
 {
-	char why[256];
-
-	if (bpfenv_precheck(why, sizeof(why)) != 0) {
-		printf("SKIP: %s\n", why);
-		return BPFENV_SKIP;
-	}
-	if (bpfenv_sh("nft --version >/dev/null 2>&1") != 0) {
-		printf("SKIP: nftables (nft) missing\n");
-		return BPFENV_SKIP;
-	}
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_syncookies_forced),
 	    cmocka_unit_test(test_first_synack_dropped),
 	    cmocka_unit_test(test_tfo),
 	    cmocka_unit_test(test_synack_no_space),
 	};
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	return BPFENV_MAIN(tests, "nft --version", "nftables (nft)", group_setup, bpfenv_group_teardown);
 }

@@ -31,8 +31,8 @@
 
 #include "bpf/abi.h"
 #include "bpf/optin.h"
-#include "bpfenv.h"
-#include "peers.h"
+#include "lib/bpfenv.h"
+#include "lib/bpfpeers.h"
 
 static struct bpfenv env;
 static char ns_a[64], ns_b[64];
@@ -257,22 +257,12 @@ static void test_wire_ipv6(void **state)
 static int group_setup(void **state)
 {
 	(void)state;
-	int self, rc;
+	int self;
 	unsigned idx;
 
 	if (bpfenv_setup(&env, 1) != 0)
 		return -1;
-	if (bpfenv_netns(&env, "a", ns_a, sizeof(ns_a)) ||
-	    bpfenv_netns(&env, "b", ns_b, sizeof(ns_b)))
-		return -1;
-	/* No offloads: the captured frames are the ones the stack built. */
-	rc = bpfenv_sh("ip -n %s link add va type veth peer name vb netns %s && "
-	               "ip -n %s addr add 10.77.0.1/24 dev va && "
-	               "ip -n %s addr add fd77::1/64 dev va nodad && ip -n %s link set va up && "
-	               "ip -n %s addr add 10.77.0.2/24 dev vb && "
-	               "ip -n %s addr add fd77::2/64 dev vb nodad && ip -n %s link set vb up",
-	               ns_a, ns_b, ns_a, ns_a, ns_a, ns_b, ns_b, ns_b);
-	if (rc != 0)
+	if (bpfenv_veth_pair(&env, ns_a, ns_b, sizeof(ns_a)) != 0)
 		return -1;
 	/* The capture socket lives in the server's namespace, on va. */
 	self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
@@ -301,15 +291,9 @@ static int group_teardown(void **state)
 
 int main(void)
 {
-	char why[256];
-
-	if (bpfenv_precheck(why, sizeof(why)) != 0) {
-		printf("SKIP: %s\n", why);
-		return BPFENV_SKIP;
-	}
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_wire_ipv4),
 	    cmocka_unit_test(test_wire_ipv6),
 	};
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	return BPFENV_MAIN(tests, NULL, NULL, group_setup, group_teardown);
 }

@@ -149,7 +149,9 @@ static void t_stuck_busy(void **state)
 	uint64_t t0 = smcr_now_ns();
 	assert_int_equal(dev_dereg_mr(f->a.rmr), 0);
 	f->a.rmr = NULL;
-	assert_true(smcr_now_ns() - t0 < 500 * SMCR_NS_PER_MS);
+	/* it waited for the WRITE it saw in flight (SHM_DEREG_WAIT_NS), then gave up: a hang
+	 * would end the test at its timeout, so no upper bound is asserted */
+	assert_true(smcr_now_ns() - t0 >= SHM_DEREG_WAIT_NS);
 	atomic_store(&e->tx.hdr->busy_rkey, 0);
 	struct dev_sge sg = lsge(&f->b, 0, 8);
 	assert_int_equal(post_send(f->qb, DEV_WR_RDMA_WRITE, DEV_SEND_SIGNALED, &sg, 1,

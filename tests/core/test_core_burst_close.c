@@ -44,10 +44,7 @@ static int setup_spec(void **state, const char *spec)
 	struct fix *f = calloc(1, sizeof(*f));
 	if (!f)
 		return -1;
-	(void)cp_dev_spec();
-	f->ce = cp_engine(spec, NULL);
-	f->se = cp_engine(spec, NULL);
-	if (!f->ce || !f->se)
+	if (cp_engines(spec, &f->ce, &f->se))
 		return -1;
 	for (int i = 0; i < N_CONNS; i++)
 		if (!cp_connect_smc(&f->pp[i], f->ce, f->se))
@@ -64,8 +61,7 @@ static int teardown(void **state)
 	struct fix *f = *state;
 	for (int i = 0; i < N_CONNS; i++)
 		cp_release(&f->pp[i]);
-	core_engine_free(f->ce);
-	core_engine_free(f->se);
+	cp_engines_free(f->ce, f->se);
 	free(f);
 	return 0;
 }

@@ -25,14 +25,8 @@ struct fix {
 static int setup_spec(void **state, const char *spec)
 {
 	struct fix *f = calloc(1, sizeof(*f));
-	(void)cp_dev_spec();
 	f->spec = spec;
-	f->ce = cp_engine(spec, NULL);
-	f->se = cp_engine(spec, NULL);
-	if (!f->ce || !f->se)
-		return -1;
-	if (cp_connect(&f->pp, f->ce, f->se, NULL, NULL, 50) || f->pp.rc.status != CORE_CLC_SMC ||
-	    f->pp.rs.status != CORE_CLC_SMC)
+	if (cp_engines(spec, &f->ce, &f->se) || !cp_connect_smc(&f->pp, f->ce, f->se))
 		return -1;
 	*state = f;
 	return 0;
@@ -46,8 +40,7 @@ static int teardown(void **state)
 {
 	struct fix *f = *state;
 	cp_release(&f->pp);
-	core_engine_free(f->ce);
-	core_engine_free(f->se);
+	cp_engines_free(f->ce, f->se);
 	free(f);
 	return 0;
 }

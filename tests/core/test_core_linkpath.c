@@ -35,10 +35,7 @@ static int setup(void **state)
 	struct fix *f = calloc(1, sizeof(*f));
 	if (!f)
 		return -1;
-	(void)cp_dev_spec();
-	f->ce = cp_engine("loop", NULL);
-	f->se = cp_engine("loop", NULL);
-	if (!f->ce || !f->se)
+	if (cp_engines("loop", &f->ce, &f->se))
 		return -1;
 	f->pp.now = clock_base;	/* the loop paths' clock is one per process, never back */
 	if (!cp_connect_smc(&f->pp, f->ce, f->se))
@@ -56,8 +53,7 @@ static int teardown(void **state)
 		loopdev_link_set(f->qp, &none);
 	clock_base = f->pp.now + 1 * SEC;
 	cp_release(&f->pp);
-	core_engine_free(f->ce);
-	core_engine_free(f->se);
+	cp_engines_free(f->ce, f->se);
 	free(f);
 	return 0;
 }

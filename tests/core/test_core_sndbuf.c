@@ -33,18 +33,14 @@ struct fix {
 static int setup_spec(void **state, const char *spec)
 {
 	struct fix *f = calloc(1, sizeof(*f));
-	(void)cp_dev_spec();
-	f->ce = cp_engine(spec, NULL);
-	f->se = cp_engine(spec, NULL);
-	if (!f->ce || !f->se)
+	if (cp_engines(spec, &f->ce, &f->se))
 		return -1;
 	/* 64 KiB RMBEs and 64 KiB rings on both sides (the defaults, spelled out) */
 	struct core_conn_params cp, sp;
 	cp_conn_params(&cp, CORE_CLIENT, 65536);
 	cp_conn_params(&sp, CORE_SERVER, 65536);
 	cp.sndbuf = sp.sndbuf = 65536;
-	if (cp_connect(&f->pp, f->ce, f->se, &cp, &sp, 50) || f->pp.rc.status != CORE_CLC_SMC ||
-	    f->pp.rs.status != CORE_CLC_SMC)
+	if (!cp_connect_smc_with(&f->pp, f->ce, f->se, &cp, &sp))
 		return -1;
 	*state = f;
 	return 0;
@@ -58,8 +54,7 @@ static int teardown(void **state)
 {
 	struct fix *f = *state;
 	cp_release(&f->pp);
-	core_engine_free(f->ce);
-	core_engine_free(f->se);
+	cp_engines_free(f->ce, f->se);
 	free(f);
 	return 0;
 }

@@ -45,10 +45,7 @@ static int setup(void **state)
 	struct fix *f = calloc(1, sizeof(*f));
 	if (!f)
 		return -1;
-	(void)cp_dev_spec();
-	f->ce = cp_engine("loop", NULL);
-	f->se = cp_engine("loop", NULL);
-	if (!f->ce || !f->se)
+	if (cp_engines("loop", &f->ce, &f->se))
 		return -1;
 	f->now = 1 * SEC;
 	for (int i = 0; i < N_CONNS; i++) {
@@ -65,8 +62,7 @@ static int teardown(void **state)
 	struct fix *f = *state;
 	for (int i = 0; i < N_CONNS; i++)
 		cp_release(&f->pp[i]);
-	core_engine_free(f->ce);
-	core_engine_free(f->se);
+	cp_engines_free(f->ce, f->se);
 	free(f);
 	return 0;
 }

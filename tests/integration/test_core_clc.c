@@ -54,29 +54,7 @@ static void v6(struct core_conn_params *p, const char *local, const char *pfx, i
 	p->nprefixes = 2;
 }
 
-struct two {
-	struct core_engine *ce, *se;
-};
-
-static int setup(void **state)
-{
-	struct two *t = calloc(1, sizeof(*t));
-	t->ce = cp_engine(NULL, NULL);
-	t->se = cp_engine(NULL, NULL);
-	*state = t;
-	return t->ce && t->se ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-	struct two *t = *state;
-	core_engine_free(t->ce);
-	core_engine_free(t->se);
-	free(t);
-	return 0;
-}
-
-static void check_prefix(struct two *t, bool ipv6, const char *cl, const char *cp_, int clen,
+static void check_prefix(struct cp_two *t, bool ipv6, const char *cl, const char *cp_, int clen,
 			 const char *sl, const char *sp_, int slen, bool expect_smc)
 {
 	struct core_conn_params cp, sp;
@@ -113,7 +91,7 @@ static void check_prefix(struct two *t, bool ipv6, const char *cl, const char *c
 
 static void test_prefixes(void **state)
 {
-	struct two *t = *state;
+	struct cp_two *t = *state;
 	check_prefix(t, false, "10.0.0.1", "10.0.0.0", 24, "10.0.0.2", "10.0.0.0", 24, true);
 	check_prefix(t, false, "10.0.0.1", "10.0.0.0", 24, "10.0.1.1", "10.0.1.0", 24, false);
 	/* same subnet, different prefix length: no match (Linux smc_clc_prfx_match) */
@@ -142,7 +120,7 @@ static struct core_conn *new_conn(struct core_engine *e, enum core_role role)
 
 static void test_timeouts(void **state)
 {
-	struct two *t = *state;
+	struct cp_two *t = *state;
 	struct core_conn *s = new_conn(t->se, CORE_SERVER);
 	struct core_clc_result r = step(s, NULL, 0, false, T0);
 	assert_int_equal(r.status, CORE_CLC_NEED_INPUT);
@@ -183,7 +161,7 @@ static void test_timeouts(void **state)
  * then 1 s for a Decline, then declines TIMEOUT_CL; both fall back; the new LGs go. */
 static void test_confirm_link_timeout(void **state)
 {
-	struct two *t = *state;
+	struct cp_two *t = *state;
 	struct core_conn *c = new_conn(t->ce, CORE_CLIENT), *s = new_conn(t->se, CORE_SERVER);
 	uint64_t now = T0;
 	struct core_clc_result rc = step(c, NULL, 0, false, now);
@@ -239,7 +217,7 @@ static void test_confirm_link_timeout(void **state)
 
 static void test_malformed(void **state)
 {
-	struct two *t = *state;
+	struct cp_two *t = *state;
 	struct core_conn *s = new_conn(t->se, CORE_SERVER);
 	const char *http = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
 	struct core_clc_result r = step(s, http, strlen(http), false, T0);
@@ -307,7 +285,7 @@ static size_t decline_bytes(uint8_t *out, uint32_t code, bool oos)
 
 static void test_declines(void **state)
 {
-	struct two *t = *state;
+	struct cp_two *t = *state;
 	uint8_t buf[128];
 	/* Server: a Decline instead of a Proposal (a client without a device). */
 	struct core_conn *s = new_conn(t->se, CORE_SERVER);
@@ -419,7 +397,7 @@ static void test_declines(void **state)
  * terminates the LG it was to reuse (its other connections are reset). */
 static void test_out_of_sync_received(void **state)
 {
-	struct two *t = *state;
+	struct cp_two *t = *state;
 	struct cp_pair p1 = { 0 };
 	assert_int_equal(cp_connect(&p1, t->ce, t->se, NULL, NULL, 50), 0);
 	assert_int_equal(p1.rs.status, CORE_CLC_SMC);
@@ -484,7 +462,7 @@ static void test_no_device(void **state)
  * first-contact LG; the client falls back on the Decline. */
 static void test_bad_confirm(void **state)
 {
-	struct two *t = *state;
+	struct cp_two *t = *state;
 	struct core_conn *c = new_conn(t->ce, CORE_CLIENT), *s = new_conn(t->se, CORE_SERVER);
 	struct core_clc_result r = step(c, NULL, 0, false, T0);
 	r = step(s, r.out, r.out_len, false, T0);
@@ -517,14 +495,14 @@ static void test_bad_confirm(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_prefixes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_timeouts, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_confirm_link_timeout, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_declines, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_out_of_sync_received, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prefixes, cp_two_setup, cp_two_teardown),
+		cmocka_unit_test_setup_teardown(test_timeouts, cp_two_setup, cp_two_teardown),
+		cmocka_unit_test_setup_teardown(test_confirm_link_timeout, cp_two_setup, cp_two_teardown),
+		cmocka_unit_test_setup_teardown(test_malformed, cp_two_setup, cp_two_teardown),
+		cmocka_unit_test_setup_teardown(test_declines, cp_two_setup, cp_two_teardown),
+		cmocka_unit_test_setup_teardown(test_out_of_sync_received, cp_two_setup, cp_two_teardown),
 		cmocka_unit_test(test_no_device),
-		cmocka_unit_test_setup_teardown(test_bad_confirm, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_confirm, cp_two_setup, cp_two_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,10 +31,6 @@
 
 #define T0 (100ull * 1000000000ull)
 
-struct two {
-	struct core_engine *ce, *se;
-};
-
 static struct core_engine *v2_engine(const char *spec, const char *ueids)
 {
 	struct core_engine_params p;
@@ -42,24 +38,6 @@ static struct core_engine *v2_engine(const char *spec, const char *ueids)
 	if (ueids)
 		assert_int_equal(core_ueid_parse(ueids, &p.ueids), 0);
 	return cp_engine(spec, &p);
-}
-
-static int setup(void **state)
-{
-	struct two *t = calloc(1, sizeof(*t));
-	t->ce = cp_engine(NULL, NULL);
-	t->se = cp_engine(NULL, NULL);
-	*state = t;
-	return t->ce && t->se ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-	struct two *t = *state;
-	core_engine_free(t->ce);
-	core_engine_free(t->se);
-	free(t);
-	return 0;
 }
 
 static struct core_clc_result step(struct core_conn *c, const void *in, size_t len, uint64_t now)
@@ -79,7 +57,7 @@ static struct core_conn *new_conn(struct core_engine *e, enum core_role role)
 }
 
 /* Feeds a Proposal to a new server connection and expects a Decline with code. */
-static void expect_decline(struct two *t, const uint8_t *prop, size_t len, uint32_t code)
+static void expect_decline(struct cp_two *t, const uint8_t *prop, size_t len, uint32_t code)
 {
 	struct core_conn *s = new_conn(t->se, CORE_SERVER);
 	struct core_clc_result r = step(s, prop, len, T0);
@@ -101,7 +79,7 @@ static void expect_decline(struct two *t, const uint8_t *prop, size_t len, uint3
 
 static void test_linux_v2_only_proposal(void **state)
 {
-	struct two *t = *state;
+	struct cp_two *t = *state;
 	struct v2cap *cap = malloc(sizeof(*cap));
 	assert_non_null(cap);
 	assert_int_equal(v2cap_load(cap), 0);
@@ -113,7 +91,7 @@ static void test_linux_v2_only_proposal(void **state)
 
 static void test_no_path_offered(void **state)
 {
-	struct two *t = *state;
+	struct cp_two *t = *state;
 	struct core_conn *c = new_conn(t->ce, CORE_CLIENT);
 	struct core_clc_result r = step(c, NULL, 0, T0);
 	struct clc_msg m;
@@ -129,7 +107,7 @@ static void test_no_path_offered(void **state)
 
 static void test_v1_and_v2_offered_gets_v1(void **state)
 {
-	struct two *t = *state;
+	struct cp_two *t = *state;
 	struct core_conn *c = new_conn(t->ce, CORE_CLIENT);
 	struct core_conn *s = new_conn(t->se, CORE_SERVER);
 	struct core_clc_result r = step(c, NULL, 0, T0), rs, rc;
@@ -375,7 +353,7 @@ static void test_linux_proposal_to_v2_server(void **state)
 	struct clc_accept_v2 want, got;
 	assert_int_equal(clc_accept_v2_decode(fa->data, fa->len, CLC_ACCEPT, &want), 0);
 
-	struct two t;
+	struct cp_two t;
 	t.ce = v2_engine("loop:gid=v2", "X");
 	t.se = v2_engine("loop:gid=v2", "other");
 	assert_non_null(t.se);
@@ -551,9 +529,9 @@ static void test_llc_v2_in_v1_lg_dropped(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_linux_v2_only_proposal, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_no_path_offered, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_v1_and_v2_offered_gets_v1, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_linux_v2_only_proposal, cp_two_setup, cp_two_teardown),
+		cmocka_unit_test_setup_teardown(test_no_path_offered, cp_two_setup, cp_two_teardown),
+		cmocka_unit_test_setup_teardown(test_v1_and_v2_offered_gets_v1, cp_two_setup, cp_two_teardown),
 		cmocka_unit_test(test_v2_smcr_to_smcr),
 		cmocka_unit_test(test_v2_fallbacks_to_v1),
 		cmocka_unit_test(test_linux_proposal_to_v2_server),

@@ -212,13 +212,6 @@ static void xfer_check(struct cp_pair *pp, struct core_conn *a, struct core_conn
 	free(r);
 }
 
-static void close_both(struct cp_pair *pp)
-{
-	core_conn_close(pp->cli, false, pp->now);
-	core_conn_close(pp->srv, false, pp->now);
-	cp_progress(pp, 3);
-}
-
 static void test_reuse(void **state)
 {
 	(void)state;
@@ -248,7 +241,7 @@ static void test_reuse(void **state)
 	xfer_check(&p1, p1.srv, p1.cli, 300000);
 
 	/* Close the second; a third reuses its pooled RMB: no LLC message at all. */
-	close_both(&p2);
+	cp_close_both(&p2);
 	cp_release(&p2);
 	struct core_engine_stats st;
 	core_engine_stats(ce, &st);
@@ -266,9 +259,9 @@ static void test_reuse(void **state)
 	/* The reused RMB was zeroed: reading shows only new data. */
 	xfer_check(&p3, p3.cli, p3.srv, 70000);
 	xfer_check(&p3, p3.srv, p3.cli, 70000);
-	close_both(&p3);
+	cp_close_both(&p3);
 	cp_release(&p3);
-	close_both(&p1);
+	cp_close_both(&p1);
 	cp_release(&p1);
 	core_engine_free(ce);
 	core_engine_free(se);
@@ -289,7 +282,7 @@ static void test_sequential_1000(void **state)
 		assert_int_equal(send_str(pp.cli, "ping", 0), 4);
 		cp_progress(&pp, 1);
 		assert_int_equal(recv_buf(pp.srv, b, sizeof(b), 0), 4);
-		close_both(&pp);
+		cp_close_both(&pp);
 		cp_release(&pp);
 		now = pp.now + 1000;
 	}
@@ -350,7 +343,7 @@ static void test_255_per_lg(void **state)
 		xfer_check(&pp[i], pp[i].cli, pp[i].srv, 40000);
 	for (int i = 0; i < N; i++) {
 		pp[i].now = now;
-		close_both(&pp[i]);
+		cp_close_both(&pp[i]);
 		cp_release(&pp[i]);
 	}
 	free(pp);
@@ -367,7 +360,7 @@ static void test_idle_lg(void **state)
 	engines(&ce, &se, NULL);
 	struct cp_pair pp = { 0 };
 	connect_smc(&pp, ce, se);
-	close_both(&pp);
+	cp_close_both(&pp);
 	cp_release(&pp);
 	struct core_engine_stats cs, ss;
 	uint64_t t0 = pp.now;

@@ -110,10 +110,60 @@ void cp_round(struct cp_pair *pp)
 	pp->steps++;
 }
 
+bool cp_connect_smc_with(struct cp_pair *pp, struct core_engine *ce, struct core_engine *se,
+			 const struct core_conn_params *cli_params,
+			 const struct core_conn_params *srv_params)
+{
+	return cp_connect(pp, ce, se, cli_params, srv_params, 50) == 0 &&
+	       pp->rc.status == CORE_CLC_SMC && pp->rs.status == CORE_CLC_SMC;
+}
+
 bool cp_connect_smc(struct cp_pair *pp, struct core_engine *ce, struct core_engine *se)
 {
-	return cp_connect(pp, ce, se, NULL, NULL, 50) == 0 && pp->rc.status == CORE_CLC_SMC &&
-	       pp->rs.status == CORE_CLC_SMC;
+	return cp_connect_smc_with(pp, ce, se, NULL, NULL);
+}
+
+int cp_engines(const char *spec, struct core_engine **ce, struct core_engine **se)
+{
+	(void)cp_dev_spec();
+	*ce = cp_engine(spec, NULL);
+	*se = cp_engine(spec, NULL);
+	if (*ce && *se)
+		return 0;
+	cp_engines_free(*ce, *se);
+	*ce = *se = NULL;
+	return -1;
+}
+
+void cp_close_both(struct cp_pair *pp)
+{
+	core_conn_close(pp->cli, false, pp->now);
+	core_conn_close(pp->srv, false, pp->now);
+	cp_progress(pp, 3);
+}
+
+int cp_two_setup(void **state)
+{
+	struct cp_two *t = calloc(1, sizeof(*t));
+	*state = t;
+	return t && cp_engines(NULL, &t->ce, &t->se) == 0 ? 0 : -1;
+}
+
+int cp_two_teardown(void **state)
+{
+	struct cp_two *t = *state;
+	if (t)
+		cp_engines_free(t->ce, t->se);
+	free(t);
+	return 0;
+}
+
+void cp_engines_free(struct core_engine *ce, struct core_engine *se)
+{
+	if (ce)
+		core_engine_free(ce);
+	if (se)
+		core_engine_free(se);
 }
 
 int cp_connect(struct cp_pair *pp, struct core_engine *ce, struct core_engine *se,

@@ -45,6 +45,23 @@ int cp_connect(struct cp_pair *pp, struct core_engine *ce, struct core_engine *s
 	       unsigned max_steps);
 /* cp_connect with default params (50 steps) that ended in SMC-R on both sides. */
 bool cp_connect_smc(struct cp_pair *pp, struct core_engine *ce, struct core_engine *se);
+/* The same with these params (NULL: the defaults). */
+bool cp_connect_smc_with(struct cp_pair *pp, struct core_engine *ce, struct core_engine *se,
+			 const struct core_conn_params *cli_params,
+			 const struct core_conn_params *srv_params);
+/* A test's two engines on spec (cp_engine with default params; the device spec read
+ * first): client *ce, server *se. 0, or -1 (what was made is freed, both NULL). */
+int cp_engines(const char *spec, struct core_engine **ce, struct core_engine **se);
+/* Frees the two engines (NULL skipped). */
+void cp_engines_free(struct core_engine *ce, struct core_engine *se);
+/* A cmocka fixture: *state is a struct cp_two with two engines on the default device. */
+struct cp_two {
+	struct core_engine *ce, *se;
+};
+int cp_two_setup(void **state);
+int cp_two_teardown(void **state);
+/* Both ends close (no abort) and the pair runs 3 rounds (the close protocol's messages). */
+void cp_close_both(struct cp_pair *pp);
 /* One round: step both handshakes (if not done), progress both engines. */
 void cp_round(struct cp_pair *pp);
 /* Progress both engines n times at pp->now. */

@@ -2,12 +2,20 @@
 #define _GNU_SOURCE	/* libpcap headers use u_char and friends */
 #include "lib/v2cap.h"
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
 #include <pcap/pcap.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "smcr-decode/frame.h"
+#include "wire/clc_v2.h"
+#include "wire/types.h"
 
 static const char *vector_path(const char *name)
 {
@@ -67,4 +75,27 @@ int v2cap_load_file(struct v2cap *c, const char *name)
 	}
 	pcap_close(pc);
 	return rc == -2 ? 0 : -1;
+}
+
+const struct v2cap_frame *v2cap_frame(const struct v2cap *c, size_t n, enum v2cap_kind k)
+{
+	assert_true(n >= 1 && n <= c->count);
+	assert_int_equal(c->f[n - 1].kind, k);
+	return &c->f[n - 1];
+}
+
+void v2cap_hostname_is(const uint8_t *h, const char *s)
+{
+	uint8_t want[CLC_HOSTNAME_LEN];
+	memset(want, ' ', sizeof(want));
+	memcpy(want, s, strlen(s));
+	assert_memory_equal(h, want, CLC_HOSTNAME_LEN);
+}
+
+void v2cap_gid_v4(uint8_t n, struct wire_gid *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->b[10] = g->b[11] = 0xff;
+	g->b[12] = 10;
+	g->b[15] = n;
 }

@@ -33,4 +33,13 @@ int v2cap_load(struct v2cap *c);
  * one, linux-6.12-smcr-interop.pcap). */
 int v2cap_load_file(struct v2cap *c, const char *name);
 
+/* The golden tests' checks (cmocka asserts). Frame n (1-based) of c, which must be there
+ * and be of kind k. */
+const struct v2cap_frame *v2cap_frame(const struct v2cap *c, size_t n, enum v2cap_kind k);
+/* h (a CLC hostname field, CLC_HOSTNAME_LEN bytes) is s padded with blanks. */
+void v2cap_hostname_is(const uint8_t *h, const char *s);
+/* g = ::ffff:10.0.0.n, the RoCE v2 GID of the captures' guest n. */
+struct wire_gid;
+void v2cap_gid_v4(uint8_t n, struct wire_gid *g);
+
 #endif

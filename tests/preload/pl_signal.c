@@ -73,7 +73,7 @@ struct helper {
 	int peer;          /* after the signal: write (restart cases) or read (send cases) */
 	enum { H_NONE, H_WRITE, H_READ } then;
 	size_t drain;      /* H_READ: bytes to read */
-	volatile int done; /* the blocked call returned */
+	_Atomic int done; /* the blocked call returned */
 	_Atomic int signalled; /* the signal went (the call was still in progress then) */
 };
 

@@ -13,7 +13,7 @@
 #define STALLERS 200
 
 static int lfd;
-static volatile int stop;
+static _Atomic int stop;
 
 /* An epoll echo server: non-blocking listener and connections, level-triggered. */
 static void *server(void *arg)

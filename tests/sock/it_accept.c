@@ -2,7 +2,7 @@
  * concurrently and accept returns the first that completed (docs/parts/connect.md).
  *
  *   - a client that connects and stays silent does not delay a second, normal smcr client:
- *     the second is accepted within 1 s (the silent one holds 2.5 s) and moves data over
+ *     the second is accepted while the silent one still waits (2.5 s) and moves data over
  *     SMC-R; the silent one is then served as plain TCP after the server's wait (nothing
  *     was read: fallback), with its data; no fd is left behind;
  *   - a client that sends half a Proposal and stalls does not delay the next either; it is
@@ -47,23 +47,24 @@ static uint16_t port;
 #define NCLI 6
 
 struct shared {
-	volatile int stage;
-	volatile uint64_t cli_start_ns;	    /* the normal client's connect began */
-	volatile uint64_t srv_accept_ns[4];
-	volatile int srv_mode[4];
-	volatile int srv_n;
-	volatile int fds_mid, fds_after, socks_mid;
-	volatile int wakeups, accepted, eagain_with_pollin, pollin_after_eagain;
-	volatile int modes_ok;
-	volatile int flags_ok[4];
-	volatile int done;
-	volatile uint64_t conn_ns[NCLI];    /* each client's connect duration */
-	volatile uint64_t conn_end_ns[NCLI]; /* ... and when it returned (CLOCK_MONOTONIC) */
-	volatile uint64_t gap_start_ns;	    /* the server left accept for a while */
-	volatile uint64_t gap_end_ns;	    /* ... and called it again */
-	volatile int echo_ok[NCLI];
-	volatile int go; /* late_server: the silent client is queued */
-	volatile uint64_t watch_ctl;	    /* loop_server: listener watch changes in its loop */
+	_Atomic int stage;
+	_Atomic uint64_t cli_start_ns;	    /* the normal client's connect began */
+	_Atomic uint64_t srv_accept_ns[4];
+	_Atomic int srv_mode[4];
+	_Atomic int srv_n;
+	_Atomic int fds_mid, fds_after, socks_mid;
+	_Atomic int wakeups, accepted, eagain_with_pollin, pollin_after_eagain;
+	_Atomic int modes_ok;
+	_Atomic int flags_ok[4];
+	_Atomic int done;
+	_Atomic uint64_t conn_ns[NCLI];    /* each client's connect duration */
+	_Atomic uint64_t conn_end_ns[NCLI]; /* ... and when it returned (CLOCK_MONOTONIC) */
+	_Atomic uint64_t gap_start_ns;	    /* the server left accept for a while */
+	_Atomic uint64_t gap_end_ns;	    /* ... and called it again */
+	_Atomic int gap_saw_conn;	    /* ... because the 4th client's connect had returned */
+	_Atomic int echo_ok[NCLI];
+	_Atomic int go; /* late_server: the silent client is queued */
+	_Atomic uint64_t watch_ctl;	    /* loop_server: listener watch changes in its loop */
 };
 static struct shared *sh;
 
@@ -72,15 +73,6 @@ static uint64_t now_ns(void)
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
-static int raw_connect(void)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	return fd;
 }
 
 /* A normal smcr client: connect, 5 bytes each way over SMC-R. */
@@ -225,8 +217,8 @@ static void finish(void)
 
 /* The server's fds after the test: those at mid less the pending client's two (its fd and
  * the handshake's hidden dup) if it was ours then. Under TSan the counts at mid and after
- * differ from this by two fds in both directions (not yet explained: the closing note of
- * 2026-12-02 says so), so there the balance is printed, not asserted; the plain and ASan
+ * differ from this by two fds in both directions (not explained yet), so there the
+ * balance is printed, not asserted; the plain and ASan
  * runs assert it. */
 static void check_fd_balance(void)
 {
@@ -247,7 +239,7 @@ static void test_silent_client_does_not_delay_next(void **state)
 	pid_t s = it_fork(echo_server, (void *)(intptr_t)2);
 	usleep(100 * 1000); /* the server is in accept */
 	uint64_t t0 = now_ns();
-	int staller = raw_connect();
+	int staller = it_raw_connect(port);
 	usleep(50 * 1000); /* the server has taken it from the kernel's queue */
 	pid_t c = it_fork(normal_client, NULL);
 	assert_int_equal(it_wait(c, 20000), 0);
@@ -260,8 +252,9 @@ static void test_silent_client_does_not_delay_next(void **state)
 	fprintf(stderr, "normal client accepted %.1f ms after its connect began (the silent "
 		"one connected %.1f ms before)\n", (double)lag / 1e6,
 		(double)(sh->cli_start_ns - t0) / 1e6);
-	assert_true(lag < 1000000000ull);
-	assert_true(sh->srv_n == 1); /* the silent one is still waiting */
+	/* causal, not a time bound: the silent one is still waiting (its 2.5 s) when the
+	 * normal client is done */
+	assert_true(sh->srv_n == 1);
 	/* the silent one: after the server's wait (2.5 s), a plain TCP client */
 	for (int i = 0; i < 10000 && sh->srv_n < 2; i++)
 		usleep(1000);
@@ -310,7 +303,7 @@ static void test_silent_before_first_accept(void **state)
 	start("1500");
 	pid_t s = it_fork(late_server, NULL);
 	uint64_t t0 = now_ns();
-	int staller = raw_connect();
+	int staller = it_raw_connect(port);
 	usleep(50 * 1000); /* established, in the kernel's queue */
 	sh->go = 1;
 	for (int i = 0; i < 10000 && !sh->srv_accept_ns[0]; i++)
@@ -350,7 +343,7 @@ static void test_half_proposal_dropped_next_served(void **state)
 	size_t n = 0;
 	assert_int_equal(clc_encode(&m, b, sizeof(b), &n), 0);
 	uint64_t t0 = now_ns();
-	int staller = raw_connect();
+	int staller = it_raw_connect(port);
 	assert_int_equal(write(staller, b, 20), 20);
 	usleep(50 * 1000);
 	pid_t c = it_fork(normal_client, NULL);
@@ -363,7 +356,6 @@ static void test_half_proposal_dropped_next_served(void **state)
 	fprintf(stderr, "normal client accepted %.1f ms after its connect began (the stalled "
 		"one connected %.1f ms before)\n", (double)lag / 1e6,
 		(double)(sh->cli_start_ns - t0) / 1e6);
-	assert_true(lag < 1000000000ull);
 	/* the stalled one is dropped at the CLC wait (3 s): its connection ends */
 	struct pollfd p = { .fd = staller, .events = POLLIN };
 	assert_int_equal(poll(&p, 1, 10000), 1);
@@ -372,6 +364,9 @@ static void test_half_proposal_dropped_next_served(void **state)
 	uint64_t t_drop = now_ns() - t0;
 	fprintf(stderr, "stalled client dropped after %.1f ms\n", (double)t_drop / 1e6);
 	assert_true(t_drop >= 2900000000ull);
+	/* causal, not a time bound: the normal client was accepted before the stalled
+	 * handshake ended (it did not wait for the stall's timeout) */
+	assert_true(sh->srv_accept_ns[0] < t0 + t_drop);
 	close(staller);
 	sh->stage = 1;
 	assert_int_equal(it_wait(s, 20000), 0);
@@ -538,7 +533,7 @@ static void test_accept4_flags(void **state)
 	}
 	for (int i = 0; i < 2; i++) {
 		/* a plain TCP client that talks first: TCP at once */
-		int fd = raw_connect();
+		int fd = it_raw_connect(port);
 		assert_int_equal(write(fd, "tcp!!", 5), 5);
 		char b[5];
 		assert_int_equal(read(fd, b, 5), 5);
@@ -621,7 +616,7 @@ static int timed_client(void *arg)
 
 /* Blocking accepts of 3 clients that connect at once (one taken per poll of the
  * listener, the rest handed on), then outside accept until the 4th client's connect
- * returned (5 s at most), then that one. */
+ * returned (20 s at most), then that one. */
 static int gap_server(void *arg)
 {
 	(void)arg;
@@ -631,10 +626,11 @@ static int gap_server(void *arg)
 		if (i == 3) {
 			sh->gap_start_ns = now_ns();
 			sh->stage = 1; /* the 4th client connects now */
-			/* outside accept until the 4th client's connect returned (5 s at most:
-			 * a connect that needed our accept would return only after that) */
-			for (int k = 0; k < 5000 && !sh->conn_end_ns[3]; k++)
+			/* outside accept until the 4th client's connect returned (20 s at
+			 * most: a connect that needed our accept would return only after) */
+			for (int k = 0; k < 20000 && !sh->conn_end_ns[3]; k++)
 				usleep(1000);
+			sh->gap_saw_conn = sh->conn_end_ns[3] != 0;
 			sh->gap_end_ns = now_ns();
 		}
 		int fd = smcr_accept(lfd, NULL, NULL);
@@ -676,20 +672,17 @@ static void test_blocking_accepts_and_gap(void **state)
 	assert_int_equal(sh->srv_n, 4);
 	for (int i = 0; i < 4; i++) {
 		fprintf(stderr, "client %d: connect took %.1f ms\n", i, (double)sh->conn_ns[i] / 1e6);
-		assert_int_equal(sh->echo_ok[i], 1);
-		/* well under the CLC wait (1.5 s): nobody's handshake waited for an accept */
-		assert_true(sh->conn_ns[i] < 1000000000ull);
+		assert_int_equal(sh->echo_ok[i], 1); /* and SMC-R: no handshake timed out */
 	}
 	/* the 4th completed while the server slept outside accept: its connect returned
-	 * before the server's next accept call, which waited for it up to 5 s (a fixed
-	 * 200 ms bound failed on a loaded machine: a first contact took 261 ms; a fixed 1 s gap under
-	 * TSan: the client's process started after it) */
+	 * before the server's next accept call, which waited for it (an order, not a time
+	 * bound: fixed bounds failed on loaded machines and under TSan) */
 	fprintf(stderr, "gap: %.1f ms; the 4th client's connect %.1f ms, returned %.1f ms "
 		"before the server's next accept\n",
 		(double)(sh->gap_end_ns - sh->gap_start_ns) / 1e6, (double)sh->conn_ns[3] / 1e6,
 		((double)sh->gap_end_ns - (double)sh->conn_end_ns[3]) / 1e6);
+	assert_true(sh->gap_saw_conn);
 	assert_true(sh->conn_end_ns[3] != 0 && sh->conn_end_ns[3] < sh->gap_end_ns);
-	assert_true(sh->gap_end_ns - sh->gap_start_ns < 4900000000ull);
 	finish();
 }
 
@@ -776,10 +769,7 @@ static void test_accept_loop_keeps_watch(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_silent_client_does_not_delay_next),
 		cmocka_unit_test(test_silent_before_first_accept),
@@ -790,5 +780,5 @@ int main(void)
 		cmocka_unit_test(test_blocking_accepts_and_gap),
 		cmocka_unit_test(test_accept_loop_keeps_watch),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

@@ -33,27 +33,14 @@
 static int lfd;
 static uint16_t port;
 
-#define MAXCONN 16
 struct shared {
-	int n;				/* connections the server accepted */
-	int mode[MAXCONN];
-	uint32_t local[MAXCONN], peer[MAXCONN];
-	char data[MAXCONN][16];
-	volatile int cli_errno, cli_mode;
-	volatile uint32_t cli_local, cli_peer;
+	struct it_echo_rec srv; /* the connections the server accepted */
+	_Atomic int cli_errno, cli_mode;
+	_Atomic uint32_t cli_local, cli_peer;
 };
 static struct shared *sh;
 
 /* ---- raw helpers (parent = the fake) ---- */
-
-static int raw_connect(uint16_t p)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(p),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	return fd;
-}
 
 /* The peer ended the connection (EOF or reset) within timeout_ms. */
 static void raw_expect_closed(int fd, int timeout_ms)
@@ -68,45 +55,22 @@ static void raw_expect_closed(int fd, int timeout_ms)
 	}
 }
 
-/* ---- the smcr server child ---- */
-
 static int server(void *arg)
 {
-	int expect = (int)(intptr_t)arg;
-	it_child_env(0);
-	for (int i = 0; i < expect; i++) {
-		int fd = smcr_accept(lfd, NULL, NULL);
-		IT_CHECK(fd >= 0);
-		struct smcr_info in;
-		IT_CHECK(it_info(fd, &in));
-		sh->mode[i] = in.mode;
-		sh->local[i] = in.local_reason;
-		sh->peer[i] = in.peer_reason;
-		ssize_t n = smcr_recv(fd, sh->data[i], 5, MSG_WAITALL);
-		IT_CHECK(n == 5);
-		IT_CHECK(it_write_all(fd, sh->data[i], 5));
-		sh->n = i + 1;
-		smcr_close(fd);
-	}
-	return 0;
+	return it_echo_server(lfd, &sh->srv, (int)(intptr_t)arg);
 }
 
 /* A real smcr client: must be served over SMC-R after the fakes. */
 static int real_client(void *arg)
 {
 	(void)arg;
-	int fd = it_client_smc(lfd, port);
-	IT_CHECK(it_write_all(fd, "real!", 5));
-	char b[5];
-	IT_CHECK(it_read_all(fd, b, 5) && memcmp(b, "real!", 5) == 0);
-	smcr_close(fd);
-	return 0;
+	return it_real_client(lfd, port);
 }
 
 /* A fake client whose CLC fails in a way the server must drop. */
 static void fake_dropped(const uint8_t *bytes, size_t n, bool close_after)
 {
-	int fd = raw_connect(port);
+	int fd = it_raw_connect(port);
 	it_raw_write(fd, bytes, n);
 	if (close_after) {
 		shutdown(fd, SHUT_WR);
@@ -145,7 +109,7 @@ static void test_fake_clients(void **state)
 	n = it_clc_proposal(b, sizeof(b), 0x4242, 99, 0x7f000000, 8, CLC_PATH_R);
 	fake_dropped(b, n - 10, true);
 	/* 4. a valid Proposal, then nothing: the server times out waiting for the Confirm */
-	int fd = raw_connect(port);
+	int fd = it_raw_connect(port);
 	it_raw_write(fd, b, n);
 	uint8_t ans[CLC_MSG_MAX_LEN];
 	size_t an = it_raw_read_clc(fd, ans, sizeof(ans), 5000);
@@ -156,7 +120,7 @@ static void test_fake_clients(void **state)
 	close(fd);
 
 	/* 5. foreign IP prefix: Decline DIFFPREFIX, then TCP with the data after it */
-	fd = raw_connect(port);
+	fd = it_raw_connect(port);
 	n = it_clc_proposal(b, sizeof(b), 0x4242, 99, 0x0a0a0000, 16, CLC_PATH_R);
 	it_raw_write(fd, b, n);
 	an = it_raw_read_clc(fd, ans, sizeof(ans), 5000);
@@ -169,7 +133,7 @@ static void test_fake_clients(void **state)
 	assert_memory_equal(echo, "fb-01", 5);
 	close(fd);
 	/* 6. a Proposal offering only SMC-D: Decline, then TCP */
-	fd = raw_connect(port);
+	fd = it_raw_connect(port);
 	n = it_clc_proposal(b, sizeof(b), 0x4242, 99, 0x7f000000, 8, CLC_PATH_D);
 	it_raw_write(fd, b, n);
 	an = it_raw_read_clc(fd, ans, sizeof(ans), 5000);
@@ -181,7 +145,7 @@ static void test_fake_clients(void **state)
 	assert_int_equal(read(fd, echo, 5), 5);
 	close(fd);
 	/* 7. a Decline as the first message (a client without a device) */
-	fd = raw_connect(port);
+	fd = it_raw_connect(port);
 	memset(&m, 0, sizeof(m));
 	m.type = CLC_DECLINE;
 	m.decline.f.version = 1;
@@ -200,18 +164,18 @@ static void test_fake_clients(void **state)
 	smcr_close(lfd);
 	unsetenv("SMCR_CLC_WAIT_MS");
 
-	assert_int_equal(sh->n, 4);
-	assert_int_equal(sh->mode[0], SMCR_MODE_TCP);
-	assert_int_equal(sh->local[0], 0x03070000);
-	assert_memory_equal(sh->data[0], "fb-01", 5);
-	assert_int_equal(sh->mode[1], SMCR_MODE_TCP);
-	assert_int_equal(sh->local[1], smcd_diag);
-	assert_int_equal(sh->mode[2], SMCR_MODE_TCP);
-	assert_int_equal(sh->local[2], SMCR_REASON_PEERDECL);
-	assert_int_equal(sh->peer[2], 0x03030002);
-	assert_memory_equal(sh->data[2], "fb-03", 5);
-	assert_int_equal(sh->mode[3], SMCR_MODE_SMCR);
-	assert_memory_equal(sh->data[3], "real!", 5);
+	assert_int_equal(sh->srv.n, 4);
+	assert_int_equal(sh->srv.mode[0], SMCR_MODE_TCP);
+	assert_int_equal(sh->srv.local[0], 0x03070000);
+	assert_memory_equal(sh->srv.data[0], "fb-01", 5);
+	assert_int_equal(sh->srv.mode[1], SMCR_MODE_TCP);
+	assert_int_equal(sh->srv.local[1], smcd_diag);
+	assert_int_equal(sh->srv.mode[2], SMCR_MODE_TCP);
+	assert_int_equal(sh->srv.local[2], SMCR_REASON_PEERDECL);
+	assert_int_equal(sh->srv.peer[2], 0x03030002);
+	assert_memory_equal(sh->srv.data[2], "fb-03", 5);
+	assert_int_equal(sh->srv.mode[3], SMCR_MODE_SMCR);
+	assert_memory_equal(sh->srv.data[3], "real!", 5);
 }
 
 /* ---- fake servers ---- */
@@ -403,10 +367,7 @@ static void test_fake_server_dead_qp(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fake_clients),
 		cmocka_unit_test(test_fake_server_declines),
@@ -415,5 +376,5 @@ int main(void)
 		cmocka_unit_test(test_fake_server_reuse_unknown_lg),
 		cmocka_unit_test(test_fake_server_dead_qp),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

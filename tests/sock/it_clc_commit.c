@@ -30,23 +30,10 @@
 static int lfd;
 static uint16_t port;
 
-#define MAXCONN 8
 struct shared {
-	int n; /* connections the server program accepted */
-	int mode[MAXCONN];
-	uint32_t local[MAXCONN];
-	char data[MAXCONN][8];
+	struct it_echo_rec srv; /* the connections the server program accepted */
 };
 static struct shared *sh;
-
-static int raw_connect(uint16_t p)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(p),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	return fd;
-}
 
 /* The server ended the connection with a reset within timeout_ms (a fallback would keep it
  * open and echo; an orderly close would give EOF). */
@@ -65,36 +52,15 @@ static void raw_expect_reset(int fd, int timeout_ms)
 	}
 }
 
-/* Accepts n connections; each one's mode and first 5 bytes (echoed back). */
 static int server(void *arg)
 {
-	int expect = (int)(intptr_t)arg;
-	it_child_env(0);
-	for (int i = 0; i < expect; i++) {
-		int fd = smcr_accept(lfd, NULL, NULL);
-		IT_CHECK(fd >= 0);
-		struct smcr_info in;
-		IT_CHECK(it_info(fd, &in));
-		sh->mode[i] = in.mode;
-		sh->local[i] = in.local_reason;
-		ssize_t n = smcr_recv(fd, sh->data[i], 5, MSG_WAITALL);
-		IT_CHECK(n == 5);
-		IT_CHECK(it_write_all(fd, sh->data[i], 5));
-		sh->n = i + 1;
-		smcr_close(fd);
-	}
-	return 0;
+	return it_echo_server(lfd, &sh->srv, (int)(intptr_t)arg);
 }
 
 static int real_client(void *arg)
 {
 	(void)arg;
-	int fd = it_client_smc(lfd, port);
-	IT_CHECK(it_write_all(fd, "real!", 5));
-	char b[5];
-	IT_CHECK(it_read_all(fd, b, 5) && memcmp(b, "real!", 5) == 0);
-	smcr_close(fd);
-	return 0;
+	return it_real_client(lfd, port);
 }
 
 /* A valid Proposal, the server's Accept read, then junk where the Confirm belongs. */
@@ -102,7 +68,7 @@ static void after_accept(const uint8_t *junk, size_t n)
 {
 	uint8_t b[CLC_MSG_MAX_LEN];
 	size_t pn = it_clc_proposal(b, sizeof(b), 0x4343, 97, 0x7f000000, 8, CLC_PATH_R);
-	int fd = raw_connect(port);
+	int fd = it_raw_connect(port);
 	it_raw_write(fd, b, pn);
 	uint8_t ans[CLC_MSG_MAX_LEN];
 	size_t an = it_raw_read_clc(fd, ans, sizeof(ans), 5000);
@@ -139,9 +105,9 @@ static void test_junk_after_accept(void **state)
 	assert_int_equal(it_wait(s, 20000), 0);
 	smcr_close(lfd);
 	unsetenv("SMCR_CLC_WAIT_MS");
-	assert_int_equal(sh->n, 1);
-	assert_int_equal(sh->mode[0], SMCR_MODE_SMCR);
-	assert_memory_equal(sh->data[0], "real!", 5);
+	assert_int_equal(sh->srv.n, 1);
+	assert_int_equal(sh->srv.mode[0], SMCR_MODE_SMCR);
+	assert_memory_equal(sh->srv.data[0], "real!", 5);
 }
 
 /* The SMC-D eyecatcher at both ends of a Proposal that offers SMC-R: CLC, not stream
@@ -174,7 +140,7 @@ static void test_smcd_eye_proposal(void **state)
 	uint8_t b[CLC_MSG_MAX_LEN];
 	size_t n = it_clc_enc(&m, b, sizeof(b));
 	assert_int_equal(b[3], 0xC4);
-	int fd = raw_connect(port);
+	int fd = it_raw_connect(port);
 	it_raw_write(fd, b, n);
 	uint8_t ans[CLC_MSG_MAX_LEN];
 	size_t an = it_raw_read_clc(fd, ans, sizeof(ans), 5000);
@@ -194,20 +160,17 @@ static void test_smcd_eye_proposal(void **state)
 	assert_int_equal(it_wait(s, 20000), 0);
 	smcr_close(lfd);
 	unsetenv("SMCR_CLC_WAIT_MS");
-	assert_int_equal(sh->n, 1);
-	assert_int_equal(sh->mode[0], SMCR_MODE_SMCR);
-	assert_memory_equal(sh->data[0], "real!", 5);
+	assert_int_equal(sh->srv.n, 1);
+	assert_int_equal(sh->srv.mode[0], SMCR_MODE_SMCR);
+	assert_memory_equal(sh->srv.data[0], "real!", 5);
 }
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_junk_after_accept),
 		cmocka_unit_test(test_smcd_eye_proposal),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

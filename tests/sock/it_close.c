@@ -23,10 +23,10 @@ static int lfd;
 static uint16_t port;
 
 struct shared {
-	volatile int stage;	       /* hand-offs between the two children */
-	volatile long long t_fail_ns;  /* when the survivor saw the error */
-	volatile int fail_errno;
-	volatile long long got;
+	_Atomic int stage;	       /* hand-offs between the two children */
+	_Atomic long long t_fail_ns;  /* when the survivor saw the error */
+	_Atomic int fail_errno;
+	_Atomic long long got;
 };
 static struct shared *sh;
 
@@ -302,10 +302,7 @@ static void test_peer_killed_reader_gets_reset(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_half_close_eof_epipe),
 		cmocka_unit_test(test_so_linger_zero_resets),
@@ -313,5 +310,5 @@ int main(void)
 		cmocka_unit_test(test_peer_killed_writer_gets_reset),
 		cmocka_unit_test(test_peer_killed_reader_gets_reset),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

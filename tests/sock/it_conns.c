@@ -35,12 +35,12 @@ struct shared {
 	int fds_warm, fds_end;
 	unsigned socks_warm, socks_end;
 	long long heap_warm, heap_end;
-	volatile int client_done; /* the server stays up (its LG with it) until then */
+	_Atomic int client_done; /* the server stays up (its LG with it) until then */
 	/* the server's own fds and engine objects: snapshotted while the client pauses at
 	 * WARM (no handshake in flight) and once the client is done */
 	struct core_engine_stats srv_st_warm, srv_st_end;
 	int srv_fds_warm, srv_fds_end;
-	volatile int client_at_warm, server_warm_done, server_end_done;
+	_Atomic int client_at_warm, server_warm_done, server_end_done;
 };
 static struct shared *sh;
 
@@ -290,13 +290,10 @@ static void test_1000_sequential_no_growth(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_200_concurrent_one_lg),
 		cmocka_unit_test(test_1000_sequential_no_growth),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

@@ -256,15 +256,12 @@ static void test_1gib_both_ways(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_1mib_both_ways),
 		cmocka_unit_test(test_random_sizes),
 		cmocka_unit_test(test_every_size_1_to_4096),
 		cmocka_unit_test(test_1gib_both_ways),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

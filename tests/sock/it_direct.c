@@ -44,8 +44,8 @@ static int lfd;
 static uint16_t port;
 
 struct shared {
-	volatile int stage; /* client -> server: step n wanted */
-	volatile int ack;   /* server -> client: step n done */
+	_Atomic int stage; /* client -> server: step n wanted */
+	_Atomic int ack;   /* server -> client: step n done */
 };
 static struct shared *sh;
 
@@ -53,7 +53,7 @@ struct blocked {
 	int fd;
 	ssize_t rc;
 	char got;
-	volatile int done;
+	_Atomic int done;
 };
 
 static void *blocked_main(void *arg)
@@ -346,15 +346,12 @@ static void test_no_lease_after_call(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	/* before anything reads it (the mode is read once per process) */
 	setenv("SMCR_DIRECT_WAKE", "2", 0); /* (0: the mutation check, fails) */
 	sh = it_shared(sizeof(*sh));
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_direct_wake),
 		cmocka_unit_test(test_no_lease_after_call),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

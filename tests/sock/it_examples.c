@@ -84,5 +84,5 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_echo_examples),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

@@ -27,8 +27,8 @@ static char logpath[64];
 #define NCLI 3
 
 struct shared {
-	volatile int served;
-	volatile int lg_ended; /* the server saw no LG left after each client */
+	_Atomic int served;
+	_Atomic int lg_ended; /* the server saw no LG left after each client */
 };
 static struct shared *sh;
 
@@ -122,10 +122,9 @@ static void test_client_exit_is_orderly(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_client_exit_is_orderly),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

@@ -29,8 +29,8 @@ struct side {
 };
 struct shared {
 	struct side srv, cli;
-	volatile int cli_errno;
-	volatile int cli_done; /* the dropped client saw its reset */
+	_Atomic int cli_errno;
+	_Atomic int cli_done; /* the dropped client saw its reset */
 };
 static struct shared *sh;
 
@@ -290,10 +290,7 @@ static void test_smc_only_server_drops_plain_client(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_plain_tcp_client_to_smcr_server),
 		cmocka_unit_test(test_silent_plain_client_to_smcr_server),
@@ -304,5 +301,5 @@ int main(void)
 		cmocka_unit_test(test_smc_only_client_refuses_fallback),
 		cmocka_unit_test(test_smc_only_server_drops_plain_client),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

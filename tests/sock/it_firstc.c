@@ -27,10 +27,10 @@
 #define MAXCLI 32
 
 struct shared {
-	volatile int go;		/* round number the clients of that round wait for */
-	volatile int cli_mode[MAXCLI];
-	volatile uint32_t cli_local[MAXCLI], cli_peer[MAXCLI];
-	volatile int srv_smcr, srv_tcp, srv_done;
+	_Atomic int go;		/* round number the clients of that round wait for */
+	_Atomic int cli_mode[MAXCLI];
+	_Atomic uint32_t cli_local[MAXCLI], cli_peer[MAXCLI];
+	_Atomic int srv_smcr, srv_tcp, srv_done;
 };
 static struct shared *sh;
 static int lfd;
@@ -158,5 +158,5 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_concurrent_first_contacts),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

@@ -40,7 +40,7 @@ enum attack {
 };
 
 struct shared {
-	volatile int stage;
+	_Atomic int stage;
 	int srv_result[ATK__COUNT]; /* 1: data intact, 2: reset (ECONNRESET) */
 	uint64_t dropped_before, dropped_after;
 	int good_served;
@@ -223,12 +223,9 @@ static void test_hostile_cdc(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hostile_cdc),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

@@ -20,7 +20,7 @@
 #include "itlib.h"
 
 struct shared {
-	volatile uint16_t port;
+	_Atomic uint16_t port;
 	uint8_t sent[2][32], recvd[2][32];
 	int mode[2];
 	uint32_t lgr[2][2];
@@ -225,12 +225,9 @@ static void test_two_netns_emu(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_two_netns_emu),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

@@ -22,7 +22,7 @@ static int lfd;
 static uint16_t port;
 
 struct shared {
-	volatile int stage;
+	_Atomic int stage;
 };
 static struct shared *sh;
 
@@ -136,13 +136,10 @@ static void test_urgent_inline(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_urgent_out_of_band),
 		cmocka_unit_test(test_urgent_inline),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

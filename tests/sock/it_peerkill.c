@@ -33,11 +33,11 @@ static uint16_t port;
 #define UNREAD 8192	    /* case "unread": bytes the server sends that the client never reads */
 
 struct shared {
-	volatile int written; /* the client sent SENT_MIN */
-	volatile int srv_ready;
-	volatile long long got;	/* bytes the survivor read */
-	volatile int end_errno; /* 0: EOF; else the errno of the final recv */
-	volatile int mode;
+	_Atomic int written; /* the client sent SENT_MIN */
+	_Atomic int srv_ready;
+	_Atomic long long got;	/* bytes the survivor read */
+	_Atomic int end_errno; /* 0: EOF; else the errno of the final recv */
+	_Atomic int mode;
 };
 static struct shared *sh;
 static bool use_smc;
@@ -270,10 +270,7 @@ static void test_killed_writer_unread_smc(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_killed_writer_tcp),
 		cmocka_unit_test(test_killed_writer_smc),
@@ -282,5 +279,5 @@ int main(void)
 		cmocka_unit_test(test_killed_stopped_tcp),
 		cmocka_unit_test(test_killed_stopped_smc),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

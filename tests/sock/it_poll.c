@@ -27,15 +27,15 @@ static int lfd;
 static uint16_t port;
 
 struct shared {
-	volatile int cstage, sstage; /* client / server progress markers */
-	volatile int srv_mode;
-	volatile long long filled;
-	volatile unsigned long long cli_cdc_sent, cli_tx_prod, srv_cdc_sent;
-	volatile char srv_state[32];
+	_Atomic int cstage, sstage; /* client / server progress markers */
+	_Atomic int srv_mode;
+	_Atomic long long filled;
+	_Atomic unsigned long long cli_cdc_sent, cli_tx_prod, srv_cdc_sent;
+	char srv_state[32]; /* written before sstage is set; read after */
 };
 static struct shared *sh;
 
-static void wait_for(volatile int *v, int s)
+static void wait_for(_Atomic int *v, int s)
 {
 	for (int i = 0; i < 20000 && *v < s; i++)
 		usleep(500);
@@ -185,7 +185,7 @@ static int server(void *arg)
 		struct core_conn_info ci;
 		core_conn_info(so->conn, &ci);
 		sh->srv_cdc_sent = ci.cdc_sent;
-		snprintf((char *)sh->srv_state, sizeof(sh->srv_state), "%s", ci.state);
+		snprintf(sh->srv_state, sizeof(sh->srv_state), "%s", ci.state);
 	}
 	sh->sstage = 20;
 	/* 4: reset */
@@ -297,7 +297,7 @@ static int client(void *arg)
 	e = ewait_for(et, fd, EPOLLRDHUP, 3000);
 	if (!(e & EPOLLRDHUP))
 		fprintf(stderr, "server after SHUT_WR: cdc_sent %llu state %s\n", sh->srv_cdc_sent,
-			(const char *)sh->srv_state);
+			sh->srv_state);
 	IT_CHECK(e & EPOLLRDHUP);
 	short pb = pbits(fd, 0);
 	IT_CHECK((pb & (POLLIN | POLLRDHUP)) == (POLLIN | POLLRDHUP));
@@ -382,13 +382,10 @@ static void test_readiness_fallback_swap(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_readiness_smc),
 		cmocka_unit_test(test_readiness_fallback_swap),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

@@ -49,9 +49,9 @@ static int lfd;
 static uint16_t port;
 
 struct shared {
-	volatile int stage;
-	volatile int solicited; /* the client sets $SMCR_CLOSE_SOLICITED=1 */
-	volatile int exits;	/* the client exits right after its close */
+	_Atomic int stage;
+	_Atomic int solicited; /* the client sets $SMCR_CLOSE_SOLICITED=1 */
+	_Atomic int exits;	/* the client exits right after its close */
 };
 static struct shared *sh;
 
@@ -252,5 +252,5 @@ int main(void)
 		cmocka_unit_test(test_quiet_final_c_peer_exits),
 		cmocka_unit_test(test_eof_no_token),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

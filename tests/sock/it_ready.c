@@ -35,16 +35,16 @@ static int lfd;
 static uint16_t port;
 
 struct shared {
-	volatile int stage;   /* client -> server: bytes of step n are sent */
-	volatile int ack;     /* server -> client: step n checked */
-	volatile int no_pri;  /* server: POLLPRI unsupported here (checks skipped) */
+	_Atomic int stage;   /* client -> server: bytes of step n are sent */
+	_Atomic int ack;     /* server -> client: step n checked */
+	_Atomic int no_pri;  /* server: POLLPRI unsupported here (checks skipped) */
 	struct smcr_info srv[NCONN], cli[NCONN];
-	volatile int srv_ready, cli_ready, closed_one;
-	volatile unsigned srv_conns_after, cli_conns_after;
+	_Atomic int srv_ready, cli_ready, closed_one;
+	_Atomic unsigned srv_conns_after, cli_conns_after;
 };
 static struct shared *sh;
 
-static void wait_for(volatile int *v, int want)
+static void wait_for(_Atomic int *v, int want)
 {
 	for (int i = 0; i < 20000 && *v < want; i++)
 		usleep(500);
@@ -484,10 +484,7 @@ static void test_info_link_fields(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_urgent_out_of_band_vs_tcp),
 		cmocka_unit_test(test_urgent_inline_vs_tcp),
@@ -495,5 +492,5 @@ int main(void)
 		cmocka_unit_test(test_deferred_token),
 		cmocka_unit_test(test_deferred_token_busy_poll),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

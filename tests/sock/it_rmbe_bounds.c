@@ -41,16 +41,16 @@ static uint16_t port;
 #define NATK 5
 
 struct shared {
-	volatile uint32_t v_rkey, v_size;
-	volatile uint64_t v_vaddr;
-	volatile uint32_t stale_rkey; /* an rkey of the server's first LG with attacker 4 */
-	volatile int v_stage;	      /* 1: part 1 written; V waits for 2 */
-	volatile int atk_done[NATK + 1];
-	volatile int atk_link_down[NATK + 1];
-	volatile long long atk_got[NATK + 1]; /* bytes the server read from each attacker */
-	volatile int atk_bad_byte[NATK + 1];
-	volatile int srv_v_ok;
-	volatile int hello_seen[NATK + 1]; /* the server read attacker k's "hello" */
+	_Atomic uint32_t v_rkey, v_size;
+	_Atomic uint64_t v_vaddr;
+	_Atomic uint32_t stale_rkey; /* an rkey of the server's first LG with attacker 4 */
+	_Atomic int v_stage;	      /* 1: part 1 written; V waits for 2 */
+	_Atomic int atk_done[NATK + 1];
+	_Atomic int atk_link_down[NATK + 1];
+	_Atomic long long atk_got[NATK + 1]; /* bytes the server read from each attacker */
+	_Atomic int atk_bad_byte[NATK + 1];
+	_Atomic int srv_v_ok;
+	_Atomic int hello_seen[NATK + 1]; /* the server read attacker k's "hello" */
 };
 static struct shared *sh;
 
@@ -245,10 +245,9 @@ static void test_rmbe_bounds(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rmbe_bounds),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

@@ -33,20 +33,21 @@
 #include "itlib.h"
 #include "sock/progress.h"
 #include "sock/sock.h"
+#include "util/clock.h"
 #include "sock/sys.h"
 
 static int lfd;
 static uint16_t port;
 
 struct shared {
-	volatile int stage;
+	_Atomic int stage;
 };
 static struct shared *sh;
 
 /* ---- counting the socket layer's system calls (sys.h table) ---- */
 
 static struct sock_sys real;
-static volatile int n_set_rcvtimeo, n_set_nodelay, n_setfd;
+static _Atomic int n_set_rcvtimeo, n_set_nodelay, n_setfd;
 
 static int count_setsockopt(int fd, int level, int name, const void *v, socklen_t l)
 {
@@ -116,7 +117,7 @@ static int opt_server(void *a)
 	errno = 0;
 	IT_CHECK(smcr_recv(fd, b, sizeof(b), 0) == -1 && errno == EAGAIN);
 	long long waited = it_now_ms() - t0;
-	IT_CHECK(waited >= 250 && waited < 3000);
+	IT_CHECK(waited >= 250); /* ignored, it would never return: nothing comes */
 	/* reads back as TCP answers it: the first read flushes both */
 	struct timeval back;
 	socklen_t l = sizeof(back);
@@ -148,6 +149,26 @@ static int opt_server(void *a)
 	IT_CHECK(smcr_close(fd) == 0);
 	smcr_close(lfd);
 	return 0;
+}
+
+/* The socket has its RST watch (it_poll_until's condition). */
+static bool sock_watched(void *arg)
+{
+	struct sock *so = arg;
+	pthread_mutex_lock(&so->lock);
+	bool w = so->watch != NULL;
+	pthread_mutex_unlock(&so->lock);
+	return w;
+}
+
+/* The progress thread made no turn in the last 300 ms (it_poll_until's condition): longer
+ * than the close reaper's longest interval (160 ms), so a reaper still at work is seen. */
+static bool progress_idle(void *arg)
+{
+	(void)arg;
+	uint64_t t = progress_turns();
+	usleep(300000);
+	return progress_turns() == t;
 }
 
 static int opt_client(void *a)
@@ -293,22 +314,30 @@ static int fin_client(void *a)
 	usleep(50000); /* both closed: its RMB is back in the pool, known to the peer, so
 			* the next connection needs no CONFIRM RKEY (no background wait) */
 	int fd = it_connect(false, port);
+	uint64_t t_up = smcr_now_ns(); /* the connection was up by now */
 	IT_CHECK(fd >= 0);
 	struct smcr_info in;
 	IT_CHECK(it_info(fd, &in) && in.mode == SMCR_MODE_SMCR && !in.first_contact);
-	/* the RST watch starts 100 ms after the connection is up (deferred), not at once */
+	/* the RST watch starts 100 ms after the connection is up (deferred), not at once:
+	 * asserted when this look came within 50 ms of the connect's return (on a loaded
+	 * machine or under a sanitizer it may come later, when the watch may be there) */
 	struct sock *so = sock_get(fd);
 	IT_CHECK(so != NULL);
 	pthread_mutex_lock(&so->lock);
 	bool early = so->watch != NULL;
 	pthread_mutex_unlock(&so->lock);
-	IT_CHECK(!early);
-	usleep(250000); /* the set-up's last events are handled, the watch is there */
-	pthread_mutex_lock(&so->lock);
-	bool late = so->watch != NULL;
-	pthread_mutex_unlock(&so->lock);
+	uint64_t looked = smcr_now_ns() - t_up;
+	if (looked < 50 * SMCR_NS_PER_MS)
+		IT_CHECK(!early);
+	else
+		fprintf(stderr, "deferred watch: looked %.1f ms after the connect (watch %s), "
+			"not asserted\n", (double)looked / 1e6, early ? "there" : "not yet");
+	/* then it comes (waited for, 10 s at most: the deferral is 100 ms) */
+	IT_CHECK(it_poll_until(sock_watched, so, 10000, 1000));
 	sock_put(so);
-	IT_CHECK(late);
+	/* and the set-up's last events are handled (the first connection's close reaped):
+	 * the progress thread made no turn for 300 ms (waited for, 10 s at most) */
+	IT_CHECK(it_poll_until(progress_idle, NULL, 10000, 0));
 	uint64_t t0 = progress_turns();
 	sh->stage = 1;
 	it_wait_at_least(&sh->stage, 2);
@@ -323,14 +352,14 @@ static int fin_client(void *a)
 	IT_CHECK(it_write_all(fd, "ping", 4));
 	char b[4];
 	IT_CHECK(it_read_all(fd, b, 4) && memcmp(b, "pong", 4) == 0);
-	struct timeval tv = { 3, 0 };
+	struct timeval tv = { 30, 0 }; /* far beyond what the test waits for */
 	IT_CHECK(smcr_setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0);
 	sh->stage = 4;
 	long long s0 = it_now_ms();
 	errno = 0;
 	IT_CHECK(smcr_recv(fd, b, 1, 0) == -1);
 	IT_CHECK(errno == ECONNRESET);
-	IT_CHECK(it_now_ms() - s0 < 2500); /* the RST, not the timeout */
+	IT_CHECK(it_now_ms() - s0 < 15000); /* the RST, not the 30 s timeout */
 	sh->stage = 5;
 	smcr_close(fd);
 	return 0;
@@ -366,14 +395,14 @@ static int early_client(void *a)
 	IT_CHECK(fd >= 0);
 	struct smcr_info in;
 	IT_CHECK(it_info(fd, &in) && in.mode == SMCR_MODE_SMCR);
-	struct timeval tv = { 3, 0 };
+	struct timeval tv = { 30, 0 }; /* far beyond what the test waits for */
 	IT_CHECK(smcr_setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0);
 	char b;
 	errno = 0;
 	IT_CHECK(smcr_recv(fd, &b, 1, 0) == -1);
 	IT_CHECK(errno == ECONNRESET);
 	long long took = it_now_ms() - t0;
-	IT_CHECK(took < 1500); /* the deferral (100 ms), not the 3 s timeout */
+	IT_CHECK(took < 15000); /* the deferral (100 ms), not the 30 s timeout */
 	sh->stage = 1;
 	smcr_close(fd);
 	return 0;
@@ -397,5 +426,5 @@ int main(void)
 		cmocka_unit_test(test_fin_ignored_rst_aborts),
 		cmocka_unit_test(test_early_rst_noticed),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

@@ -88,12 +88,9 @@ static void test_smoke_ipv6(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_smoke),
 		cmocka_unit_test(test_smoke_ipv6),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

@@ -36,12 +36,12 @@ static int lfd;
 static uint16_t port;
 
 struct shared {
-	volatile int cstage, sstage;
-	volatile long long total;	/* bytes the client wrote */
-	volatile long long got;		/* bytes the server read */
-	volatile long long t0;		/* client: when the held bytes were sent */
-	volatile int verdict;		/* server: 1 held (not readable), 2 readable */
-	volatile long long t_check;	/* server: when it checked */
+	_Atomic int cstage, sstage;
+	_Atomic long long total;	/* bytes the client wrote */
+	_Atomic long long got;		/* bytes the server read */
+	_Atomic long long t0;		/* client: when the held bytes were sent */
+	_Atomic int verdict;		/* server: 1 held (not readable), 2 readable */
+	_Atomic long long t_check;	/* server: when it checked */
 	uint8_t sha_c[32], sha_s[32];
 };
 static struct shared *sh;
@@ -53,7 +53,7 @@ static long long now_ns(void)
 	return (long long)t.tv_sec * 1000000000ll + t.tv_nsec;
 }
 
-static void wait_for(volatile int *v, int s)
+static void wait_for(_Atomic int *v, int s)
 {
 	for (int i = 0; i < 40000 && *v < s; i++)
 		usleep(250);
@@ -533,13 +533,10 @@ static void test_linger_timeout_nonblocking(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
 	data = malloc(DATA_LEN);
 	uint64_t seed = 12345;
 	it_fill_random(data, DATA_LEN, &seed);
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_nonblock_fill_pollout_outq_shutdown),
 		cmocka_unit_test(test_random_sizes_sha),
@@ -549,7 +546,7 @@ int main(void)
 		cmocka_unit_test(test_linger_timeout),
 		cmocka_unit_test(test_linger_timeout_nonblocking),
 	};
-	int rc = cmocka_run_group_tests(tests, NULL, NULL);
+	int rc = IT_MAIN(tests);
 	free(data);
 	return rc;
 }

@@ -33,8 +33,8 @@ static int lfd;
 static uint16_t port;
 
 struct shared {
-	volatile int stage; /* server -> client: send chunk n */
-	volatile int done;
+	_Atomic int stage; /* server -> client: send chunk n */
+	_Atomic int done;
 };
 static struct shared *sh;
 
@@ -121,12 +121,9 @@ static void test_late_callback_no_token(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_late_callback_no_token),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

@@ -256,5 +256,5 @@ int main(void)
 		cmocka_unit_test(test_stats_failed),
 		cmocka_unit_test(test_stats_sigusr2),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

@@ -30,10 +30,10 @@ static int lfd;
 static uint16_t port;
 
 struct shared {
-	volatile int stage; /* client -> server: step n wanted */
-	volatile int ack;   /* server -> client: step n done */
+	_Atomic int stage; /* client -> server: step n wanted */
+	_Atomic int ack;   /* server -> client: step n done */
 	uint8_t sha_sent[32], sha_recv[32];
-	volatile long long recv_total;
+	_Atomic long long recv_total;
 };
 static struct shared *sh;
 
@@ -267,13 +267,10 @@ static void test_stream_mixed_sizes(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bracket_closed_on_every_exit),
 		cmocka_unit_test(test_stream_mixed_sizes),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

@@ -152,15 +152,12 @@ static void test_v2_server_without_ueid(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	setenv("IT_DEVICE", "emu", 1);
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_v2),
 		cmocka_unit_test(test_v2_ueid_mismatch),
 		cmocka_unit_test(test_v2_client_without_v2),
 		cmocka_unit_test(test_v2_server_without_ueid),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

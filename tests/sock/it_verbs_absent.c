@@ -217,5 +217,5 @@ int main(void)
 		cmocka_unit_test(test_client_without_libibverbs),
 		cmocka_unit_test(test_server_without_device),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

@@ -35,7 +35,7 @@ static int lfd;
 static uint16_t port;
 
 struct shared {
-	volatile int stage; /* client -> server: send byte number stage */
+	_Atomic int stage; /* client -> server: send byte number stage */
 };
 static struct shared *sh;
 
@@ -169,10 +169,9 @@ static void test_waits(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	sh = it_shared(sizeof(*sh));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_waits),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

@@ -31,8 +31,8 @@ static int lfd;
 static uint16_t port;
 
 struct shared {
-	volatile int stage; /* client -> server: step n wanted */
-	volatile int ack;   /* server -> client: step n done */
+	_Atomic int stage; /* client -> server: step n wanted */
+	_Atomic int ack;   /* server -> client: step n done */
 };
 static struct shared *sh;
 
@@ -158,14 +158,11 @@ static void test_sleepers_woken(void **state)
 
 int main(void)
 {
-	it_emu_port_env();
 	/* sleepers on their program fds: the direct sleeper has its own test (it_direct.c) */
 	setenv("SMCR_DIRECT_WAKE", "0", 0);
 	sh = it_shared(sizeof(*sh));
-	if (getenv("IT_FILTER"))
-		cmocka_set_test_filter(getenv("IT_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sleepers_woken),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return IT_MAIN(tests);
 }

@@ -2,6 +2,10 @@
 #define _GNU_SOURCE
 #include "itlib.h"
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <cmocka.h>
+
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <poll.h>
@@ -405,7 +409,7 @@ void it_debug_state(int fd, const char *tag)
 	sock_put(s);
 }
 
-void it_wait_at_least(volatile int *v, int want)
+void it_wait_at_least(_Atomic int *v, int want)
 {
 	for (int i = 0; i < 20000 && *v < want; i++)
 		usleep(500);
@@ -420,6 +424,46 @@ unsigned it_engine_spinners(void)
 	unsigned n = e->spinners;
 	pthread_mutex_unlock(&e->lock);
 	return n;
+}
+
+int it_raw_connect(uint16_t port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	IT_CHECK(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	return fd;
+}
+
+int it_echo_server(int lfd, struct it_echo_rec *r, int expect)
+{
+	it_child_env(0);
+	IT_CHECK(expect <= IT_ECHO_MAX);
+	for (int i = 0; i < expect; i++) {
+		int fd = smcr_accept(lfd, NULL, NULL);
+		IT_CHECK(fd >= 0);
+		struct smcr_info in;
+		IT_CHECK(it_info(fd, &in));
+		r->mode[i] = in.mode;
+		r->local[i] = in.local_reason;
+		r->peer[i] = in.peer_reason;
+		ssize_t n = smcr_recv(fd, r->data[i], 5, MSG_WAITALL);
+		IT_CHECK(n == 5);
+		IT_CHECK(it_write_all(fd, r->data[i], 5));
+		r->n = i + 1;
+		smcr_close(fd);
+	}
+	return 0;
+}
+
+int it_real_client(int lfd, uint16_t port)
+{
+	int fd = it_client_smc(lfd, port);
+	IT_CHECK(it_write_all(fd, "real!", 5));
+	char b[5];
+	IT_CHECK(it_read_all(fd, b, 5) && memcmp(b, "real!", 5) == 0);
+	smcr_close(fd);
+	return 0;
 }
 
 void it_raw_write(int fd, const void *b, size_t n)
@@ -476,4 +520,12 @@ void it_emu_port_env(void)
 	char port_s[16];
 	snprintf(port_s, sizeof(port_s), "%d", 20000 + (int)(getpid() % 20000));
 	setenv("IT_EMU_PORT", port_s, 1);
+}
+
+int it_main(const struct CMUnitTest *tests, size_t n)
+{
+	it_emu_port_env();
+	if (getenv("IT_FILTER"))
+		cmocka_set_test_filter(getenv("IT_FILTER"));
+	return _cmocka_run_group_tests("tests", tests, n, NULL, NULL);
 }

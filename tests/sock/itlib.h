@@ -108,9 +108,30 @@ void *it_shared(size_t n);
 /* main()'s start: IT_EMU_PORT from the pid (20000-39999), so parallel tests' emu devices
  * do not meet. */
 void it_emu_port_env(void);
+struct CMUnitTest;
+/* An it_ test's run: it_emu_port_env, $IT_FILTER (only the tests it matches), then the
+ * cmocka group tests[0..n) without fixtures; its exit status. */
+int it_main(const struct CMUnitTest *tests, size_t n);
+#define IT_MAIN(tests) it_main(tests, sizeof(tests) / sizeof((tests)[0]))
 /* Wait (up to 10 s, polling every 0.5 ms) until *v >= want: the stage handshake between
  * the two processes of a test through it_shared memory; IT_CHECK fails after that. */
-void it_wait_at_least(volatile int *v, int want);
+void it_wait_at_least(_Atomic int *v, int want);
+
+/* An echo server's record of what it accepted (in it_shared memory): per connection its
+ * mode, reasons and first 5 bytes; n is published after each connection's fields. */
+#define IT_ECHO_MAX 16
+struct it_echo_rec {
+	_Atomic int n;
+	int mode[IT_ECHO_MAX];
+	uint32_t local[IT_ECHO_MAX], peer[IT_ECHO_MAX];
+	char data[IT_ECHO_MAX][8];
+};
+/* A server child's body: accepts expect (at most IT_ECHO_MAX) connections on lfd in turn,
+ * records each in r and echoes its first 5 bytes back. 0 (IT_CHECK fails otherwise). */
+int it_echo_server(int lfd, struct it_echo_rec *r, int expect);
+/* A client child's body: connects over SMC-R (it_client_smc), sends "real!" and reads it
+ * back. 0 (IT_CHECK fails otherwise). */
+int it_real_client(int lfd, uint16_t port);
 /* The engine's spinners (threads holding core_engine_spin_begin): 0 when nobody polls and
  * the CQs may be armed. */
 unsigned it_engine_spinners(void);
@@ -119,6 +140,7 @@ unsigned it_engine_spinners(void);
  * whole CLC message within timeout_ms per read (its length from the header, at most cap)
  * and return its length; encode m into out. Each fails the test (IT_CHECK) otherwise. */
 struct clc_msg;
+int it_raw_connect(uint16_t port); /* a plain libc TCP connect to 127.0.0.1:port */
 void it_raw_write(int fd, const void *b, size_t n);
 size_t it_raw_read_clc(int fd, uint8_t *buf, size_t cap, int timeout_ms);
 size_t it_clc_enc(const struct clc_msg *m, uint8_t *out, size_t cap);

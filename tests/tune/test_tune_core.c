@@ -50,13 +50,6 @@ static void pump(struct cp_pair *pp, struct core_conn *tx, struct core_conn *rx,
 	free(r);
 }
 
-static void close_both(struct cp_pair *pp)
-{
-	core_conn_close(pp->cli, false, pp->now);
-	core_conn_close(pp->srv, false, pp->now);
-	cp_progress(pp, 3);
-}
-
 static void connect_with(struct cp_pair *pp, struct core_engine *ce, struct core_engine *se,
 			 uint32_t rcvbuf)
 {
@@ -100,13 +93,13 @@ static void test_reuse_zeroed(void **state)
 			assert_true(all_zero(pp.srv->rmbe, pp.srv->rmbe_size));
 		}
 		if (round == 3) {
-			close_both(&pp);
+			cp_close_both(&pp);
 			cp_release(&pp);
 			break;
 		}
 		if (round < 2) {
 			pump(&pp, pp.cli, pp.srv, amounts[round], 11 + (uint64_t)round);
-			close_both(&pp);
+			cp_close_both(&pp);
 		} else {
 			/* unread data left: the server closes with A (reset): all of it is dirty */
 			uint8_t *b = malloc(amounts[round]);
@@ -161,7 +154,7 @@ static void test_rmbe_auto(void **state)
 	pump(&pp[0], pp[0].cli, pp[0].srv, 3u << 20, 5);	/* a big ring moves data too */
 	for (int i = 0; i <= N; i++) {
 		pp[i].now = pp[N].now;
-		close_both(&pp[i]);
+		cp_close_both(&pp[i]);
 		cp_release(&pp[i]);
 	}
 	core_engine_free(ce);
@@ -173,7 +166,7 @@ static void test_rmbe_auto(void **state)
 	connect_with(&p, ce, se, 0);
 	core_conn_info(p.cli, &ci);
 	assert_int_equal(ci.rmbe_size, CORE_RMBE_DEFAULT);
-	close_both(&p);
+	cp_close_both(&p);
 	cp_release(&p);
 	core_engine_free(ce);
 	core_engine_free(se);
@@ -198,7 +191,7 @@ static void test_pool_full_smaller(void **state)
 	assert_int_equal(st.rmbs, N);
 	for (int i = 0; i < N; i++) {
 		pp[i].now = now;
-		close_both(&pp[i]);
+		cp_close_both(&pp[i]);
 		cp_release(&pp[i]);
 	}
 	/* 255 free 16 KiB RMBs, none of 64 KiB and no room for one: a 16 KiB one serves */
@@ -211,7 +204,7 @@ static void test_pool_full_smaller(void **state)
 	assert_int_equal(ci.rmbe_size, 16384);
 	assert_false(ci.first_contact);
 	pump(&p, p.cli, p.srv, 100000, 3);
-	close_both(&p);
+	cp_close_both(&p);
 	cp_release(&p);
 	free(pp);
 	core_engine_free(ce);
@@ -229,13 +222,7 @@ struct shm_fx {
 static int shm_setup(void **state)
 {
 	struct shm_fx *f = calloc(1, sizeof(*f));
-	(void)cp_dev_spec();
-	f->ce = cp_engine("shm", NULL);
-	f->se = cp_engine("shm", NULL);
-	if (!f->ce || !f->se)
-		return -1;
-	if (cp_connect(&f->pp, f->ce, f->se, NULL, NULL, 50) || f->pp.rc.status != CORE_CLC_SMC ||
-	    f->pp.rs.status != CORE_CLC_SMC)
+	if (cp_engines("shm", &f->ce, &f->se) || !cp_connect_smc(&f->pp, f->ce, f->se))
 		return -1;
 	int fds[4];
 	assert_true(core_engine_fds(f->ce, fds, 4) >= 1);
@@ -250,8 +237,7 @@ static int shm_teardown(void **state)
 {
 	struct shm_fx *f = *state;
 	cp_release(&f->pp);
-	core_engine_free(f->ce);
-	core_engine_free(f->se);
+	cp_engines_free(f->ce, f->se);
 	free(f);
 	return 0;
 }

@@ -71,11 +71,6 @@ static void test_expect_and_sub(void **state)
 	assert_int_equal(rcur_sub(&c, 1, &s), 0);
 	assert_int_equal(s.len, 1);
 	assert_int_equal(s.buf[0], 0x01);
-	uint16_t v;
-	assert_int_equal(rcur_peek_u16(&c, 3, &v), 0);
-	assert_int_equal(v, 0xd901);
-	assert_int_equal(rcur_peek_u16(&c, 4, &v), -SMCR_E_SHORT);
-	assert_int_equal(rcur_peek_u16(&c, SIZE_MAX, &v), -SMCR_E_SHORT);
 }
 
 /* Property: over random buffers and random operation sequences, every operation either

@@ -21,23 +21,12 @@
 
 static struct v2cap *cap;
 
-/* ::ffff:10.0.0.n, the RoCE v2 GIDs of the two rxe guests */
-static void gid_v4(uint8_t n, struct wire_gid *g)
-{
-	memset(g, 0, sizeof(*g));
-	g->b[10] = g->b[11] = 0xff;
-	g->b[12] = 10;
-	g->b[15] = n;
-}
-
 static const uint8_t mac1[6] = { 0x52, 0x54, 0, 0, 0, 1 };
 static const uint8_t mac2[6] = { 0x52, 0x54, 0, 0, 0, 2 };
 
 static const struct v2cap_frame *frame(size_t n, enum v2cap_kind k)
 {
-	assert_true(n >= 1 && n <= cap->count);
-	assert_int_equal(cap->f[n - 1].kind, k);
-	return &cap->f[n - 1];
+	return v2cap_frame(cap, n, k);
 }
 
 static void eid_is(const struct clc_eid *e, const char *s)
@@ -48,14 +37,6 @@ static void eid_is(const struct clc_eid *e, const char *s)
 	assert_string_equal(out, s);
 	assert_int_equal(clc_eid_from_str(s, &want), 0);
 	assert_memory_equal(e->b, want.b, CLC_EID_LEN);
-}
-
-static void hostname_is(const uint8_t h[CLC_HOSTNAME_LEN], const char *s)
-{
-	uint8_t want[CLC_HOSTNAME_LEN];
-	memset(want, ' ', sizeof(want));
-	memcpy(want, s, strlen(s));
-	assert_memory_equal(h, want, CLC_HOSTNAME_LEN);
 }
 
 static int setup(void **state)
@@ -129,7 +110,7 @@ static void test_proposal(void **state)
 	assert_false(x.seid);
 	assert_int_equal(x.eid_count, 1);
 	eid_is(&x.eids[0], "SPIKE-UEID");
-	gid_v4(1, &g1);
+	v2cap_gid_v4(1, &g1);
 	assert_memory_equal(x.roce_gid.b, g1.b, 16);
 	assert_true(clc_gid_ipv4(&x.roce_gid, &ip));
 	assert_int_equal(ip, 0x0a000001);
@@ -176,7 +157,7 @@ static void test_proposal(void **state)
 static void check_acc_common(const struct clc_accept_v2 *a, uint8_t me)
 {
 	struct wire_gid g;
-	gid_v4(me, &g);
+	v2cap_gid_v4(me, &g);
 	assert_int_equal(a->f.version, 2);
 	assert_true(a->first_contact);
 	assert_memory_equal(a->peer_id.mac.b, me == 1 ? mac1 : mac2, 6);
@@ -233,7 +214,7 @@ static void test_accept(void **state)
 	assert_int_equal(a.rkey, 0x42f);
 	assert_int_equal(a.rmb_vaddr, 0xffff888008440000ull);
 	assert_int_equal(a.psn, 0x7e4298);
-	hostname_is(a.fce.hostname, "srv");
+	v2cap_hostname_is(a.fce.hostname, "srv");
 	assert_false(a.has_gids);
 	assert_int_equal(a.length, 160);
 	reencode_acc(&a, CLC_ACCEPT, f);
@@ -254,10 +235,10 @@ static void test_confirm(void **state)
 	assert_int_equal(a.rkey, 0x4f7);
 	assert_int_equal(a.rmb_vaddr, 0xffff888007e40000ull);
 	assert_int_equal(a.psn, 0xd4d7ae);
-	hostname_is(a.fce.hostname, "cli");
+	v2cap_hostname_is(a.fce.hostname, "cli");
 	assert_true(a.has_gids);
 	assert_int_equal(a.gid_count, 1);
-	gid_v4(1, &g1);
+	v2cap_gid_v4(1, &g1);
 	assert_memory_equal(a.gids[0].b, g1.b, 16);
 	reencode_acc(&a, CLC_CONFIRM, f);
 	/* the same bytes typed as an Accept: an Accept has no GID list */
@@ -335,7 +316,7 @@ static void test_llc_confirm_link(void **state)
 		assert_int_equal(m.length, 44);
 		assert_int_equal(m.resp, i == 1);
 		const struct llc_confirm_link *cl = &m.base.confirm_link;
-		gid_v4(me, &g);
+		v2cap_gid_v4(me, &g);
 		assert_int_equal(cl->no_eyec, 0x03);
 		assert_memory_equal(cl->mac.b, me == 1 ? mac1 : mac2, 6);
 		assert_memory_equal(cl->gid.b, g.b, 16);
@@ -357,7 +338,7 @@ static void test_llc_add_link(void **state)
 	struct llc2_msg m;
 	struct wire_gid g2;
 
-	gid_v4(2, &g2);
+	v2cap_gid_v4(2, &g2);
 	assert_int_equal(f->len, 88);
 	assert_int_equal(llc2_decode(f->data, f->len, &m), 0);
 	assert_int_equal(m.type, LLC2_ADD_LINK);

@@ -30,20 +30,9 @@ static struct v2cap *cap;
 static const uint8_t mac_a[6] = { 0x52, 0x54, 0, 0x5c, 0, 1 };
 static const uint8_t mac_b[6] = { 0x52, 0x54, 0, 0x5c, 0, 2 };
 
-/* ::ffff:10.0.0.n, the RoCE v2 GIDs of the two rxe guests */
-static void gid_v4(uint8_t n, struct wire_gid *g)
-{
-	memset(g, 0, sizeof(*g));
-	g->b[10] = g->b[11] = 0xff;
-	g->b[12] = 10;
-	g->b[15] = n;
-}
-
 static const struct v2cap_frame *frame(size_t n, enum v2cap_kind k)
 {
-	assert_true(n >= 1 && n <= cap->count);
-	assert_int_equal(cap->f[n - 1].kind, k);
-	return &cap->f[n - 1];
+	return v2cap_frame(cap, n, k);
 }
 
 static void eid_is(const struct clc_eid *e)
@@ -51,14 +40,6 @@ static void eid_is(const struct clc_eid *e)
 	char out[CLC_EID_LEN + 1];
 	clc_eid_to_str(e, out);
 	assert_string_equal(out, "SMCR-VM-KERNEL");
-}
-
-static void hostname_is(const uint8_t h[CLC_HOSTNAME_LEN], const char *s)
-{
-	uint8_t want[CLC_HOSTNAME_LEN];
-	memset(want, ' ', sizeof(want));
-	memcpy(want, s, strlen(s));
-	assert_memory_equal(h, want, CLC_HOSTNAME_LEN);
 }
 
 static int setup(void **state)
@@ -138,8 +119,8 @@ static void test_smcr_client_first_contact(void **state)
 	struct wire_gid ga, gb;
 	uint32_t decl = 0;
 
-	gid_v4(1, &ga);
-	gid_v4(2, &gb);
+	v2cap_gid_v4(1, &ga);
+	v2cap_gid_v4(2, &gb);
 	proposal(1, &m, &x);
 	assert_int_equal(frame(1, V2CAP_TCP)->len, 164);
 	assert_int_equal(frame(1, V2CAP_TCP)->data[7], 0x20); /* v2 + v1, both SMC-R */
@@ -166,7 +147,7 @@ static void test_smcr_client_first_contact(void **state)
 	assert_true(acc.fce.v2_direct);
 	assert_int_equal(acc.fce.os_type, CLC_OS_LINUX);
 	assert_int_equal(acc.fce.release, 1);
-	hostname_is(acc.fce.hostname, "smcr-vm-a");
+	v2cap_hostname_is(acc.fce.hostname, "smcr-vm-a");
 	assert_int_equal(acc.fce.max_conns, 255);
 	assert_int_equal(acc.fce.max_links, 1);		/* min(smcr's 1, Linux's 2) */
 	assert_int_equal(acc.fce.feature_mask, 0x0001); /* not the common bits (0) */
@@ -179,7 +160,7 @@ static void test_smcr_client_first_contact(void **state)
 	assert_memory_equal(conf.gid.b, gb.b, 16);
 	assert_int_equal(conf.qpn, 0x12);
 	assert_int_equal(conf.rmbe_size_code, 5); /* smcr's 512 KiB ring */
-	hostname_is(conf.fce.hostname, "smcr-vm-b");
+	v2cap_hostname_is(conf.fce.hostname, "smcr-vm-b");
 	assert_int_equal(conf.fce.os_type, CLC_OS_LINUX);
 	assert_int_equal(conf.fce.max_links, 1);
 	assert_int_equal(conf.fce.feature_mask, 0x0001);
@@ -201,8 +182,8 @@ static void test_kernel_client_first_contact(void **state)
 	struct wire_gid ga, gb;
 	uint32_t decl = 0;
 
-	gid_v4(1, &ga);
-	gid_v4(2, &gb);
+	v2cap_gid_v4(1, &ga);
+	v2cap_gid_v4(2, &gb);
 	proposal(17, &m, &x);
 	assert_int_equal(frame(17, V2CAP_TCP)->len, 156);
 	assert_int_equal(frame(17, V2CAP_TCP)->data[7], 0x22); /* v2 only: rxe has no v1 GID */
@@ -217,7 +198,7 @@ static void test_kernel_client_first_contact(void **state)
 	assert_memory_equal(acc.gid.b, gb.b, 16);
 	assert_memory_equal(acc.mac.b, mac_b, 6);
 	assert_int_equal(acc.fce.release, 1);
-	hostname_is(acc.fce.hostname, "smcr-vm-b");
+	v2cap_hostname_is(acc.fce.hostname, "smcr-vm-b");
 	assert_int_equal(acc.fce.max_conns, 255);
 	assert_int_equal(acc.fce.max_links, 1);
 	assert_int_equal(acc.fce.feature_mask, 0);
@@ -226,7 +207,7 @@ static void test_kernel_client_first_contact(void **state)
 	accept_v2(19, CLC_CONFIRM, &conf);
 	assert_memory_equal(conf.gid.b, ga.b, 16);
 	assert_memory_equal(conf.mac.b, mac_a, 6);
-	hostname_is(conf.fce.hostname, "smcr-vm-a");
+	v2cap_hostname_is(conf.fce.hostname, "smcr-vm-a");
 	assert_int_equal(conf.fce.max_links, 1);
 	assert_int_equal(conf.fce.feature_mask, 0);
 	assert_true(conf.has_gids);
@@ -271,7 +252,7 @@ static void test_confirm_link(void **state)
 		struct llc2_msg m;
 		struct wire_gid g;
 		llc(v[i].fr, LLC2_CONFIRM_LINK, v[i].resp, &m);
-		gid_v4(v[i].sender, &g);
+		v2cap_gid_v4(v[i].sender, &g);
 		const struct llc_confirm_link *cl = &m.base.confirm_link;
 		assert_int_equal(cl->no_eyec, 0x03);
 		assert_memory_equal(cl->gid.b, g.b, 16);

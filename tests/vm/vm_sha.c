@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/iofull.h"
+
 #define CHUNK 65536
 
 static void hex(const unsigned char *d, char out[65])
@@ -38,21 +40,6 @@ static void report(const char *who, int fd, unsigned long long bytes, const char
 	       smcr_mode_name(in.mode), bytes, sha, smcr_reason_name(in.local_reason),
 	       smcr_reason_name(in.peer_reason), in.local_qpn);
 	fflush(stdout);
-}
-
-static int full_write(int fd, const void *b, size_t n)
-{
-	const char *p = b;
-	while (n) {
-		ssize_t w = smcr_write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
 }
 
 static int server(int port)
@@ -96,7 +83,7 @@ static int server(int port)
 	char h[65];
 	hex(d, h);
 	report("server", c, total, h);
-	if (full_write(c, d, sizeof d)) {
+	if (io_write_full(smcr_write, c, d, sizeof d)) {
 		perror("server: write digest");
 		return 2;
 	}
@@ -147,7 +134,7 @@ static int client(const char *host, int port, unsigned long long bytes)
 			buf[i] = (unsigned char)x;
 		}
 		EVP_DigestUpdate(md, buf, n);
-		if (full_write(fd, buf, n)) {
+		if (io_write_full(smcr_write, fd, buf, n)) {
 			perror("client: write");
 			return 2;
 		}

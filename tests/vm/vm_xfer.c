@@ -48,6 +48,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/iofull.h"
+
 #ifdef VM_KERNEL
 #include "vm_ksmc.h"
 /* VM_XFER_TCP=1: a plain TCP socket instead (a kernel peer that sends no SMC option) */
@@ -134,21 +136,6 @@ static void expected_sha(uint32_t conn, int dir, uint32_t len, unsigned char d[3
 	EVP_MD_CTX_free(md);
 }
 
-static int full_write(int fd, const void *b, size_t n)
-{
-	const char *p = b;
-	while (n) {
-		ssize_t w = X_write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 static int send_stream(int fd, uint32_t conn, int dir, uint32_t len)
 {
 	static unsigned char buf[CHUNK];
@@ -159,7 +146,7 @@ static int send_stream(int fd, uint32_t conn, int dir, uint32_t len)
 	for (uint32_t left = len; left;) {
 		size_t n = left < step ? left : step;
 		gen_fill(&g, buf, n);
-		if (full_write(fd, buf, n))
+		if (io_write_full(X_write, fd, buf, n))
 			return -1;
 		left -= (uint32_t)n;
 	}
@@ -332,7 +319,7 @@ static int serve_one(int c, uint32_t conn)
 				}
 				g += (size_t)r;
 			}
-			if (!bad && full_write(c, m, down))
+			if (!bad && io_write_full(X_write, c, m, down))
 				bad = 1;
 		}
 		report("server", conn, c);
@@ -457,7 +444,7 @@ static int client_one(const struct sockaddr_in *a, uint32_t conn, const char *sp
 	put32(h + 8, up);
 	put32(h + 12, down);
 	int bad = 0;
-	if (full_write(fd, h, sizeof h))
+	if (io_write_full(X_write, fd, h, sizeof h))
 		bad = 1;
 	if (!bad && cs == C_URG && X_send(fd, "!", 1, MSG_OOB) != 1) {
 		fprintf(stderr, "client: send MSG_OOB: %s\n", strerror(errno));
@@ -471,7 +458,7 @@ static int client_one(const struct sockaddr_in *a, uint32_t conn, const char *sp
 			bad = 1;
 		for (uint32_t i = 0; i < up && !bad; i++) {
 			gen_fill(&g, m, down);
-			if (full_write(fd, m, down)) {
+			if (io_write_full(X_write, fd, m, down)) {
 				bad = 1;
 				break;
 			}

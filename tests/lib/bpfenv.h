@@ -68,4 +68,22 @@ pid_t bpfenv_spawn(const struct bpfenv *e, int covered, const char *netns, int (
  * end within timeout_ms (then it is killed). */
 int bpfenv_wait(pid_t pid, int timeout_ms);
 
+/* Two namespaces of e, "<pid>-a" and "<pid>-b" (names to a and b, each of size n), joined by
+ * a veth pair: va in a (10.77.0.1/24, fd77::1/64), vb in b (10.77.0.2/24, fd77::2/64), both
+ * up. 0 or -1. */
+int bpfenv_veth_pair(struct bpfenv *e, char *a, char *b, size_t n);
+
+struct CMUnitTest;
+/* The main() of a bpf test: bpfenv_precheck, then need_cmd (a shell command that succeeds
+ * when a tool the test needs is there, need_what its name; NULL: none). Either failing
+ * prints "SKIP: <reason>" and returns BPFENV_SKIP; else the cmocka group tests[0..n) runs
+ * with setup and teardown ($IT_FILTER: only the tests it matches). */
+int bpfenv_main(const struct CMUnitTest *tests, size_t n, const char *need_cmd,
+		const char *need_what, int (*setup)(void **), int (*teardown)(void **));
+#define BPFENV_MAIN(tests, need_cmd, need_what, setup, teardown)                            \
+	bpfenv_main(tests, sizeof(tests) / sizeof((tests)[0]), need_cmd, need_what, setup,   \
+		    teardown)
+/* A group teardown: bpfenv_teardown of the environment the last bpfenv_setup made. */
+int bpfenv_group_teardown(void **state);
+
 #endif

@@ -1,15 +1,15 @@
-/* peers.h: the small TCP client and server the bpf tests run as forked peers (plain
+/* bpfpeers.h: the small TCP client and server the bpf tests run as forked peers (plain
  * sockets + the opt-in API of src/bpf/optin.h), and where they leave their results.
  *
  * Shared memory (struct peer_results) is written by the peers, each in its own half, and
  * read by the test process only after both exited (bpfenv_wait): no locking needed. */
-#ifndef SMCR_TESTS_PEERS_H
-#define SMCR_TESTS_PEERS_H
+#ifndef SMCR_TESTS_BPFPEERS_H
+#define SMCR_TESTS_BPFPEERS_H
 
 #include <stdint.h>
 
 #include "bpf/optin.h"
-#include "bpfenv.h"
+#include "lib/bpfenv.h"
 
 #define PEER_MAX_CONN 1024
 #define PEER_MAX_LISTENERS 4

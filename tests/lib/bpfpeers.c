@@ -1,7 +1,7 @@
-/* peers.c: TCP server and client on plain sockets + the opt-in API, run as forked test
- * peers (see peers.h). Each records, per connection, what smcr_optin_result() said. */
+/* bpfpeers.c: TCP server and client on plain sockets + the opt-in API, run as forked test
+ * peers (see bpfpeers.h). Each records, per connection, what smcr_optin_result() said. */
 #define _GNU_SOURCE
-#include "peers.h"
+#include "lib/bpfpeers.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "bpf/optin.h"
-#include "bpfenv.h"
+#include "lib/bpfenv.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

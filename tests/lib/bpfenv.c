@@ -1,7 +1,13 @@
 /* bpfenv.c: cgroups, bpffs mount, network namespaces and forked peers for the bpf
  * tests (see bpfenv.h for the lifetime rules). */
 #define _GNU_SOURCE
-#include "bpfenv.h"
+#include "lib/bpfenv.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -425,4 +431,43 @@ int bpfenv_wait(pid_t pid, int timeout_ms)
 	if (!WIFEXITED(st))
 		return -1;
 	return WEXITSTATUS(st);
+}
+
+int bpfenv_veth_pair(struct bpfenv *e, char *a, char *b, size_t n)
+{
+	if (bpfenv_netns(e, "a", a, n) || bpfenv_netns(e, "b", b, n))
+		return -1;
+	return bpfenv_sh("ip -n %s link add va type veth peer name vb netns %s && "
+			 "ip -n %s addr add 10.77.0.1/24 dev va && "
+			 "ip -n %s addr add fd77::1/64 dev va nodad && ip -n %s link set va up && "
+			 "ip -n %s addr add 10.77.0.2/24 dev vb && "
+			 "ip -n %s addr add fd77::2/64 dev vb nodad && ip -n %s link set vb up",
+			 a, b, a, a, a, b, b, b) == 0
+		       ? 0
+		       : -1;
+}
+
+int bpfenv_main(const struct CMUnitTest *tests, size_t n, const char *need_cmd,
+		const char *need_what, int (*setup)(void **), int (*teardown)(void **))
+{
+	char why[256];
+	if (bpfenv_precheck(why, sizeof(why)) != 0) {
+		printf("SKIP: %s\n", why);
+		return BPFENV_SKIP;
+	}
+	if (need_cmd && bpfenv_sh("%s >/dev/null 2>&1", need_cmd) != 0) {
+		printf("SKIP: %s missing\n", need_what);
+		return BPFENV_SKIP;
+	}
+	if (getenv("IT_FILTER"))
+		cmocka_set_test_filter(getenv("IT_FILTER"));
+	return _cmocka_run_group_tests("bpf", tests, n, setup, teardown);
+}
+
+int bpfenv_group_teardown(void **state)
+{
+	(void)state;
+	if (atexit_env)
+		bpfenv_teardown(atexit_env);
+	return 0;
 }

@@ -1,2 +1,0 @@
-/* empty.c: keeps smcr_testlib non-empty before tests/lib has sources. */
-typedef int smcr_testlib_empty_unit;
