@@ -366,6 +366,7 @@ static void activate(struct core_lgr *lg, struct core_link *nl, uint64_t now)
 	nl->last_rx_ns = now;
 	lg->links_added++;
 	e->links_added++;
+	CORE_CTR_INC(e, ctr_links_added);
 	lg->last_added = nl;
 	atomic_store(&lg->multi, lgr_links_active(lg) >= 2);
 	LOG_INFO(CORE_UNIT, "LG %u: link %u added, %u links", lg->id, nl->link_num,

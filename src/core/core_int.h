@@ -533,6 +533,9 @@ struct core_engine {
 	_Atomic uint64_t ctr_cdc_tx, ctr_llc_tx, ctr_rmbe_full, ctr_window_stall;
 	char ctr_pad[64];
 	_Atomic uint64_t ctr_cdc_rx, ctr_llc_rx;
+	/* two-link groups (docs/FAILOVER.md), added under eng->lock, loaded without it */
+	_Atomic uint64_t ctr_links_added, ctr_links_failed, ctr_failovers, ctr_conns_moved;
+	_Atomic uint64_t ctr_dl_tx, ctr_dl_rx;
 };
 
 /* Adds one to an engine counter above (relaxed: a count, no ordering). */

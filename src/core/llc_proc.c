@@ -48,10 +48,8 @@ static int llc_send_v2(struct core_link *l, const struct llc_msg *m)
 	return link_send_msg(l, buf);
 }
 
-int llc_send(struct core_link *l, const struct llc_msg *m)
+static int llc_send_v1(struct core_link *l, const struct llc_msg *m)
 {
-	if (l->lg->v2)
-		return llc_send_v2(l, m);
 	uint8_t buf[LLC_MSG_LEN];
 	int rc = llc_encode(m, buf);
 	if (rc) {
@@ -61,6 +59,14 @@ int llc_send(struct core_link *l, const struct llc_msg *m)
 	}
 	CORE_CTR_INC(l->lg->eng, ctr_llc_tx);
 	return link_send_msg(l, buf);
+}
+
+int llc_send(struct core_link *l, const struct llc_msg *m)
+{
+	int rc = l->lg->v2 ? llc_send_v2(l, m) : llc_send_v1(l, m);
+	if (!rc && m->type == LLC_DELETE_LINK)
+		CORE_CTR_INC(l->lg->eng, ctr_dl_tx);
+	return rc;
 }
 
 void llc_fill_gid_mac(struct core_link *l, struct wire_gid *gid, struct wire_mac *mac)
@@ -183,6 +189,7 @@ static void on_delete_link(struct core_link *l, struct llc_msg *m, const uint8_t
 {
 	(void)raw;
 	struct core_lgr *lg = l->lg;
+	CORE_CTR_INC(lg->eng, ctr_dl_rx);
 	if (m->delete_link.all) {
 		if (m->resp)
 			return;	/* never answered; a peer's odd echo changes nothing */
