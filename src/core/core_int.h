@@ -270,6 +270,9 @@ struct core_lgr {
 					 * Linux: a number just deleted is not reused at once, so
 					 * a late DELETE LINK for it cannot hit its successor) */
 	bool relink_pending;		/* a device came up while a flow ran: try after it */
+	bool hint_pending;		/* server: the client's "add a link" hint came while a
+					   flow ran (its CONFIRM LINK answer and the hint travel
+					   on different links): judged after the flow */
 	struct core_link *last_added;	/* [E] the link the last ADD LINK flow added */
 	/* Two links are active: senders keep a copy of what they write (conn->shadow), the
 	 * bytes a failover writes again. Written under eng->lock, read by senders. */

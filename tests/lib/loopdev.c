@@ -69,6 +69,7 @@ struct loop_qp {
 	uint64_t cut_at;		/* simulated time of the cut */
 	uint64_t last_due;		/* due of its latest queued op: order kept */
 	unsigned queued;		/* its ops on loop_queue */
+	unsigned queued_run;		/* of which executed already (noack: the ACK waits) */
 	bool len_err;			/* a SEND just delivered was longer than the receive WR */
 	struct dev_qp_attr av;	/* dest QPN, dgid */
 	struct loop_rwqe *rq;
@@ -597,7 +598,7 @@ static bool queue_wr_locked(struct loop_qp *q, const struct dev_send_wr *wr, uin
 		op->wr.num_sge = 1;
 	}
 	const struct loopdev_path *p = &q->path;
-	if (p->noack && !p->cut && !p->hold && !q->queued) {
+	if (p->noack && !p->cut && !p->hold && q->queued == q->queued_run) {
 		/* the responder has it now; the requester waits for an ACK that does not come */
 		exec_wr_locked(q, wr, false);
 		if (atomic_load(&q->qp.state) == DEV_QPS_ERR) {
@@ -605,6 +606,7 @@ static bool queue_wr_locked(struct loop_qp *q, const struct dev_send_wr *wr, uin
 			return true;
 		}
 		op->executed = true;
+		q->queued_run++;
 	}
 	uint64_t due = loop_now + p->delay_ns;
 	if (p->drop) {
@@ -691,6 +693,7 @@ static void ops_drop_locked(struct loop_qp *q)
 	}
 	loop_queue_tail = last;
 	q->queued = 0;
+	q->queued_run = 0;
 }
 
 static int l_modify_qp(struct dev_qp *dq, const struct dev_qp_attr *a, unsigned mask)
@@ -1015,6 +1018,8 @@ void loopdev_clock(uint64_t now)
 		}
 		*pp = op->next;
 		q->queued--;
+		if (op->executed)
+			q->queued_run--;
 		if (op->fail && atomic_load(&q->qp.state) != DEV_QPS_ERR) {
 			struct dev_wc wc = { .wr_id = op->wr.wr_id, .qp_num = q->qp.qp_num,
 					     .status = DEV_WC_RETRY_EXC_ERR,
