@@ -282,7 +282,10 @@ static void veth_counters(uint64_t v[2])
 static void slot_start(struct tl_fix *f, struct slot *s)
 {
 	f->now = smcr_now_ns();
-	assert_true(tl_connect(f, (unsigned)(s->pp - f->pp)));
+	if (!tl_connect(f, (unsigned)(s->pp - f->pp)))
+		fail_msg("connection not SMC-R: client %d (%s), server %d (%s), %u steps",
+			 s->pp->rc.status, smcr_err_name(s->pp->rc.err), s->pp->rs.status,
+			 smcr_err_name(s->pp->rs.err), s->pp->steps);
 	s->s2c = cp_rand(&s->rnd) & 1;
 	/* 4 KiB .. 4 MiB, spread over the orders of magnitude */
 	uint64_t r = cp_rand(&s->rnd);
@@ -368,6 +371,7 @@ static void test_long_run(void **state)
 	 * path left ends within it */
 	const uint64_t bound = CORE_TESTLINK_NS + CORE_LLC_WAIT_NS;
 	assert_int_equal(dev_emu_register(), 0);
+	cp_set_realtime(true);
 	unsigned port = 20000u + (unsigned)(smcr_now_ns() / 1000 + (uint64_t)getpid()) % 40000u;
 	char cs[2][128], ss[2][128];
 	for (int i = 0; i < 2; i++) {
@@ -546,6 +550,7 @@ static void test_long_run(void **state)
 		EVP_MD_CTX_free(sl[i].hr);
 	}
 	tl_teardown(f);
+	cp_set_realtime(false);
 	free(sl);
 	free(f);
 }

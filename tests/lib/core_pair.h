@@ -45,6 +45,11 @@ int cp_connect(struct cp_pair *pp, struct core_engine *ce, struct core_engine *s
 	       unsigned max_steps);
 /* cp_connect with default params (50 steps) that ended in SMC-R on both sides. */
 bool cp_connect_smc(struct cp_pair *pp, struct core_engine *ce, struct core_engine *se);
+/* Real time for the handshakes of cp_connect (default off: the fake clock stands still
+ * during a handshake): each round runs at the later of pp->now and smcr_now_ns(), for
+ * tests on real-time providers (emu in namespaces) whose handshake may wait behind an LLC
+ * flow that only a timer ends (a DELETE LINK answer lost with its link). */
+void cp_set_realtime(bool on);
 /* One round: step both handshakes (if not done), progress both engines. */
 void cp_round(struct cp_pair *pp);
 /* Progress both engines n times at pp->now. */
