@@ -320,7 +320,7 @@ static void reply_build(struct buf *b, enum statsrv_what w, bool json, bool rese
 			for (unsigned k = 0; k < nli; k++)
 				if (li[k].lg_id == lgs[i].id)
 					bprintf(b, "%-7d %-15.15s %5u   link %u %s on %s, qpn %u peer-qpn "
-						   "%u, %u conns, %llu failovers in the group\n",
+						   "%u, %u conns, group failovers %llu\n",
 						(int)getpid(), prog, lgs[i].id, li[k].link_num,
 						li[k].state, li[k].dev, li[k].local_qpn, li[k].peer_qpn,
 						li[k].conns, (unsigned long long)li[k].lg_failovers);
