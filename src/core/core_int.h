@@ -257,6 +257,7 @@ struct core_lgr {
 	enum core_flow flow;		/* [E] */
 	uint64_t flow_deadline;		/* [E] */
 	struct core_conn *flow_conn;	/* [E] held while the flow runs */
+	struct core_link *flow_link;	/* [E] the link the CONFIRM RKEY flow's request went on */
 	bool want_add_link;		/* [E] server: ADD LINK offer still to run */
 	/* [E] the running ADD LINK flow (addlink.c, docs/protocol/procedures.md 3.2) */
 	enum core_al_step al_step;
@@ -663,6 +664,10 @@ void link_cdc_completed(struct core_link *l, uint32_t token, uint16_t seq, uint6
 void llc_rx(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now);
 int llc_send(struct core_link *l, const struct llc_msg *m);
 void llc_flow_kick(struct core_lgr *lg, uint64_t now);	/* start queued flows */
+/* Link l failed over to link to: a CONFIRM RKEY flow whose request went on l asks again
+ * on to. */
+void llc_flow_link_down(struct core_lgr *lg, struct core_link *l, struct core_link *to,
+			uint64_t now);
 void llc_timers(struct core_lgr *lg, uint64_t now);	/* from lgr_timer_fn */
 int llc_send_confirm_link(struct core_link *l, bool resp);
 void llc_start_add_link_offer(struct core_lgr *lg, uint64_t now);

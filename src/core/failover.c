@@ -240,6 +240,7 @@ void link_down(struct core_link *l, int err, unsigned why, uint64_t now)
 	atomic_fetch_add_explicit(&e->ctr_conns_moved, moved, memory_order_relaxed);
 	LOG_INFO(CORE_UNIT, "LG %u: failover from link %u to link %u: %u connections moved", lg->id,
 		 l->link_num, to->link_num, moved);
+	llc_flow_link_down(lg, l, to, now);
 	uint8_t num = l->link_num;
 	lgr_link_retire(lg, l, now);
 	if (lg->role == CORE_CLIENT) {

@@ -17,6 +17,8 @@
  *                  stays single and works; the old link failing then ends the group
  *   both_down      no surviving link: every connection ends with ECONNRESET
  *   second_failure the surviving link fails while the failover's bytes are in flight
+ *   rkey_on_failed_link a new connection's CONFIRM RKEY is held on link 2, which then
+ *                  fails: the request goes again on link 1 and the connection is SMC-R
  *   forward_to_cons the ACKs of link 2 are lost (noack) while the peer reads everything
  *                  and says so on its own path: the sender's last completed CDC is behind
  *                  the peer's consumer cursor, so the failover goes forward to that cursor
@@ -524,6 +526,50 @@ static void test_second_failure(void **state)
 	assert_int_equal(smcr_err_errno((int)rcv(f->pp[0].cli, b, sizeof(b), 0)), ECONNRESET);
 }
 
+static void test_rkey_on_failed_link(void **state)
+{
+	struct tl_fix *f = *state;
+	struct core_link *s1 = lk(f->se, 0), *s2 = lk(f->se, 1);
+	assert_true(tl_connect(f, 2));	/* link 1 (the server alternates) */
+	/* the next connection goes on link 2; the server's CONFIRM RKEY for its new RMB (sent
+	 * before its Accept) waits on that path, which is then cut */
+	tl_hold(f->ls, LLC_CONFIRM_RKEY, false, 1);
+	unsigned sf = f->ls->n;
+	struct cp_pair *p = &f->pp[3];
+	memset(p, 0, sizeof(*p));
+	p->now = f->now;
+	p->ce = f->ce;
+	p->se = f->se;
+	struct core_conn_params cpar, spar;
+	cp_conn_params(&cpar, CORE_CLIENT, 0);
+	cp_conn_params(&spar, CORE_SERVER, 0);
+	assert_int_equal(core_conn_new(f->ce, &cpar, &p->cli), 0);
+	assert_int_equal(core_conn_new(f->se, &spar, &p->srv), 0);
+	f->npp = 4;
+	for (int i = 0; i < 20; i++)
+		cp_round(p);
+	assert_ptr_equal(p->srv->link, s2);
+	assert_int_equal(p->rs.status, CORE_CLC_WAIT_LINK);
+	int i = tl_next(f->ls, &sf, LLC_CONFIRM_RKEY, 0);
+	assert_ptr_equal(f->ls->ev[i].link, s2);
+	assert_non_null(f->ls->held);
+	cut(s2);
+	p->now = f->now + LOOPDEV_TIMEOUT_NS;
+	for (int k = 0; k < 20 && !(p->cli_done && p->srv_done); k++)
+		cp_round(p);
+	f->now = p->now;
+	assert_int_equal(tl_links(f->se), 1);
+	/* asked again on link 1, answered: the handshake ends in SMC-R on both ends */
+	i = tl_next(f->ls, &sf, LLC_CONFIRM_RKEY, 0);
+	assert_true(i >= 0);
+	assert_ptr_equal(f->ls->ev[i].link, s1);
+	assert_int_equal(p->rs.status, CORE_CLC_SMC);
+	assert_int_equal(p->rc.status, CORE_CLC_SMC);
+	assert_ptr_equal(p->srv->link, s1);
+	assert_int_equal(tl_move(f, p->cli, p->srv, 0, 100000, 93), 100000);
+	assert_int_equal(tl_move(f, p->srv, p->cli, 0, 100000, 94), 100000);
+}
+
 static void test_forward_to_cons(void **state)
 {
 	struct tl_fix *f = *state;
@@ -627,6 +673,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_both_down, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_second_failure, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_forward_to_cons, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rkey_on_failed_link, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

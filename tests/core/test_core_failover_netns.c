@@ -279,13 +279,30 @@ static void veth_counters(uint64_t v[2])
 	v[1] = veth_tx_bytes(0, if2[0]) + veth_tx_bytes(1, if2[1]);
 }
 
+/* New connections that fell back to TCP, both ends agreeing (allowed while the veths
+ * toggle: a handshake whose CONFIRM RKEY went out on the link that just failed times out
+ * into the ERR_REGBUF fallback, as Linux's does; the program's connection works over TCP,
+ * which this harness does not carry, so the slot makes another). */
+static unsigned fallbacks;
+static bool fallback_ok;
+
 static void slot_start(struct tl_fix *f, struct slot *s)
 {
-	f->now = smcr_now_ns();
-	if (!tl_connect(f, (unsigned)(s->pp - f->pp)))
+	for (int tries = 0;; tries++) {
+		f->now = smcr_now_ns();
+		if (tl_connect(f, (unsigned)(s->pp - f->pp)))
+			break;
+		if (fallback_ok && tries < 5 && s->pp->rc.status == CORE_CLC_FALLBACK &&
+		    s->pp->rs.status == CORE_CLC_FALLBACK) {
+			fallbacks++;
+			s->pp->now = f->now;
+			cp_release(s->pp);
+			continue;
+		}
 		fail_msg("connection not SMC-R: client %d (%s), server %d (%s), %u steps",
 			 s->pp->rc.status, smcr_err_name(s->pp->rc.err), s->pp->rs.status,
 			 smcr_err_name(s->pp->rs.err), s->pp->steps);
+	}
 	s->s2c = cp_rand(&s->rnd) & 1;
 	/* 4 KiB .. 4 MiB, spread over the orders of magnitude */
 	uint64_t r = cp_rand(&s->rnd);
@@ -404,6 +421,7 @@ static void test_long_run(void **state)
 	uint64_t run_ns = (cp_quick() ? 20 : 64) * TL_SEC;
 	uint64_t t0 = smcr_now_ns(), next = t0 + 2 * TL_SEC, stall = 0;
 	int toggles = 0, down = -1;
+	fallback_ok = true;
 	/* traffic on both veths while both are up: counters at the start of each such window
 	 * (when both engines have two links again) and at its end */
 	uint64_t w0[2] = { 0, 0 }, seen[2] = { 0, 0 };
@@ -446,6 +464,7 @@ static void test_long_run(void **state)
 	}
 	if (down >= 0)
 		assert_int_equal(veth(down, true), 0);
+	fallback_ok = false;
 	/* every stream in flight finishes: all bytes, once, the same SHA-256 */
 	uint64_t drain_until = smcr_now_ns() + 60 * TL_SEC;
 	while (!slots_idle(sl)) {
@@ -465,13 +484,14 @@ static void test_long_run(void **state)
 	printf("# %d veth toggles in %llu s, %u streams checked (SHA-256) in %d slots, failovers "
 	       "client %llu server %llu, links added %llu; both-up windows %u, with stream traffic "
 	       "on both veths %u (veth 1 %llu bytes, veth 2 %llu); longest time a stream received "
-	       "nothing %llu ms\n",
+	       "nothing %llu ms; %u new connections fell back to TCP\n",
 	       toggles, (unsigned long long)(run_ns / TL_SEC), streams, NSLOT,
 	       (unsigned long long)sc.failovers, (unsigned long long)ss_.failovers,
 	       (unsigned long long)ss_.links_added, windows, windows_both,
 	       (unsigned long long)seen[0], (unsigned long long)seen[1],
-	       (unsigned long long)(stall / TL_MS));
+	       (unsigned long long)(stall / TL_MS), fallbacks);
 	assert_true(toggles >= (cp_quick() ? 4 : 14));
+	assert_true(fallbacks * 100 <= streams);	/* rare: at a failover's instant only */
 	assert_true(sc.failovers + ss_.failovers >= 1);
 	assert_true(streams >= NSLOT);
 	assert_true(stall < bound);
