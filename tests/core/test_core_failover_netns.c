@@ -7,7 +7,16 @@
  * link is added again when it is back). Then both down: every connection ends with
  * ECONNRESET; both up: a new connection works and its group has two links again. Real time
  * (emu is real TCP). Needs root and iproute2 (else exit 77: skipped); makes namespaces, so
- * run it under flock /tmp/smcr-bpf.lock as every namespace test. */
+ * run it under flock /tmp/smcr-bpf.lock as every namespace test.
+ *
+ * With --long (ctest test_core_failover_netns_long), issue 22's CI run: 32 slots each
+ * running one stream after another (random sizes 4 KiB-4 MiB, one direction, SHA-256 at both
+ * ends, a new connection per stream, so new connections land on both links) for 64 s while
+ * one veth after the other goes down for 2 s (the next only once the groups have two links
+ * again); no byte lost or repeated, no stream without a byte for longer than the spec's link
+ * timers (TEST LINK 30 s + 2 s), stream bytes on both veths (their tx counters) in the
+ * windows where both are up; then both down: every group ends within that bound and every
+ * connection end gives ECONNRESET; both up: new connections on a group with two links. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
