@@ -56,6 +56,23 @@ static uint8_t new_link_num(struct core_lgr *lg)
 
 static void relink_one(struct core_lgr *lg, uint64_t now);
 
+/* Server: both active links end on one device of the client (the same GID): built while
+ * the client's other device was down. */
+static bool peer_asym(const struct core_lgr *lg)
+{
+	const struct core_link *a = NULL, *b = NULL;
+	for (int i = 0; i < CORE_LG_LINKS; i++) {
+		const struct core_link *k = lg->links[i];
+		if (k && k->state == CORE_LINK_ACTIVE) {
+			if (!a)
+				a = k;
+			else
+				b = k;
+		}
+	}
+	return a && b && !memcmp(&a->peer_gid, &b->peer_gid, sizeof(a->peer_gid));
+}
+
 static void flow_done(struct core_lgr *lg, uint64_t now)
 {
 	lg->flow = CORE_FLOW_NONE;
@@ -68,6 +85,13 @@ static void flow_done(struct core_lgr *lg, uint64_t now)
 	if (lg->relink_pending) {
 		lg->relink_pending = false;
 		relink_one(lg, now);
+	}
+	if (lg->hint_pending) {
+		lg->hint_pending = false;
+		if (lg->flow == CORE_FLOW_NONE && lgr_links_active(lg) >= 2 && peer_asym(lg))
+			al_replace_asym(lg, now);
+		if (lgr_links_active(lg) < 2)
+			lg->want_add_link = true;
 	}
 	if (lg->flow == CORE_FLOW_NONE)
 		llc_flow_kick(lg, now);
@@ -263,6 +287,8 @@ void al_on_add_link(struct core_link *l, struct llc_msg *m, const uint8_t *raw, 
 			 * device came back): replace the newer one by a symmetric link. */
 			if (lgr_links_active(lg) >= 2 && lg->flow == CORE_FLOW_NONE)
 				al_replace_asym(lg, now);
+			else if (lg->flow != CORE_FLOW_NONE)
+				lg->hint_pending = true;	/* flow_done judges it */
 			if (lgr_links_active(lg) < 2) {
 				lg->want_add_link = true;
 				llc_flow_kick(lg, now);
@@ -366,6 +392,7 @@ static void activate(struct core_lgr *lg, struct core_link *nl, uint64_t now)
 	nl->last_rx_ns = now;
 	lg->links_added++;
 	e->links_added++;
+	CORE_CTR_INC(e, ctr_links_added);
 	lg->last_added = nl;
 	atomic_store(&lg->multi, lgr_links_active(lg) >= 2);
 	LOG_INFO(CORE_UNIT, "LG %u: link %u added, %u links", lg->id, nl->link_num,

@@ -313,8 +313,28 @@ struct core_engine_counters {
 	uint64_t cdc_sent, cdc_received, cdc_dropped;
 	uint64_t llc_sent, llc_received, llc_dropped;
 	uint64_t rmbe_full, window_stall;
+	/* Two-link groups (docs/FAILOVER.md): links added by ADD LINK (not a group's first),
+	 * links declared down (any reason, also a link being added), failovers (a failed
+	 * link's connections moved to the surviving one), connections so moved, DELETE LINK
+	 * messages sent and received (requests and answers, one link or the whole group). */
+	uint64_t links_added, links_failed, failovers, conns_moved;
+	uint64_t delete_link_sent, delete_link_received;
 };
 void core_engine_counters(const struct core_engine *e, struct core_engine_counters *ct);
+
+/* One link of a live link group, for an operator's view (smcr-stat -L; docs/FAILOVER.md). */
+struct core_link_info {
+	uint32_t lg_id;			/* the link group (core_conn_info's lgr_id) */
+	uint8_t link_num;		/* wire link number */
+	const char *state;		/* "active", "adding" (CONFIRM LINK pending) or "down" */
+	char dev[32];			/* our device's name */
+	uint32_t local_qpn, peer_qpn;
+	unsigned conns;			/* connections writing on it */
+	uint64_t lg_failovers;		/* the group's failovers so far */
+};
+/* Fills up to max links of the engine's live groups (newest group first, links by slot);
+ * returns how many there are (may exceed max). Takes the engine lock. */
+unsigned core_engine_links(struct core_engine *e, struct core_link_info *out, unsigned max);
 
 /* ======================================================================================= */
 /* Connections: creation, events, release                                                  */

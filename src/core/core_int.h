@@ -257,6 +257,7 @@ struct core_lgr {
 	enum core_flow flow;		/* [E] */
 	uint64_t flow_deadline;		/* [E] */
 	struct core_conn *flow_conn;	/* [E] held while the flow runs */
+	struct core_link *flow_link;	/* [E] the link the CONFIRM RKEY flow's request went on */
 	bool want_add_link;		/* [E] server: ADD LINK offer still to run */
 	/* [E] the running ADD LINK flow (addlink.c, docs/protocol/procedures.md 3.2) */
 	enum core_al_step al_step;
@@ -270,6 +271,9 @@ struct core_lgr {
 					 * Linux: a number just deleted is not reused at once, so
 					 * a late DELETE LINK for it cannot hit its successor) */
 	bool relink_pending;		/* a device came up while a flow ran: try after it */
+	bool hint_pending;		/* server: the client's "add a link" hint came while a
+					   flow ran (its CONFIRM LINK answer and the hint travel
+					   on different links): judged after the flow */
 	struct core_link *last_added;	/* [E] the link the last ADD LINK flow added */
 	/* Two links are active: senders keep a copy of what they write (conn->shadow), the
 	 * bytes a failover writes again. Written under eng->lock, read by senders. */
@@ -533,6 +537,9 @@ struct core_engine {
 	_Atomic uint64_t ctr_cdc_tx, ctr_llc_tx, ctr_rmbe_full, ctr_window_stall;
 	char ctr_pad[64];
 	_Atomic uint64_t ctr_cdc_rx, ctr_llc_rx;
+	/* two-link groups (docs/FAILOVER.md), added under eng->lock, loaded without it */
+	_Atomic uint64_t ctr_links_added, ctr_links_failed, ctr_failovers, ctr_conns_moved;
+	_Atomic uint64_t ctr_dl_tx, ctr_dl_rx;
 };
 
 /* Adds one to an engine counter above (relaxed: a count, no ordering). */
@@ -657,6 +664,10 @@ void link_cdc_completed(struct core_link *l, uint32_t token, uint16_t seq, uint6
 void llc_rx(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now);
 int llc_send(struct core_link *l, const struct llc_msg *m);
 void llc_flow_kick(struct core_lgr *lg, uint64_t now);	/* start queued flows */
+/* Link l failed over to link to: a CONFIRM RKEY flow whose request went on l asks again
+ * on to. */
+void llc_flow_link_down(struct core_lgr *lg, struct core_link *l, struct core_link *to,
+			uint64_t now);
 void llc_timers(struct core_lgr *lg, uint64_t now);	/* from lgr_timer_fn */
 int llc_send_confirm_link(struct core_link *l, bool resp);
 void llc_start_add_link_offer(struct core_lgr *lg, uint64_t now);

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "core/core_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -575,6 +576,38 @@ void core_engine_stats(struct core_engine *e, struct core_engine_stats *st)
 	pthread_mutex_unlock(&e->lock);
 }
 
+unsigned core_engine_links(struct core_engine *e, struct core_link_info *out, unsigned max)
+{
+	unsigned n = 0;
+	pthread_mutex_lock(&e->lock);
+	for (struct core_lgr *lg = e->lgs; lg; lg = lg->next) {
+		if (lg->state == CORE_LG_DEAD)
+			continue;
+		for (int i = 0; i < CORE_LG_LINKS; i++) {
+			struct core_link *l = lg->links[i];
+			if (!l)
+				continue;
+			if (n < max) {
+				struct core_link_info *o = &out[n];
+				memset(o, 0, sizeof(*o));
+				o->lg_id = lg->id;
+				o->link_num = l->link_num;
+				o->state = l->state == CORE_LINK_ACTIVE ? "active"
+					   : l->state == CORE_LINK_INIT ? "adding" : "down";
+				snprintf(o->dev, sizeof(o->dev), "%s", l->cdev->attr.name);
+				o->local_qpn = l->qp ? l->qp->qp_num : 0;
+				o->peer_qpn = l->peer_qpn;
+				for (unsigned s = 1; s < CORE_LG_SLOTS; s++)
+					o->conns += lg->slots[s] && lg->slots[s]->link == l;
+				o->lg_failovers = lg->failovers;
+			}
+			n++;
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+	return n;
+}
+
 void core_engine_counters(const struct core_engine *e, struct core_engine_counters *ct)
 {
 #define CTR_LOAD(f) atomic_load_explicit(&e->f, memory_order_relaxed)
@@ -586,6 +619,12 @@ void core_engine_counters(const struct core_engine *e, struct core_engine_counte
 	ct->llc_dropped = CTR_LOAD(llc_rx_dropped);
 	ct->rmbe_full = CTR_LOAD(ctr_rmbe_full);
 	ct->window_stall = CTR_LOAD(ctr_window_stall);
+	ct->links_added = CTR_LOAD(ctr_links_added);
+	ct->links_failed = CTR_LOAD(ctr_links_failed);
+	ct->failovers = CTR_LOAD(ctr_failovers);
+	ct->conns_moved = CTR_LOAD(ctr_conns_moved);
+	ct->delete_link_sent = CTR_LOAD(ctr_dl_tx);
+	ct->delete_link_received = CTR_LOAD(ctr_dl_rx);
 #undef CTR_LOAD
 }
 

@@ -198,6 +198,7 @@ void link_down(struct core_link *l, int err, unsigned why, uint64_t now)
 		 why < CORE_DOWN_NREASONS ? down_names[why] : "?", smcr_err_msg(err));
 	l->state = CORE_LINK_DOWN;
 	atomic_store(&l->usable, false);
+	CORE_CTR_INC(e, ctr_links_failed);
 	if (lg->state == CORE_LG_DEAD)
 		return;
 	if (lg->al_link == l) {
@@ -222,6 +223,7 @@ void link_down(struct core_link *l, int err, unsigned why, uint64_t now)
 		return;
 	}
 	e->failovers++;
+	CORE_CTR_INC(e, ctr_failovers);
 	e->failover_reason[why < CORE_DOWN_NREASONS ? why : CORE_DOWN_WC]++;
 	lg->failovers++;
 	atomic_store(&lg->multi, false);
@@ -235,8 +237,10 @@ void link_down(struct core_link *l, int err, unsigned why, uint64_t now)
 		if (lg->state == CORE_LG_DEAD)
 			return;
 	}
+	atomic_fetch_add_explicit(&e->ctr_conns_moved, moved, memory_order_relaxed);
 	LOG_INFO(CORE_UNIT, "LG %u: failover from link %u to link %u: %u connections moved", lg->id,
 		 l->link_num, to->link_num, moved);
+	llc_flow_link_down(lg, l, to, now);
 	uint8_t num = l->link_num;
 	lgr_link_retire(lg, l, now);
 	if (lg->role == CORE_CLIENT) {

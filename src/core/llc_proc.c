@@ -48,10 +48,8 @@ static int llc_send_v2(struct core_link *l, const struct llc_msg *m)
 	return link_send_msg(l, buf);
 }
 
-int llc_send(struct core_link *l, const struct llc_msg *m)
+static int llc_send_v1(struct core_link *l, const struct llc_msg *m)
 {
-	if (l->lg->v2)
-		return llc_send_v2(l, m);
 	uint8_t buf[LLC_MSG_LEN];
 	int rc = llc_encode(m, buf);
 	if (rc) {
@@ -61,6 +59,14 @@ int llc_send(struct core_link *l, const struct llc_msg *m)
 	}
 	CORE_CTR_INC(l->lg->eng, ctr_llc_tx);
 	return link_send_msg(l, buf);
+}
+
+int llc_send(struct core_link *l, const struct llc_msg *m)
+{
+	int rc = l->lg->v2 ? llc_send_v2(l, m) : llc_send_v1(l, m);
+	if (!rc && m->type == LLC_DELETE_LINK)
+		CORE_CTR_INC(l->lg->eng, ctr_dl_tx);
+	return rc;
 }
 
 void llc_fill_gid_mac(struct core_link *l, struct wire_gid *gid, struct wire_mac *mac)
@@ -183,6 +189,7 @@ static void on_delete_link(struct core_link *l, struct llc_msg *m, const uint8_t
 {
 	(void)raw;
 	struct core_lgr *lg = l->lg;
+	CORE_CTR_INC(lg->eng, ctr_dl_rx);
 	if (m->delete_link.all) {
 		if (m->resp)
 			return;	/* never answered; a peer's odd echo changes nothing */
@@ -411,6 +418,19 @@ void llc_rkey_others(struct core_lgr *lg, struct core_link *on, struct core_rmb 
 	}
 }
 
+/* CONFIRM RKEY (docs/protocol/wire-formats.md 6.6) for c's new RMB on link on: the RMB on
+ * that link, and on each other active link of the LG. 0 or the send's error. */
+static int confirm_rkey_send(struct core_lgr *lg, struct core_conn *c, struct core_link *on)
+{
+	struct llc_msg m = { .type = LLC_CONFIRM_RKEY };
+	if (!lgr_rmb_mr(c->rmb, on))
+		return -SMCR_E_CORE_REGBUF;
+	m.confirm_rkey.rkey = lgr_rmb_mr(c->rmb, on)->rkey;
+	m.confirm_rkey.vaddr = (uint64_t)(uintptr_t)c->rmb->mr->addr;
+	llc_rkey_others(lg, on, c->rmb, &m.confirm_rkey);
+	return llc_send(on, &m);
+}
+
 void llc_flow_kick(struct core_lgr *lg, uint64_t now)
 {
 	struct core_engine *e = lg->eng;
@@ -431,23 +451,35 @@ void llc_flow_kick(struct core_lgr *lg, uint64_t now)
 			conn_put(c);
 			continue;
 		}
-		/* CONFIRM RKEY (docs/protocol/wire-formats.md 6.6) on the connection's own link:
-		 * the RMB on that link, and on each other active link of the LG. */
 		struct core_link *on = c->link ? c->link : lgr_link_any(lg);
-		struct llc_msg m = { .type = LLC_CONFIRM_RKEY };
-		m.confirm_rkey.rkey = lgr_rmb_mr(c->rmb, on)->rkey;
-		m.confirm_rkey.vaddr = (uint64_t)(uintptr_t)c->rmb->mr->addr;
-		llc_rkey_others(lg, on, c->rmb, &m.confirm_rkey);
-		if (llc_send(on, &m)) {
+		if (confirm_rkey_send(lg, c, on)) {
 			hs_rkey_confirmed(c, -SMCR_E_CORE_REGBUF, now);
 			conn_put(c);
 			continue;
 		}
 		lg->flow = CORE_FLOW_CONFIRM_RKEY;
 		lg->flow_conn = c;	/* keeps the queue's reference */
+		lg->flow_link = on;
 		lg->flow_deadline = now + e->p.llc_wait_ns;
 		lgr_timer_at(lg, lg->flow_deadline);
 	}
+}
+
+void llc_flow_link_down(struct core_lgr *lg, struct core_link *l, struct core_link *to,
+			uint64_t now)
+{
+	if (lg->flow != CORE_FLOW_CONFIRM_RKEY || !lg->flow_conn || lg->flow_link != l ||
+	    !lg->flow_conn->rmb)
+		return;
+	/* The request (or its answer) may be lost with the link: ask again on the surviving
+	 * one, where the answer will come; a peer that had it already finds the same RMB and
+	 * answers again. Without this the handshake would wait out the flow's timer and fall
+	 * back to TCP. */
+	if (confirm_rkey_send(lg, lg->flow_conn, to))
+		return;	/* the flow's timer ends it */
+	lg->flow_link = to;
+	lg->flow_deadline = now + lg->eng->p.llc_wait_ns;
+	lgr_timer_at(lg, lg->flow_deadline);
 }
 
 /* TEST LINK (docs/protocol/procedures.md 3.5), per link: after testlink_ns without receiving

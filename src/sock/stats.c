@@ -180,6 +180,12 @@ void stats_snapshot(struct stats_snap *o)
 		o->llc_dropped = ct.llc_dropped;
 		o->rmbe_full = ct.rmbe_full;
 		o->window_stall = ct.window_stall;
+		o->links_added = ct.links_added;
+		o->links_failed = ct.links_failed;
+		o->failovers = ct.failovers;
+		o->conns_moved = ct.conns_moved;
+		o->delete_link_sent = ct.delete_link_sent;
+		o->delete_link_received = ct.delete_link_received;
 	}
 }
 
@@ -333,6 +339,12 @@ static void snap_sub(struct stats_snap *s, const struct stats_snap *b)
 	s->llc_dropped -= b->llc_dropped;
 	s->rmbe_full -= b->rmbe_full;
 	s->window_stall -= b->window_stall;
+	s->links_added -= b->links_added;
+	s->links_failed -= b->links_failed;
+	s->failovers -= b->failovers;
+	s->conns_moved -= b->conns_moved;
+	s->delete_link_sent -= b->delete_link_sent;
+	s->delete_link_received -= b->delete_link_received;
 }
 
 size_t stats_format(char *buf, size_t len, const char *event)
@@ -380,7 +392,14 @@ size_t stats_format_since(char *buf, size_t len, const char *event,
 	put(&o, "}", 1);
 	putkv(&o, "rmbe_full", s.rmbe_full, false);
 	putkv(&o, "window_stall", s.window_stall, false);
-	put(&o, "}\n", 2);
+	put(&o, ",\"failover\":{", 13);
+	putkv(&o, "links_added", s.links_added, true);
+	putkv(&o, "links_failed", s.links_failed, false);
+	putkv(&o, "failovers", s.failovers, false);
+	putkv(&o, "conns_moved", s.conns_moved, false);
+	putkv(&o, "delete_link_sent", s.delete_link_sent, false);
+	putkv(&o, "delete_link_received", s.delete_link_received, false);
+	put(&o, "}}\n", 3);
 	return o.full ? 0 : o.len;
 }
 

@@ -101,6 +101,9 @@ struct stats_snap {
 	bool have_engine;
 	uint64_t cdc_sent, cdc_received, cdc_dropped, llc_sent, llc_received, llc_dropped;
 	uint64_t rmbe_full, window_stall;
+	/* two-link groups (core_engine_counters) */
+	uint64_t links_added, links_failed, failovers, conns_moved;
+	uint64_t delete_link_sent, delete_link_received;
 };
 void stats_snapshot(struct stats_snap *out);
 

@@ -287,19 +287,44 @@ static void reply_build(struct buf *b, enum statsrv_what w, bool json, bool rese
 			conn_text(b, &r, prog);
 		}
 	}
+	/* each group's links with their state (two-link groups, docs/FAILOVER.md) */
+	struct core_link_info li[32];
+	unsigned nli = e && (json || w == STATSRV_LGS) ? core_engine_links(e, li, 32) : 0;
+	if (nli > 32)
+		nli = 32;
 	if (json) {
 		bprintf(b, "],\"lgs\":[");
-		for (unsigned i = 0; i < nlg; i++)
+		for (unsigned i = 0; i < nlg; i++) {
 			bprintf(b, "%s{\"id\":%u,\"links\":%u,\"conns\":%u,\"local_qpn\":%u,"
-				   "\"peer_qpn\":%u,\"peer\":\"%s\"}",
+				   "\"peer_qpn\":%u,\"peer\":\"%s\",\"link_list\":[",
 				i ? "," : "", lgs[i].id, lgs[i].links, lgs[i].conns, lgs[i].local_qpn,
 				lgs[i].peer_qpn, lgs[i].peer);
+			bool f1 = true;
+			for (unsigned k = 0; k < nli; k++) {
+				if (li[k].lg_id != lgs[i].id)
+					continue;
+				bprintf(b, "%s{\"link\":%u,\"state\":\"%s\",\"device\":\"%s\","
+					   "\"local_qpn\":%u,\"peer_qpn\":%u,\"conns\":%u}",
+					f1 ? "" : ",", li[k].link_num, li[k].state, li[k].dev,
+					li[k].local_qpn, li[k].peer_qpn, li[k].conns);
+				f1 = false;
+			}
+			bprintf(b, "]}");
+		}
 		bprintf(b, "]}\n");
 	} else if (w == STATSRV_LGS) {
-		for (unsigned i = 0; i < nlg; i++)
+		for (unsigned i = 0; i < nlg; i++) {
 			bprintf(b, "%-7d %-15.15s %5u %5u %5u %8u %8u %s\n", (int)getpid(), prog,
 				lgs[i].id, lgs[i].links, lgs[i].conns, lgs[i].local_qpn,
 				lgs[i].peer_qpn, lgs[i].peer);
+			for (unsigned k = 0; k < nli; k++)
+				if (li[k].lg_id == lgs[i].id)
+					bprintf(b, "%-7d %-15.15s %5u   link %u %s on %s, qpn %u peer-qpn "
+						   "%u, %u conns, group failovers %llu\n",
+						(int)getpid(), prog, lgs[i].id, li[k].link_num,
+						li[k].state, li[k].dev, li[k].local_qpn, li[k].peer_qpn,
+						li[k].conns, (unsigned long long)li[k].lg_failovers);
+		}
 	}
 }
 

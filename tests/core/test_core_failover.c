@@ -16,7 +16,13 @@
  *   in_add_link    the new link fails in the middle of ADD LINK: the flow ends, the group
  *                  stays single and works; the old link failing then ends the group
  *   both_down      no surviving link: every connection ends with ECONNRESET
- *   second_failure the surviving link fails while the failover's bytes are in flight */
+ *   second_failure the surviving link fails while the failover's bytes are in flight
+ *   rkey_on_failed_link a new connection's CONFIRM RKEY is held on link 2, which then
+ *                  fails: the request goes again on link 1 and the connection is SMC-R
+ *   forward_to_cons the ACKs of link 2 are lost (noack) while the peer reads everything
+ *                  and says so on its own path: the sender's last completed CDC is behind
+ *                  the peer's consumer cursor, so the failover goes forward to that cursor
+ *                  and writes again only the bytes after it */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -209,6 +215,30 @@ static void test_basic(void **state)
 	core_engine_stats(f->se, &st);
 	assert_int_equal(st.failovers, 1);
 	assert_int_equal(st.failover_reason[CORE_DOWN_PEER], 1);
+	/* the operator's counters (SMCR_STATS "failover"): the second link added at setup,
+	 * one link failed, one failover moving one connection; the client sent its request
+	 * and its answer and got the server's request, the server the other way round */
+	struct core_engine_counters ct;
+	core_engine_counters(f->ce, &ct);
+	assert_int_equal(ct.links_added, 1);
+	assert_int_equal(ct.links_failed, 1);
+	assert_int_equal(ct.failovers, 1);
+	assert_int_equal(ct.conns_moved, 1);
+	assert_int_equal(ct.delete_link_sent, 2);
+	assert_int_equal(ct.delete_link_received, 1);
+	core_engine_counters(f->se, &ct);
+	assert_int_equal(ct.links_added, 1);
+	assert_int_equal(ct.links_failed, 1);
+	assert_int_equal(ct.failovers, 1);
+	assert_int_equal(ct.conns_moved, 1);
+	assert_int_equal(ct.delete_link_sent, 1);
+	assert_int_equal(ct.delete_link_received, 2);
+	struct core_link_info li[4];
+	assert_int_equal(core_engine_links(f->ce, li, 4), 1);
+	assert_string_equal(li[0].state, "active");
+	assert_int_equal(li[0].link_num, 1);
+	assert_int_equal(li[0].conns, 2);
+	assert_int_equal(li[0].lg_failovers, 1);
 	/* the failed link's QPs go once drained */
 	tl_at(f, f->now + 3 * TL_SEC);
 	assert_null(tl_lg(f->ce)->retired);
@@ -496,6 +526,139 @@ static void test_second_failure(void **state)
 	assert_int_equal(smcr_err_errno((int)rcv(f->pp[0].cli, b, sizeof(b), 0)), ECONNRESET);
 }
 
+static void test_rkey_on_failed_link(void **state)
+{
+	struct tl_fix *f = *state;
+	struct core_link *s1 = lk(f->se, 0), *s2 = lk(f->se, 1);
+	assert_true(tl_connect(f, 2));	/* link 1 (the server alternates) */
+	/* the next connection goes on link 2; the server's CONFIRM RKEY for its new RMB (sent
+	 * before its Accept) waits on that path, which is then cut */
+	tl_hold(f->ls, LLC_CONFIRM_RKEY, false, 1);
+	unsigned sf = f->ls->n;
+	struct cp_pair *p = &f->pp[3];
+	memset(p, 0, sizeof(*p));
+	p->now = f->now;
+	p->ce = f->ce;
+	p->se = f->se;
+	struct core_conn_params cpar, spar;
+	cp_conn_params(&cpar, CORE_CLIENT, 0);
+	cp_conn_params(&spar, CORE_SERVER, 0);
+	assert_int_equal(core_conn_new(f->ce, &cpar, &p->cli), 0);
+	assert_int_equal(core_conn_new(f->se, &spar, &p->srv), 0);
+	f->npp = 4;
+	for (int i = 0; i < 20; i++)
+		cp_round(p);
+	assert_ptr_equal(p->srv->link, s2);
+	assert_int_equal(p->rs.status, CORE_CLC_WAIT_LINK);
+	int i = tl_next(f->ls, &sf, LLC_CONFIRM_RKEY, 0);
+	assert_ptr_equal(f->ls->ev[i].link, s2);
+	assert_non_null(f->ls->held);
+	cut(s2);
+	p->now = f->now + LOOPDEV_TIMEOUT_NS;
+	for (int k = 0; k < 20 && !(p->cli_done && p->srv_done); k++)
+		cp_round(p);
+	f->now = p->now;
+	assert_int_equal(tl_links(f->se), 1);
+	/* asked again on link 1, answered: the handshake ends in SMC-R on both ends */
+	i = tl_next(f->ls, &sf, LLC_CONFIRM_RKEY, 0);
+	assert_true(i >= 0);
+	assert_ptr_equal(f->ls->ev[i].link, s1);
+	assert_int_equal(p->rs.status, CORE_CLC_SMC);
+	assert_int_equal(p->rc.status, CORE_CLC_SMC);
+	assert_ptr_equal(p->srv->link, s1);
+	assert_int_equal(tl_move(f, p->cli, p->srv, 0, 100000, 93), 100000);
+	assert_int_equal(tl_move(f, p->srv, p->cli, 0, 100000, 94), 100000);
+}
+
+static void test_forward_to_cons(void **state)
+{
+	struct tl_fix *f = *state;
+	struct core_conn *c = f->pp[1].cli, *s = f->pp[1].srv;
+	struct core_link *c1 = lk(f->ce, 0), *c2 = lk(f->ce, 1);
+	assert_ptr_equal(c->link, c2);
+	const uint32_t size = c->peer_size;
+	const size_t total = (size_t)size + 5000;
+	uint8_t *buf = malloc(total), *got = malloc(total);
+	assert_non_null(buf);
+	assert_non_null(got);
+	cp_stream_fill(buf, 0, total, 91);
+	/* 10000 bytes go through and complete */
+	assert_int_equal(snd(c, buf, 10000, 0), 10000);
+	tl_at(f, f->now + 1);
+	uint16_t fin_seq = c->tx_fin_seq;
+	assert_int_equal(c->tx_fin_prod, 10000);
+	size_t n = 0;
+	drain(f, s, got, &n, 10000);
+	assert_int_equal(n, 10000);
+	/* the client's ACKs on link 2 are lost from now on (its QP's path only: the server's
+	 * CDCs to it still arrive); it fills the peer's RMBE, which the server reads whole */
+	struct loopdev_path na = { .noack = true };
+	loopdev_path_set(c2->qp, &na);
+	size_t sent = 10000;
+	while (sent < (size_t)size) {
+		long k = snd(c, buf + sent, size - sent, 0);
+		if (k > 0)
+			sent += (size_t)k;
+		tl_at(f, f->now + 1);
+		drain(f, s, got, &n, sent);
+	}
+	drain(f, s, got, &n, size);
+	assert_int_equal(n, size);
+	tl_at(f, f->now + 1);
+	/* the server's consumer cursor came back; no completion did */
+	assert_int_equal(c->tx_peer_cons, size);
+	assert_int_equal(c->tx_fin_prod, 10000);
+	assert_int_equal(c->tx_fin_seq, fin_seq);
+	/* 5000 more, delivered too (still no ACK) */
+	assert_int_equal(snd(c, buf + size, 5000, 0), 5000);
+	tl_at(f, f->now + 1);
+	drain(f, s, got, &n, total);
+	assert_int_equal(n, total);
+	assert_int_equal(c->tx_prod, total);
+	/* link 2 goes: its unacknowledged WRs end with RETRY_EXC after the transport timeout */
+	unsigned cf = f->lc->n;
+	uint64_t t = f->now + 1;
+	tl_at(f, t);
+	cut(c2);
+	tl_at(f, t + LOOPDEV_TIMEOUT_NS);
+	assert_int_equal(tl_links(f->ce), 1);
+	assert_ptr_equal(c->link, c1);
+	/* the validation CDC names the last completed CDC, then only the 5000 bytes after the
+	 * peer's consumer cursor are written again, at their offset (size mod size: 0) */
+	int i = tl_next(f->lc, &cf, CDC_TYPE, -1);
+	struct cdc_msg m = cdc_at(f->lc, i);
+	assert_ptr_equal(f->lc->ev[i].link, c1);
+	assert_true(m.pf.failover);
+	assert_int_equal(m.seqno, fin_seq);
+	uint32_t wrote = 0;
+	uint64_t first_addr = 0;
+	for (unsigned k = (unsigned)i + 1; k < f->lc->n; k++) {
+		const struct tl_ev *x = &f->lc->ev[k];
+		if (x->kind == CORE_TRACE_WRITE && x->rkey == c->peer_rkey) {
+			assert_ptr_equal(x->link, c1);
+			if (!wrote)
+				first_addr = x->addr;
+			wrote += x->len;
+		}
+	}
+	assert_int_equal(wrote, 5000);
+	assert_int_equal(first_addr, c->peer_vaddr);
+	i = tl_next(f->lc, &cf, CDC_TYPE, -1);
+	m = cdc_at(f->lc, i);
+	assert_false(m.pf.failover);
+	assert_int_equal(m.prod.count, total % size);
+	assert_int_equal(m.prod.wrap, total / size);
+	/* the server has every byte once: nothing new arrives from the bytes written again */
+	tl_at(f, f->now + 1);
+	assert_int_equal(rcv(s, got, 1, 0), -SMCR_E_AGAIN);
+	assert_int_equal(cp_stream_check(got, 0, total, 91), -1);
+	assert_int_equal(s->mode, CORE_MODE_SMC);
+	assert_int_equal(tl_move(f, c, s, total, 100000, 91), 100000);
+	assert_int_equal(tl_move(f, s, c, 0, 100000, 92), 100000);
+	free(buf);
+	free(got);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -509,6 +672,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_old_link_in_add_link, teardown),
 		cmocka_unit_test_setup_teardown(test_both_down, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_second_failure, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_forward_to_cons, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rkey_on_failed_link, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -90,8 +90,20 @@ void cp_progress(struct cp_pair *pp, int n)
 	}
 }
 
+static bool cp_realtime;
+
+void cp_set_realtime(bool on)
+{
+	cp_realtime = on;
+}
+
 void cp_round(struct cp_pair *pp)
 {
+	if (cp_realtime) {
+		uint64_t t = smcr_now_ns();
+		if (t > pp->now)
+			pp->now = t;
+	}
 	if (!pp->cli_done && pp->cli) {
 		if (core_conn_clc_step(pp->cli, pp->s2c.buf, pp->s2c.len, pp->s2c.eof, pp->now, &pp->rc))
 			abort();

@@ -62,6 +62,11 @@ int cp_two_setup(void **state);
 int cp_two_teardown(void **state);
 /* Both ends close (no abort) and the pair runs 3 rounds (the close protocol's messages). */
 void cp_close_both(struct cp_pair *pp);
+/* Real time for the handshakes of cp_connect (default off: the fake clock stands still
+ * during a handshake): each round runs at the later of pp->now and smcr_now_ns(), for
+ * tests on real-time providers (emu in namespaces) whose handshake may wait behind an LLC
+ * flow that only a timer ends (a DELETE LINK answer lost with its link). */
+void cp_set_realtime(bool on);
 /* One round: step both handshakes (if not done), progress both engines. */
 void cp_round(struct cp_pair *pp);
 /* Progress both engines n times at pp->now. */

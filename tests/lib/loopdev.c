@@ -55,6 +55,7 @@ struct loop_op {
 	struct loop_qp *q;
 	uint64_t due;			/* simulated time it executes (or fails) at */
 	bool fail;			/* lost on a cut path: RETRY_EXC_ERR at due */
+	bool executed;			/* ran at its post (noack path): only its completion waits */
 	struct dev_send_wr wr;
 	struct dev_sge sge[4];
 	uint8_t *inl;
@@ -68,6 +69,7 @@ struct loop_qp {
 	uint64_t cut_at;		/* simulated time of the cut */
 	uint64_t last_due;		/* due of its latest queued op: order kept */
 	unsigned queued;		/* its ops on loop_queue */
+	unsigned queued_run;		/* of which executed already (noack: the ACK waits) */
 	bool len_err;			/* a SEND just delivered was longer than the receive WR */
 	struct dev_qp_attr av;	/* dest QPN, dgid */
 	struct loop_rwqe *rq;
@@ -477,8 +479,9 @@ static bool gather(struct loop_qp *q, const struct dev_send_wr *wr, uint8_t *buf
 
 static uint8_t *loop_scratch;	/* under loop_lock */
 
-/* Executes one send WR now (its checks at post time passed). */
-static void exec_wr_locked(struct loop_qp *q, const struct dev_send_wr *wr)
+/* Executes one send WR now (its checks at post time passed); ack false: no success
+ * completion (the noack control: the ACK did not come back). */
+static void exec_wr_locked(struct loop_qp *q, const struct dev_send_wr *wr, bool ack)
 {
 	int st = atomic_load(&q->qp.state);
 	struct dev_wc wc = { .wr_id = wr->wr_id, .qp_num = q->qp.qp_num,
@@ -553,7 +556,7 @@ static void exec_wr_locked(struct loop_qp *q, const struct dev_send_wr *wr)
 			p->src_qp = q->qp.qp_num;
 		}
 	}
-	if (signaled) {
+	if (signaled && ack) {
 		wc.status = DEV_WC_SUCCESS;
 		cq_push(q->qp.send_cq, &wc, true);
 	}
@@ -595,6 +598,16 @@ static bool queue_wr_locked(struct loop_qp *q, const struct dev_send_wr *wr, uin
 		op->wr.num_sge = 1;
 	}
 	const struct loopdev_path *p = &q->path;
+	if (p->noack && !p->cut && !p->hold && q->queued == q->queued_run) {
+		/* the responder has it now; the requester waits for an ACK that does not come */
+		exec_wr_locked(q, wr, false);
+		if (atomic_load(&q->qp.state) == DEV_QPS_ERR) {
+			op_free(op);	/* it failed at once: its error completion is out */
+			return true;
+		}
+		op->executed = true;
+		q->queued_run++;
+	}
 	uint64_t due = loop_now + p->delay_ns;
 	if (p->drop) {
 		q->path.drop--;
@@ -618,7 +631,8 @@ static bool queue_wr_locked(struct loop_qp *q, const struct dev_send_wr *wr, uin
 
 static bool path_quiet(const struct loop_qp *q)
 {
-	return !q->queued && !q->path.cut && !q->path.hold && !q->path.delay_ns && !q->path.drop;
+	return !q->queued && !q->path.cut && !q->path.hold && !q->path.delay_ns && !q->path.drop &&
+	       !q->path.noack;
 }
 
 static int l_post_send(struct dev_qp *dq, const struct dev_send_wr *wr,
@@ -649,7 +663,7 @@ static int l_post_send(struct dev_qp *dq, const struct dev_send_wr *wr,
 			return -SMCR_E_DEV_BAD_WR;
 		}
 		if (st == DEV_QPS_ERR || path_quiet(q)) {
-			exec_wr_locked(q, wr);	/* the synchronous path of loopdev.h */
+			exec_wr_locked(q, wr, true);	/* the synchronous path of loopdev.h */
 			continue;
 		}
 		if (!queue_wr_locked(q, wr, tot)) {
@@ -679,6 +693,7 @@ static void ops_drop_locked(struct loop_qp *q)
 	}
 	loop_queue_tail = last;
 	q->queued = 0;
+	q->queued_run = 0;
 }
 
 static int l_modify_qp(struct dev_qp *dq, const struct dev_qp_attr *a, unsigned mask)
@@ -995,13 +1010,16 @@ void loopdev_clock(uint64_t now)
 	while (*pp) {
 		struct loop_op *op = *pp;
 		struct loop_qp *q = op->q;
-		if (op->due > loop_now || (q->path.hold && !op->fail)) {
+		if (op->due > loop_now || ((q->path.hold || (op->executed && q->path.noack)) &&
+					     !op->fail)) {
 			last = op;
 			pp = &op->next;
 			continue;
 		}
 		*pp = op->next;
 		q->queued--;
+		if (op->executed)
+			q->queued_run--;
 		if (op->fail && atomic_load(&q->qp.state) != DEV_QPS_ERR) {
 			struct dev_wc wc = { .wr_id = op->wr.wr_id, .qp_num = q->qp.qp_num,
 					     .status = DEV_WC_RETRY_EXC_ERR,
@@ -1009,8 +1027,20 @@ void loopdev_clock(uint64_t now)
 									  : DEV_WC_RDMA_WRITE };
 			cq_push(q->qp.send_cq, &wc, true);
 			qp_error_locked(q, true);
+		} else if (op->executed) {
+			/* the late ACK: the WR ran at its post (flushed if the QP failed since) */
+			bool err = atomic_load(&q->qp.state) == DEV_QPS_ERR;
+			if (err || (op->wr.send_flags & DEV_SEND_SIGNALED)) {
+				struct dev_wc wc = { .wr_id = op->wr.wr_id, .qp_num = q->qp.qp_num,
+						     .status = err ? DEV_WC_WR_FLUSH_ERR
+								   : DEV_WC_SUCCESS,
+						     .opcode = op->wr.opcode == DEV_WR_SEND
+								       ? DEV_WC_SEND
+								       : DEV_WC_RDMA_WRITE };
+				cq_push(q->qp.send_cq, &wc, true);
+			}
 		} else {
-			exec_wr_locked(q, &op->wr);
+			exec_wr_locked(q, &op->wr, true);
 		}
 		op_free(op);
 	}

@@ -39,6 +39,10 @@ void loopdev_kill(struct dev_device *dev);
  *            loopdev_clock): another link's traffic can be delivered first, the reorder
  *            between links a failover sees. (Reordering within one QP is not offered: RC
  *            forbids it and the engine relies on that, docs/protocol/procedures.md 4.7.)
+ *   noack    the ACKs are lost: every WR executes at its post (the responder has the
+ *            bytes and the SEND) but its completion waits; a later cut ends it with
+ *            RETRY_EXC_ERR timeout_ns after the cut (RC: the requester never heard the
+ *            ACK), clearing noack completes it (a late ACK).
  * Default times from the QP attributes the engine sets (link.c: timeout 15, retry 7):
  * 4.096 us * 2^15 = 134 ms per retransmission, 8 tries = 1.07 s to the error. */
 #define LOOPDEV_RETRANS_NS 134217728ull
@@ -46,6 +50,7 @@ void loopdev_kill(struct dev_device *dev);
 struct loopdev_path {
 	bool cut;
 	bool hold;
+	bool noack;
 	unsigned drop;
 	uint64_t delay_ns;
 	uint64_t timeout_ns;	/* 0: LOOPDEV_TIMEOUT_NS */

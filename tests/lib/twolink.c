@@ -96,7 +96,7 @@ int tl_setup_specs(struct tl_fix *fx, const char *const *cli, int ncli, const ch
 void tl_teardown(struct tl_fix *fx)
 {
 	clock_base = fx->now + 100 * TL_SEC;
-	for (unsigned i = 0; i < 4; i++) {
+	for (unsigned i = 0; i < TL_NPP; i++) {
 		fx->pp[i].now = fx->now;
 		if (fx->pp[i].cli || fx->pp[i].srv)
 			cp_release(&fx->pp[i]);

@@ -17,6 +17,7 @@
 #define TL_MS 1000000ull
 #define TL_SEC 1000000000ull
 #define TL_MAX_EV 8192
+#define TL_NPP 32
 
 struct tl_ev {
 	enum core_trace_kind kind;
@@ -44,7 +45,7 @@ struct tl_log {
 struct tl_fix {
 	struct core_engine *ce, *se;
 	struct tl_log *lc, *ls;		/* client's and server's logs */
-	struct cp_pair pp[4];
+	struct cp_pair pp[TL_NPP];	/* connection pairs tl_connect makes */
 	unsigned npp;
 	uint64_t now;
 };
@@ -57,7 +58,7 @@ int tl_setup_spec(struct tl_fix *fx, const char *spec, int ncli, int nsrv);
 int tl_setup_specs(struct tl_fix *fx, const char *const *cli, int ncli, const char *const *srv,
 		   int nsrv);
 void tl_teardown(struct tl_fix *fx);
-/* Connects pair i (0..3) on the fake clock; true if SMC-R on both ends. */
+/* Connects pair i (0..TL_NPP-1) on the fake clock; true if SMC-R on both ends. */
 bool tl_connect(struct tl_fix *fx, unsigned i);
 /* Progress both engines at time t (the loop paths' clock too), n rounds. */
 void tl_at(struct tl_fix *fx, uint64_t t);

@@ -75,7 +75,7 @@ static bool line_of(pid_t pid, const char *ev, char *line, size_t len)
 		static const char *keys[] = { "pid", "program", "event", "time", "conns",
 					      "fallback_local", "fallback_peer", "handshake_errors",
 					      "bytes_smcr", "bytes_tcp", "cdc", "llc", "rmbe_full",
-					      "window_stall" };
+					      "window_stall", "failover" };
 		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 			assert_true(jsonmatch_get(buf, keys[i], v, sizeof(v)));
 		assert_true(jsonmatch_get(buf, "pid", v, sizeof(v)));

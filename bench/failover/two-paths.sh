@@ -1,0 +1,37 @@
+#!/bin/bash
+# two-paths.sh: smcr-perf through the socket layer between two network namespaces joined by
+# two veth pairs (emu devices), one path against two, side by side in one run: each round
+# runs `smcr-perf client -t conns -n N` with SMCR_DEVICES naming one veth, then both
+# (docs/PERFORMANCE.md "Two links and failover"). Root and iproute2.
+#   bench/failover/two-paths.sh BUILD_DIR [ROUNDS] [CONNS] [SECONDS]
+set -u
+B=${1:?usage: two-paths.sh BUILD_DIR [ROUNDS] [CONNS] [SECONDS]}
+R=${2:-3}; N=${3:-8}; D=${4:-3}
+PERF=$B/tools/smcr-perf/smcr-perf
+A=smcr-tp-a-$$; Z=smcr-tp-b-$$
+cleanup() { kill $(jobs -p) 2>/dev/null; ip netns del $A 2>/dev/null; ip netns del $Z 2>/dev/null; }
+trap cleanup EXIT
+ip netns add $A && ip netns add $Z || exit 77
+for i in 0 1; do
+  ip link add tpA$i netns $A type veth peer name tpB$i netns $Z || exit 77
+  ip -n $A addr add 10.9$((i + 2)).0.1/24 dev tpA$i; ip -n $Z addr add 10.9$((i + 2)).0.2/24 dev tpB$i
+  ip -n $A link set tpA$i up; ip -n $Z link set tpB$i up
+done
+ip -n $A link set lo up; ip -n $Z link set lo up
+sleep 2  # the emu ports follow the carrier: active a moment after "up"
+run() { # devices-of-client devices-of-server port
+  ip netns exec $Z env SMCR_DEVICES="$2" $PERF server -p $3 --once >/dev/null 2>&1 &
+  sleep 0.5
+  ip netns exec $A env SMCR_DEVICES="$1" $PERF client 10.92.0.2 -p $3 -t conns -n $N -d $D --dat 2>/dev/null |
+    awk '!/^#/ && NF { print $0; exit }'
+  wait
+}
+echo "# smcr-perf -t conns -n $N -d $D over emu: one path (tpA0/tpB0) vs two (both veths); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+p=6000
+for r in $(seq 1 $R); do
+  one=$(run "emu:if=tpA0" "emu:if=tpB0" $p); p=$((p + 1))
+  two=$(run "emu:if=tpA0 emu:if=tpA1" "emu:if=tpB0 emu:if=tpB1" $p); p=$((p + 1))
+  echo "round $r one: $one"
+  echo "round $r two: $two"
+done
+echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
