@@ -27,7 +27,8 @@
  *   rnr            no receive WR at the target and a finite RNR retry: RNR retry exceeded
  *   peer_killed    the far end's QP owner (a process the far end started: `--peer`, the
  *                  one-host suite's peer) is SIGKILLed in the middle of a transfer: the near
- *                  QP notices when it sends (retry exceeded) and goes to ERR, and each of its
+ *                  QP's next SEND never succeeds (retry exceeded; rxe gives no completion at
+ *                  all, then the QP is taken down as the engine would), and each of its
  *                  receive WRs comes back once
  * Control messages are fixed-size structs in the hosts' byte order: both ends run the same
  * build on the same architecture (the guests do). */
@@ -651,7 +652,7 @@ static void t2_peer_killed(void **state)
 	struct dev_sge sb = lsge(&me, 0, 8);
 	assert_int_equal(post_send(q, DEV_WR_SEND, DEV_SEND_SIGNALED, &sb, 1, 0, 0, 0, 999), 0);
 	struct dev_wc wc;
-	int n = dev_poll_cq_wait(me.scq, 1, &wc, SPIN_NS, 30000);
+	int n = dev_poll_cq_wait(me.scq, 1, &wc, SPIN_NS, TH_WAIT_MS);
 	print_message("[   INFO   ] dead peer: %s after %llu ms\n",
 		      n == 1 ? dev_wc_status_str(wc.status) : "no completion",
 		      (unsigned long long)((smcr_now_ns() - t0) / SMCR_NS_PER_MS));
