@@ -13,7 +13,7 @@ mount -t sysfs sys /sys
 mount -t tmpfs tmp /tmp
 mount -t tmpfs run /run
 mkdir -p /dev/shm /dev/pts && mount -t tmpfs shm /dev/shm
-VM_role=x VM_ip= VM_rxe=0 VM_nics=1 VM_scenario=none
+VM_role=x VM_ip= VM_rxe=0 VM_nics=1 VM_ip2= VM_scenario=none
 for w in $(cat /proc/cmdline); do
 	case $w in
 	smcr.*=*) k=${w%%=*}; k=${k#smcr.}; printf -v "VM_$k" '%s' "${w#*=}" ;;
@@ -35,9 +35,9 @@ mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=512000 bld /tmp/bld || end
 modprobe virtio_net
 ip link set lo up
 ip addr add "$VM_ip/24" dev eth0 && ip link set eth0 up || end 99
-# smcr.nics=2: eth1 on the second netdev, 10.0.1.<our last byte>, and rxe1 on it
+# smcr.nics=2: eth1 on the second netdev with smcr.ip2 (a /24), and rxe1 on it
 if [ "$VM_nics" = 2 ]; then
-	ip addr add "10.0.1.${VM_ip##*.}/24" dev eth1 && ip link set eth1 up || end 99
+	ip addr add "$VM_ip2/24" dev eth1 && ip link set eth1 up || end 99
 fi
 if [ "$VM_rxe" = 1 ]; then
 	modprobe rdma_rxe && modprobe ib_uverbs && rdma link add rxe0 type rxe netdev eth0 || end 98
