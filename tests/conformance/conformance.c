@@ -5,7 +5,10 @@
  * WRITE, remote access errors, flushes, and a peer that vanishes being noticed.
  *
  * `conformance <provider> --peer <rfd> <wfd>` is the peer process of the "peer killed"
- * test (exec'd, so it is a clean process under every sanitizer). */
+ * test (exec'd, so it is a clean process under every sanitizer).
+ *
+ * `conformance <provider> --serve PORT` / `--remote HOST PORT`: the two-host mode, each
+ * test's two ends on two hosts (conf_twohost.c). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +30,7 @@
 #include <cmocka.h>
 
 #include "conf_lib.h"
+#include "conf_twohost.h"
 #include "dev/dev.h"
 #include "util/clock.h"
 
@@ -979,7 +983,8 @@ static void t_no_leak(void **state)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: %s <provider> [--peer rfd wfd]\n", argv[0]);
+		fprintf(stderr, "usage: %s <provider> [--peer rfd wfd | --serve PORT | --remote HOST PORT]\n",
+			argv[0]);
 		return 2;
 	}
 	self_path = argv[0];
@@ -996,6 +1001,8 @@ int main(int argc, char **argv)
 	}
 	if (argc == 5 && strcmp(argv[2], "--peer") == 0)
 		return peer_main(atoi(argv[3]), atoi(argv[4]));
+	if (argc >= 3 && (strcmp(argv[2], "--serve") == 0 || strcmp(argv[2], "--remote") == 0))
+		return conf_twohost_main(self_path, argc - 2, argv + 2);
 	struct dev_device *probe;
 	int rc = dev_open(prov->spec ? prov->spec : prov->name, &probe);
 	if (rc == -SMCR_E_DEV_NO_DEVICE) {

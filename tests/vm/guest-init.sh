@@ -13,7 +13,7 @@ mount -t sysfs sys /sys
 mount -t tmpfs tmp /tmp
 mount -t tmpfs run /run
 mkdir -p /dev/shm /dev/pts && mount -t tmpfs shm /dev/shm
-VM_role=x VM_ip= VM_rxe=0 VM_scenario=none
+VM_role=x VM_ip= VM_rxe=0 VM_nics=1 VM_ip2= VM_scenario=none
 for w in $(cat /proc/cmdline); do
 	case $w in
 	smcr.*=*) k=${w%%=*}; k=${k#smcr.}; printf -v "VM_$k" '%s' "${w#*=}" ;;
@@ -35,13 +35,20 @@ mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=512000 bld /tmp/bld || end
 modprobe virtio_net
 ip link set lo up
 ip addr add "$VM_ip/24" dev eth0 && ip link set eth0 up || end 99
+# smcr.nics=2: eth1 on the second netdev with smcr.ip2 (a /24), and rxe1 on it
+if [ "$VM_nics" = 2 ]; then
+	ip addr add "$VM_ip2/24" dev eth1 && ip link set eth1 up || end 99
+fi
 if [ "$VM_rxe" = 1 ]; then
 	modprobe rdma_rxe && modprobe ib_uverbs && rdma link add rxe0 type rxe netdev eth0 || end 98
+	if [ "$VM_nics" = 2 ]; then rdma link add rxe1 type rxe netdev eth1 || end 98; fi
 fi
 # wait for eth0's carrier and the IPv6 link-local address (the rxe GID table follows it)
-for _ in $(seq 50); do ip -6 addr show dev eth0 | grep -q 'fe80.*scope link' && ! ip -6 addr show dev eth0 | grep -q tentative && break; sleep 0.2; done
+for d in eth0 $([ "$VM_nics" = 2 ] && echo eth1); do
+	for _ in $(seq 50); do ip -6 addr show dev $d | grep -q 'fe80.*scope link' && ! ip -6 addr show dev $d | grep -q tentative && break; sleep 0.2; done
+done
 echo "SMCR-VM-START role=$VM_role ip=$VM_ip rxe=$VM_rxe scenario=$VM_scenario"
-export VM_role VM_ip VM_rxe
+export VM_role VM_ip VM_rxe VM_nics
 export SMCR_SRC=/smcr/src SMCR_BLD=/tmp/bld SMCR_OUT=/smcr/out
 export LD_LIBRARY_PATH=$(find /tmp/bld -name '*.so*' -printf '%h\n' 2>/dev/null | sort -u | tr '\n' :)
 cd /tmp

@@ -3,6 +3,9 @@
 # 127.0.0.1 (guest a 10.0.0.1, guest b 10.0.0.2; both with Soft-RoCE rxe0 unless
 # SMCR_VM_RXE_B=0 leaves b without an RDMA device), runs tests/vm/scenario-SCENARIO.sh in
 # both and brings back their logs and exit codes (docs/parts/verbs.md "The guests").
+# SMCR_VM_NICS=2 gives each guest a second NIC on a second socket netdev (eth1:
+# SMCR_VM_IP2_A, SMCR_VM_IP2_B, default 10.0.1.1 and 10.0.1.2, each a /24) and, with rxe, a
+# second Soft-RoCE device on it (rxe1).
 #
 # The guest is built once and cached (build-guest.sh). Accelerator: KVM if a short probe
 # boot reaches the initramfs, else TCG (the probe's answer is cached per host kernel; the
@@ -45,6 +48,9 @@ CACHE=${SMCR_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/smcr-vm}
 OUT=${SMCR_VM_OUT:-$bld/vm/$scenario}
 TIMEOUT=${SMCR_VM_TIMEOUT:-600}
 MEM=${SMCR_VM_MEM:-1536}
+NICS=${SMCR_VM_NICS:-1}
+IP2_A=${SMCR_VM_IP2_A:-10.0.1.1}
+IP2_B=${SMCR_VM_IP2_B:-10.0.1.2}
 log() { echo "run-pair[$scenario]: $*" >&2; }
 
 command -v qemu-system-x86_64 >/dev/null || { log "SKIP: qemu-system-x86_64 missing (scripts/deps.sh test)"; exit 77; }
@@ -95,14 +101,15 @@ trap kill_pair EXIT
 # can miss its ticks and panic ("IO-APIC + timer doesn't work!") at 0.05 s; the check is
 # for real chipsets, the emulated one works.
 boot() { # role ip rxe netdev-args...
-	local role=$1 ip=$2 rxe=$3
+	local role=$1 ip=$2 rxe=$3 ip2=$IP2_A
+	[ "$1" = b ] && ip2=$IP2_B
 	shift 3
 	mkdir -p "$OUT/share-$role"
 	rm -f "$OUT/share-$role"/*
 	qemu-system-x86_64 "${accel_args[@]}" -m "$MEM" -smp 1 -nodefaults -display none \
 		-no-reboot -serial "file:$OUT/$role.console" \
 		-kernel "$CACHE/vmlinuz" -initrd "$CACHE/initrd.img" \
-		-append "console=ttyS0 panic=-1 loglevel=4 no_timer_check smcr.role=$role smcr.ip=$ip smcr.rxe=$rxe smcr.scenario=$scenario" \
+		-append "console=ttyS0 panic=-1 loglevel=4 no_timer_check smcr.role=$role smcr.ip=$ip smcr.rxe=$rxe smcr.nics=$NICS smcr.ip2=$ip2 smcr.scenario=$scenario" \
 		-fsdev "local,id=root,path=$CACHE/rootfs,security_model=none,readonly=on" \
 		-device virtio-9p-pci,fsdev=root,mount_tag=root \
 		-fsdev "local,id=src,path=$src,security_model=none,readonly=on" \
@@ -121,14 +128,22 @@ DEATH='Kernel panic|double fault|BUG: unable|general protection fault|Oops:|watc
 attempt() {
 	mkdir -p "$OUT"
 	rm -f "$OUT"/*.console "$OUT"/*.log "$OUT"/*.qemu
-	local port listening=0
+	local port listening=0 nic2a=() nic2b=()
 	# a listens on a random port (another one if that is taken), b connects to it
 	for _ in 1 2 3 4 5; do
 		port=$((20000 + RANDOM % 40000))
+		if [ "$NICS" = 2 ]; then
+			nic2a=(-netdev "socket,id=n1,listen=127.0.0.1:$((port + 1))"
+				-device virtio-net-pci,netdev=n1,mac=52:54:00:5c:01:01)
+			nic2b=(-netdev "socket,id=n1,connect=127.0.0.1:$((port + 1))"
+				-device virtio-net-pci,netdev=n1,mac=52:54:00:5c:01:02)
+		fi
 		boot a 10.0.0.1 1 -netdev "socket,id=n0,listen=127.0.0.1:$port" \
-			-device virtio-net-pci,netdev=n0,mac=52:54:00:5c:00:01
+			-device virtio-net-pci,netdev=n0,mac=52:54:00:5c:00:01 "${nic2a[@]}"
 		for _ in $(seq 50); do
-			ss -ltn 2>/dev/null | grep -q "127.0.0.1:$port " && { listening=1; break; }
+			ss -ltn 2>/dev/null | grep -q "127.0.0.1:$port " &&
+				{ [ "$NICS" != 2 ] || ss -ltn 2>/dev/null | grep -q "127.0.0.1:$((port + 1)) "; } &&
+				{ listening=1; break; }
 			kill -0 "${pids[0]}" 2>/dev/null || break
 			sleep 0.1
 		done
@@ -138,7 +153,7 @@ attempt() {
 		kill_pair
 	done
 	boot b 10.0.0.2 "${SMCR_VM_RXE_B:-1}" -netdev "socket,id=n0,connect=127.0.0.1:$port" \
-		-device virtio-net-pci,netdev=n0,mac=52:54:00:5c:00:02
+		-device virtio-net-pci,netdev=n0,mac=52:54:00:5c:00:02 "${nic2b[@]}"
 	local t0=$SECONDS why=""
 	while :; do
 		local done_a=0 done_b=0

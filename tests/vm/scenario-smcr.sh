@@ -1,9 +1,12 @@
 #!/bin/bash
 # scenario-smcr.sh a|b: the verbs provider on Soft-RoCE between two guests (run-pair.sh).
 #   a (10.0.0.1): the provider conformance suite on rxe0 (both sides of each pair on the
-#      one device; the "peer killed" test is two processes on it), then the servers:
-#      vm_sha (4 MiB, SHA-256), smcr-perf, and a last vm_sha that b uses as its "done".
-#   b (10.0.0.2): vm_sha client (must be mode smcr, digest equal), smcr-perf stream and
+#      one device; the "peer killed" test is two processes on it), then its two-host mode
+#      as the near end (conformance verbs --remote: each test's other end on b's rxe0,
+#      over the guests' network), then the servers: vm_sha (4 MiB, SHA-256), smcr-perf,
+#      and a last vm_sha that b uses as its "done".
+#   b (10.0.0.2): the two-host conformance's far end (--serve), then
+#      vm_sha client (must be mode smcr, digest equal), smcr-perf stream and
 #      pingpong over smcr and over tcp in turns (3 rounds each), the last vm_sha client
 #      (SMCR_DEVICES=verbs:rxe0/1: one port named).
 set -u
@@ -27,6 +30,8 @@ if [ "$role" = a ]; then
 	perf=$!
 	check "conformance verbs (rxe0)" "$B/tests/conformance/conformance" verbs
 	check "CQs grow with their QPs (rxe0)" "$B/tests/conformance/test_verbs_cq_grow"
+	check "conformance verbs, two hosts (near end here, far end on b)" \
+		"$B/tests/conformance/conformance" verbs --remote 10.0.0.2 5400
 	check "vm_sha server 4 MiB" sh -c "'$B/tests/vm/vm_sha' server 5000 >/tmp/sha1.out; cat /tmp/sha1.out"
 	check "server mode smcr" expect_mode /tmp/sha1.out smcr
 	check "vm_sha server (end of b's runs)" sh -c "'$B/tests/vm/vm_sha' server 5001 >/tmp/sha2.out; cat /tmp/sha2.out"
@@ -35,6 +40,7 @@ if [ "$role" = a ]; then
 	wait $perf 2>/dev/null
 	cat /tmp/perf-server.out
 else
+	check "conformance verbs, two hosts (far end here)" timeout 600 "$B/tests/conformance/conformance" verbs --serve 5400
 	check "vm_sha client 4 MiB" sh -c "'$B/tests/vm/vm_sha' client 10.0.0.1 5000 4194304 >/tmp/sha1.out; rc=\$?; cat /tmp/sha1.out; exit \$rc"
 	check "client mode smcr" expect_mode /tmp/sha1.out smcr
 	# figures: smcr against tcp to the same server, in turns (ratios only: TCG is slow)

@@ -28,6 +28,9 @@
  *           interval short and counts the messages in its capture)
  *   pp      ping-pong for figures: UP round trips of DOWN bytes (the server echoes each
  *           message; the client compares), then as half with no data
+ * and one pseudo-case that makes no connection (nor counts as one):
+ *   wait:MAX  the client waits until the file $VM_XFER_GO exists, at most MAX seconds
+ *           (the scenario's hook: it creates the file when what it waits for happened)
  * The client prints each connection's time from connect() to the end (elapsed_us), for
  * figures (docs/PERFORMANCE.md). Before closing, each side prints one line per connection
  * with the transport really used (smcr: the SOL_SMCR query; kernel: smc_diag of the
@@ -521,6 +524,29 @@ static int client_one(const struct sockaddr_in *a, uint32_t conn, const char *sp
 	return bad;
 }
 
+/* The pseudo-case wait:MAX: no connection; wait until the file $VM_XFER_GO exists (the
+ * scenario creates it once what it waits for happened, e.g. the peer ended the link group),
+ * at most MAX seconds. 0 when it came, -1 when not. */
+static int wait_go(unsigned max)
+{
+	const char *go = getenv("VM_XFER_GO");
+	if (!go) {
+		fprintf(stderr, "client: wait:%u needs VM_XFER_GO\n", max);
+		return -1;
+	}
+	struct stat st;
+	for (unsigned i = 0; i < max * 4; i++) {
+		if (stat(go, &st) == 0) {
+			printf("client: %s is there, going on\n", go);
+			return 0;
+		}
+		struct timespec ts = { 0, 250000000 };
+		nanosleep(&ts, NULL);
+	}
+	fprintf(stderr, "client: no %s after %u s\n", go, max);
+	return -1;
+}
+
 static int client(const char *host, int port, int ncase, char **cases)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
@@ -529,8 +555,15 @@ static int client(const char *host, int port, int ncase, char **cases)
 		return 2;
 	}
 	int bad = 0;
+	uint32_t conn = 0;
 	for (int i = 0; i < ncase; i++) {
-		int r = client_one(&a, (uint32_t)i, cases[i]);
+		unsigned wmax = 0;
+		if (sscanf(cases[i], "wait:%u", &wmax) == 1) {
+			if (wait_go(wmax))
+				return 2;
+			continue;
+		}
+		int r = client_one(&a, conn++, cases[i]);
 		if (r == 2)
 			return 2;
 		bad |= r;
