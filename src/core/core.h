@@ -603,6 +603,8 @@ struct core_conn_info {
 	/* The link and the LG (all 0 while not attached to an LG): */
 	uint32_t qpn_local;		/* our QP of the link carrying the connection */
 	uint32_t qpn_peer;		/* the peer's QP of that link (its qpn_local) */
+	uint8_t gid_local[16];		/* our GID on that link (v2: the RoCE v2 one) */
+	uint8_t gid_peer[16];		/* the peer's GID on that link */
 	uint8_t lg_links;		/* links of the LG in state ACTIVE now */
 	uint16_t lg_conns;		/* connections attached to the LG now (this one included) */
 	/* TCP's FIONREAD/SIOCINQ (tcp_inq): without oobinline, while the urgent byte is at or
@@ -623,5 +625,26 @@ struct core_conn_info {
 /* Bytes of empty send rings kept for reuse by this process's connections (ringpool.c). */
 uint64_t core_ring_pool_bytes(void);
 void core_conn_info(struct core_conn *c, struct core_conn_info *info);
+
+/* One link group as smcr-stat -L shows it (core_lgr_list): a snapshot under the engine
+ * lock, written and read by the caller's thread only. */
+#define CORE_LGR_INFO_LINKS 3
+struct core_lgr_info {
+	uint32_t id;			/* engine-local LG number */
+	enum core_role role;
+	const char *state;		/* "SETUP", "ACTIVE", "DEAD" */
+	uint8_t smc_version;		/* 1, or 2 (SMC-R v2) */
+	uint16_t conns;			/* connections attached now */
+	uint8_t nlinks;			/* entries of links[] filled */
+	struct core_link_info {
+		uint8_t link_num;	/* wire link number */
+		const char *state;	/* "SETUP", "ACTIVE", "DOWN" */
+		uint32_t qpn_local, qpn_peer;
+		uint8_t gid_local[16], gid_peer[16];
+	} links[CORE_LGR_INFO_LINKS];
+};
+/* Fills out[0..max) with the engine's link groups (oldest first is not promised);
+ * returns how many there are, which may exceed max. */
+int core_lgr_list(struct core_engine *e, struct core_lgr_info *out, int max);
 
 #endif

@@ -71,7 +71,7 @@ assert ctr["fallback_local"].get("PEERNOSMC", 0) >= 1, ctr
 print("json ok: client sent", sent1, "then", sent2)
 PY
 "$stat" -l | grep -Eq "^$srv +smcr-perf +[0-9]+ +listen " || fail "-l: no listener"
-"$stat" -L | grep -Eq "^$cli +smcr-perf +[0-9]+ +[0-9]+ +[0-9]+" || fail "-L: no link group"
+"$stat" -L | grep -Eq "^$cli +smcr-perf +[0-9]+ +client +ACTIVE +[1-9][0-9]* +[0-9]+ +ACTIVE +[1-9][0-9]* +[1-9][0-9]* [0-9a-f:]+ [0-9a-f:]+$" || fail "-L: no link group"
 "$stat" -d | grep -Eq "^$srv +smcr-perf +shm +1 " || fail "-d: no device"
 
 # counters: move, then --reset gives zero

@@ -31,7 +31,7 @@ static const char usage[] =
 	"  (default)   SMC-R and TCP-fallback connections of the smcr processes\n"
 	"  -a, --all   every smcr socket: also listeners, handshakes, failed ones\n"
 	"  -l          listening sockets\n"
-	"  -L          link groups with their links and connection counts\n"
+	"  -L          link groups: one line per link (QPNs, GIDs), the group's connections\n"
 	"  -d          devices\n"
 	"  -s          counters (connections by mode, fallback reasons, bytes, CDC/LLC, ...)\n"
 	"  --reset     then set the counters back to zero (alone: -s --reset)\n"
@@ -161,8 +161,9 @@ int main(int argc, char **argv)
 	if (json)
 		fputs("[", stdout);
 	else if (!strcmp(what, "lgs"))
-		printf("%-7s %-15s %5s %5s %5s %8s %8s %s\n", "PID", "PROGRAM", "LG", "LINKS",
-		       "CONNS", "QPN", "PEER-QPN", "PEER");
+		printf("%-7s %-15s %4s %-6s %-6s %5s %4s %-6s %8s %8s %s %s\n", "PID", "PROGRAM",
+		       "LG", "ROLE", "STATE", "CONNS", "LINK", "STATE", "QPN", "PEER-QPN", "GID",
+		       "PEER-GID");
 	else if (!strcmp(what, "devs"))
 		printf("%-7s %-15s %-16s %7s %4s %6s %12s\n", "PID", "PROGRAM", "DEVICES", "OPEN",
 		       "LGS", "LINKS", "RMB-BYTES");
