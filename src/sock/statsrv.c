@@ -37,7 +37,10 @@
  * child (statsrv_atfork_child). */
 static _Atomic bool started;
 static pthread_mutex_t srv_lock = PTHREAD_MUTEX_INITIALIZER;
-static int srv_fd = -1;		     /* (srv_lock) the listening socket */
+/* The listening socket: written under srv_lock (statsrv_ensure, the fork child), read by the
+ * progress thread (on_accept, reply_build) without it; stored before the watch that lets
+ * that thread see it is registered. */
+static _Atomic int srv_fd = -1;
 static struct prog_watch *srv_watch; /* (srv_lock) */
 static struct stats_snap base;	     /* (srv_lock) counters at the last --reset */
 static bool have_base;		     /* (srv_lock) */
@@ -282,7 +285,7 @@ static void reply_build(struct buf *b, enum statsrv_what w, bool json, bool rese
 	for (int fd = fdtab_next(0); fd >= 0; fd = fdtab_next(fd + 1)) {
 		if (w == STATSRV_LGS && !json)
 			break;
-		if (fd == srv_fd)
+		if (fd == atomic_load_explicit(&srv_fd, memory_order_relaxed))
 			continue;
 		struct conn_row r;
 		if (!row_of(fd, &r))
@@ -399,7 +402,8 @@ static void on_accept(void *arg, uint32_t events)
 	(void)arg;
 	(void)events;
 	for (;;) {
-		int c = sock_sys.accept4(srv_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int c = sock_sys.accept4(atomic_load(&srv_fd), NULL, NULL,
+					 SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (c < 0)
 			return;
 		serve_one(c);
@@ -413,9 +417,9 @@ static void statsrv_atfork_child(void)
 	 * child opens its own at its next listen, connect or accept (statsrv_ensure), never
 	 * here: a thread started by a child handler would run before the handlers registered
 	 * after this one had reset their locks. */
-	if (srv_fd >= 0)
-		sock_sys.close(srv_fd);
-	srv_fd = -1;
+	int old = atomic_exchange(&srv_fd, -1);
+	if (old >= 0)
+		sock_sys.close(old);
 	if (srv_watch)
 		progress_watch_forget_inherited(srv_watch);
 	srv_watch = NULL;
@@ -455,11 +459,15 @@ void statsrv_ensure(void)
 	socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
 	int fd = sock_sys.socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	int h = fd >= 0 ? sock_fd_hide(fd) : -1; /* never a number a select() program sees */
-	if (h >= 0 && sock_sys.bind(h, (struct sockaddr *)&a, alen) == 0 &&
-	    sock_sys.listen(h, 8) == 0 &&
-	    progress_watch(h, EPOLLIN, on_accept, NULL, NULL, &srv_watch) == 0) {
-		srv_fd = h;
-	} else {
+	bool ok = h >= 0 && sock_sys.bind(h, (struct sockaddr *)&a, alen) == 0 &&
+		  sock_sys.listen(h, 8) == 0;
+	if (ok) {
+		atomic_store(&srv_fd, h); /* before the thread can call on_accept */
+		ok = progress_watch(h, EPOLLIN, on_accept, NULL, NULL, &srv_watch) == 0;
+		if (!ok)
+			atomic_store(&srv_fd, -1);
+	}
+	if (!ok) {
 		LOG_INFO("stat", "no smcr-stat socket: %s", strerror(errno));
 		if (h >= 0)
 			sock_sys.close(h);
