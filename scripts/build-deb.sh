@@ -4,7 +4,7 @@
 # build flags, `cmake --install` into a staging tree, split it into
 #   libsmcr0      the shared library (soname libsmcr.so.0), with its symbols file
 #   libsmcr-dev   the header, the .so link and smcr.pc (pkg-config --cflags --libs smcr)
-#   smcr-tools    smcr-perf, smcr-decode, smcr-bpf, smcr-run and the interposer when built,
+#   smcr-tools    smcr-perf, smcr-decode, smcr-stat, smcr-bpf, smcr-run and the interposer when built,
 #                 the BPF object, the man pages
 # each with md5sums, copyright and changelog, binaries stripped, dependencies from
 # dpkg-shlibdeps; then runs lintian on them when it is installed (warnings are explained in
@@ -164,7 +164,7 @@ control libsmcr-dev libdevel same "libsmcr0 (= $version)" \
 	"smcr implements Shared Memory Communications over RDMA in user space. This package holds the header <smcr/smcr.h>, the link to the library and its pkg-config file (pkg-config --cflags --libs smcr)."
 control smcr-tools net "" "$(shlibs smcr-tools)" \
 	"SMC-R (RFC 7609) in user space: tools" \
-	"smcr implements Shared Memory Communications over RDMA in user space. This package holds smcr-perf (SMC-R beside TCP: throughput, latency, connection rate), smcr-decode (SMC-R messages from hex text or captures), smcr-bpf (the TCP-option BPF programs), smcr-run and its interposer when they are built, and the manual pages smcr(7) and the tools'."
+	"smcr implements Shared Memory Communications over RDMA in user space. This package holds smcr-perf (SMC-R beside TCP: throughput, latency, connection rate), smcr-decode (SMC-R messages from hex text or captures), smcr-stat (the connections, link groups and counters of running smcr processes), smcr-bpf (the TCP-option BPF programs), smcr-run and its interposer when they are built, and the manual pages smcr(7) and the tools'."
 
 mkdir -p "$out"
 debs=()

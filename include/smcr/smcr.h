@@ -236,6 +236,9 @@ struct smcr_info {
 	uint8_t corked;		/* bytes are held by TCP_CORK / MSG_MORE */
 	uint8_t close_pending;	/* "sending done"/"closed" waits for the ring to empty */
 	uint8_t rsvd_sb[2];
+	/* the link carrying the connection (zero when none): GIDs as in the GID table */
+	uint8_t local_gid[16];	/* ours (SMC-R v2: the RoCE v2 GID) */
+	uint8_t peer_gid[16];
 };
 
 /* Name of a reason code: a Linux decline name ("NOSMCRDEV") or an smcr one ("RULE_TCP"),

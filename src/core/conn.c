@@ -331,6 +331,8 @@ void core_conn_info(struct core_conn *c, struct core_conn_info *in)
 	if (c->link && c->link->qp) {
 		in->qpn_local = c->link->qp->qp_num;
 		in->qpn_peer = c->link->peer_qpn;
+		memcpy(in->gid_local, link_gid(c->link)->gid.raw, sizeof(in->gid_local));
+		memcpy(in->gid_peer, c->link->peer_gid.b, sizeof(in->gid_peer));
 	}
 	if (c->lg) {
 		in->lg_conns = (uint16_t)c->lg->nconns;

@@ -322,19 +322,6 @@ struct core_engine_counters {
 };
 void core_engine_counters(const struct core_engine *e, struct core_engine_counters *ct);
 
-/* One link of a live link group, for an operator's view (smcr-stat -L; docs/FAILOVER.md). */
-struct core_link_info {
-	uint32_t lg_id;			/* the link group (core_conn_info's lgr_id) */
-	uint8_t link_num;		/* wire link number */
-	const char *state;		/* "active", "adding" (CONFIRM LINK pending) or "down" */
-	char dev[32];			/* our device's name */
-	uint32_t local_qpn, peer_qpn;
-	unsigned conns;			/* connections writing on it */
-	uint64_t lg_failovers;		/* the group's failovers so far */
-};
-/* Fills up to max links of the engine's live groups (newest group first, links by slot);
- * returns how many there are (may exceed max). Takes the engine lock. */
-unsigned core_engine_links(struct core_engine *e, struct core_link_info *out, unsigned max);
 
 /* ======================================================================================= */
 /* Connections: creation, events, release                                                  */
@@ -623,6 +610,8 @@ struct core_conn_info {
 	/* The link and the LG (all 0 while not attached to an LG): */
 	uint32_t qpn_local;		/* our QP of the link carrying the connection */
 	uint32_t qpn_peer;		/* the peer's QP of that link (its qpn_local) */
+	uint8_t gid_local[16];		/* our GID on that link (v2: the RoCE v2 one) */
+	uint8_t gid_peer[16];		/* the peer's GID on that link */
 	uint8_t lg_links;		/* links of the LG in state ACTIVE now */
 	uint16_t lg_conns;		/* connections attached to the LG now (this one included) */
 	/* TCP's FIONREAD/SIOCINQ (tcp_inq): without oobinline, while the urgent byte is at or
@@ -643,5 +632,29 @@ struct core_conn_info {
 /* Bytes of empty send rings kept for reuse by this process's connections (ringpool.c). */
 uint64_t core_ring_pool_bytes(void);
 void core_conn_info(struct core_conn *c, struct core_conn_info *info);
+
+/* One link group as smcr-stat -L shows it (core_lgr_list): a snapshot under the engine
+ * lock, written and read by the caller's thread only. */
+#define CORE_LGR_INFO_LINKS 3
+struct core_lgr_info {
+	uint32_t id;			/* engine-local LG number */
+	enum core_role role;
+	const char *state;		/* "SETUP", "ACTIVE", "DEAD" */
+	uint8_t smc_version;		/* 1, or 2 (SMC-R v2) */
+	uint16_t conns;			/* connections attached now */
+	uint64_t failovers;		/* the group's failovers so far (docs/FAILOVER.md) */
+	uint8_t nlinks;			/* entries of links[] filled */
+	struct core_link_info {
+		uint8_t link_num;	/* wire link number */
+		const char *state;	/* "SETUP", "ACTIVE", "DOWN" */
+		uint32_t qpn_local, qpn_peer;
+		uint8_t gid_local[16], gid_peer[16];
+		char dev[32];		/* our device's name */
+		unsigned conns;		/* connections writing on this link */
+	} links[CORE_LGR_INFO_LINKS];
+};
+/* Fills out[0..max) with the engine's link groups (oldest first is not promised);
+ * returns how many there are, which may exceed max. */
+int core_lgr_list(struct core_engine *e, struct core_lgr_info *out, int max);
 
 #endif

@@ -576,32 +576,47 @@ void core_engine_stats(struct core_engine *e, struct core_engine_stats *st)
 	pthread_mutex_unlock(&e->lock);
 }
 
-unsigned core_engine_links(struct core_engine *e, struct core_link_info *out, unsigned max)
+_Static_assert(CORE_LGR_INFO_LINKS >= CORE_LG_LINKS, "every link of a group fits");
+
+static const char *lgr_state_name(enum core_lgr_state s)
 {
-	unsigned n = 0;
+	return s == CORE_LG_SETUP ? "SETUP" : s == CORE_LG_ACTIVE ? "ACTIVE" : "DEAD";
+}
+
+static const char *link_state_name(enum core_link_state s)
+{
+	return s == CORE_LINK_ACTIVE ? "ACTIVE" : s == CORE_LINK_DOWN ? "DOWN" : "SETUP";
+}
+
+int core_lgr_list(struct core_engine *e, struct core_lgr_info *out, int max)
+{
+	int n = 0;
 	pthread_mutex_lock(&e->lock);
-	for (struct core_lgr *lg = e->lgs; lg; lg = lg->next) {
-		if (lg->state == CORE_LG_DEAD)
+	for (struct core_lgr *lg = e->lgs; lg; lg = lg->next, n++) {
+		if (n >= max)
 			continue;
+		struct core_lgr_info *o = &out[n];
+		memset(o, 0, sizeof(*o));
+		o->id = lg->id;
+		o->role = lg->role;
+		o->state = lgr_state_name(lg->state);
+		o->smc_version = lg->v2 ? 2 : 1;
+		o->conns = (uint16_t)lg->nconns;
+		o->failovers = lg->failovers;
 		for (int i = 0; i < CORE_LG_LINKS; i++) {
-			struct core_link *l = lg->links[i];
+			const struct core_link *l = lg->links[i];
 			if (!l)
 				continue;
-			if (n < max) {
-				struct core_link_info *o = &out[n];
-				memset(o, 0, sizeof(*o));
-				o->lg_id = lg->id;
-				o->link_num = l->link_num;
-				o->state = l->state == CORE_LINK_ACTIVE ? "active"
-					   : l->state == CORE_LINK_INIT ? "adding" : "down";
-				snprintf(o->dev, sizeof(o->dev), "%s", l->cdev->attr.name);
-				o->local_qpn = l->qp ? l->qp->qp_num : 0;
-				o->peer_qpn = l->peer_qpn;
-				for (unsigned s = 1; s < CORE_LG_SLOTS; s++)
-					o->conns += lg->slots[s] && lg->slots[s]->link == l;
-				o->lg_failovers = lg->failovers;
-			}
-			n++;
+			struct core_link_info *li = &o->links[o->nlinks++];
+			li->link_num = l->link_num;
+			li->state = link_state_name(l->state);
+			li->qpn_local = l->qp ? l->qp->qp_num : 0;
+			li->qpn_peer = l->peer_qpn;
+			memcpy(li->gid_local, link_gid(l)->gid.raw, sizeof(li->gid_local));
+			memcpy(li->gid_peer, l->peer_gid.b, sizeof(li->gid_peer));
+			snprintf(li->dev, sizeof(li->dev), "%s", l->cdev->attr.name);
+			for (unsigned s = 1; s < CORE_LG_SLOTS; s++)
+				li->conns += lg->slots[s] && lg->slots[s]->link == l;
 		}
 	}
 	pthread_mutex_unlock(&e->lock);

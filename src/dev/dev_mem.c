@@ -21,7 +21,6 @@ struct dev_mem_node {
 };
 static pthread_mutex_t dev_mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct dev_mem_node *dev_mem_head;
-static pthread_once_t dev_mem_once = PTHREAD_ONCE_INIT;
 
 /* fork(): the child has none of the buffers (MADV_DONTFORK); it closes its copies of the
  * memfds and forgets the list. */
@@ -37,7 +36,9 @@ static void dev_mem_child(void)
 	dev_mem_head = NULL;
 	pthread_mutex_init(&dev_mem_lock, NULL);
 }
-static void dev_mem_atfork_init(void)
+/* At load, before any buffer exists (not at the first allocation): the handlers' order
+ * across modules is then the constructors', fixed, not the order of first use. */
+__attribute__((constructor)) static void dev_mem_atfork_init(void)
 {
 	pthread_atfork(dev_mem_prepare, dev_mem_parent, dev_mem_child);
 }
@@ -66,7 +67,6 @@ int dev_mem_alloc(size_t len, const char *name, struct dev_mem **out)
 	/* A forked child does not get the mapping (as ibv_fork_init does): a shared mapping
 	 * would let the child scribble on the parent's RDMA buffers unnoticed. */
 	madvise(p, plen, MADV_DONTFORK);
-	pthread_once(&dev_mem_once, dev_mem_atfork_init);
 	n->m.addr = p;
 	n->m.len = plen;
 	n->m.fd = fd;

@@ -19,6 +19,7 @@
 #include "sock/progress.h"
 #include "sock/sock.h"
 #include "sock/stats.h"
+#include "sock/statsrv.h"
 #include "sock/sys.h"
 #include "util/clock.h"
 #include "util/env.h"
@@ -107,6 +108,8 @@ int smcr_listen(int fd, int backlog)
 	int e = errno;
 	pthread_mutex_unlock(&s->lock);
 	sock_put(s);
+	if (rc == 0)
+		statsrv_ensure(); /* smcr-stat lists a process with a listener only */
 	errno = e;
 	return rc;
 }
@@ -221,6 +224,9 @@ int smcr_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	struct sock *s = sock_get(fd);
 	if (!s)
 		return sock_sys.connect(fd, addr, len);
+	/* Every connection an smcr socket makes is listed by smcr-stat, a rule-chosen TCP one
+	 * too (statsrv.h): one relaxed load once the server runs. Before s->lock. */
+	statsrv_ensure();
 	int rc;
 	pthread_mutex_lock(&s->lock);
 	switch ((enum sock_state)atomic_load(&s->state)) {
@@ -280,6 +286,8 @@ int smcr_accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
 	struct sock *ls = sock_get(lfd);
 	if (!ls)
 		return sock_sys.accept4(lfd, addr, alen, flags);
+	/* A forked child accepting on its parent's listener is listed too (see connect) */
+	statsrv_ensure();
 	pthread_mutex_lock(&ls->lock);
 	bool listening = atomic_load(&ls->state) == SS_LISTEN;
 	if (listening && ls->lq_want && !atomic_load_explicit(&sock_lazy_accept,

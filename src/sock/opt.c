@@ -105,6 +105,8 @@ static void fill_info(struct sock *s, struct smcr_info *in)
 	in->close_pending = ci.close_pending;
 	in->local_qpn = ci.qpn_local;
 	in->peer_qpn = ci.qpn_peer;
+	memcpy(in->local_gid, ci.gid_local, sizeof(in->local_gid));
+	memcpy(in->peer_gid, ci.gid_peer, sizeof(in->peer_gid));
 	in->lgr_links = ci.lg_links;
 	in->lgr_conns = ci.lg_conns;
 }

@@ -38,8 +38,6 @@ static int pfx_n;
 static uint64_t pfx_time;     /* smcr_now_ns() of the last dump, 0 = never */
 static uint64_t pfx_refreshes;
 
-static pthread_once_t pfx_once = PTHREAD_ONCE_INIT;
-
 /* fork() while another thread held the lock (a dump in progress): the child's copy of the
  * lock is re-initialised, and so is the cache, which that dump may have left half filled
  * (a server whose child found no prefix for its address declined its clients with
@@ -51,7 +49,10 @@ static void pfx_atfork_child(void)
 	pfx_time = 0;
 }
 
-static void pfx_init(void)
+/* Registered at load, before any thread can take pfx_lock: a registration at first use
+ * came after other modules' handlers, and a child whose earlier handler let anything run
+ * before this one inherited the lock held. */
+__attribute__((constructor)) static void pfx_init(void)
 {
 	pthread_atfork(NULL, NULL, pfx_atfork_child);
 }
@@ -125,7 +126,6 @@ int sock_prefixes(const struct sockaddr *local, struct core_ip_prefix *out, int 
 	}
 	uint64_t now = smcr_now_ns();
 	int n = 0;
-	pthread_once(&pfx_once, pfx_init);
 	pthread_mutex_lock(&pfx_lock);
 	if (!pfx_time || now - pfx_time >= SOCK_PFX_TTL_NS)
 		pfx_refresh_locked(now);

@@ -43,7 +43,6 @@ static int prog_epfd = -1, prog_evfd = -1;
 static struct prog_timer *prog_timers;	   /* sorted by deadline */
 static struct prog_call *prog_calls, **prog_calls_tail = &prog_calls;
 static struct prog_watch *prog_dead;	   /* unwatched, to release after this turn */
-static bool prog_atfork_done;
 /* When the thread's epoll_wait times out (ns; UINT64_MAX: never), 0 while it is awake
  * (it reads the timer list, the call queue and the removed watches again, under
  * progress_lock, before it sleeps): a timer armed later than this needs no kick, and
@@ -265,16 +264,19 @@ static void progress_atfork_child(void)
 	atomic_store(&prog_running, false);
 }
 
+/* At load, before the thread can exist (as every fork handler of the library: their
+ * order is then fixed, not the order of first use). */
+__attribute__((constructor)) static void progress_atfork_init(void)
+{
+	pthread_atfork(NULL, NULL, progress_atfork_child);
+}
+
 int progress_start(void)
 {
 	pthread_mutex_lock(&progress_lock);
 	if (prog_started) {
 		pthread_mutex_unlock(&progress_lock);
 		return 0;
-	}
-	if (!prog_atfork_done) {
-		pthread_atfork(NULL, NULL, progress_atfork_child);
-		prog_atfork_done = true;
 	}
 	int rc = 0;
 	prog_epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -314,9 +316,9 @@ int progress_start(void)
 	pthread_mutex_unlock(&progress_lock);
 	LOG_DBG("progress", "progress thread started");
 	/* smcr-stat can read this process from now on (statsrv.h): its socket is served by
-	 * this thread, so it comes with the thread rather than starting one of its own at a
-	 * process's first socket (a program that forks before any SMC-R work stays
-	 * single-threaded). Its progress_watch finds the thread started. */
+	 * this thread. (A listen, connect or accept starts it too, for a process whose
+	 * connections are all TCP; a socket alone does not.) Its progress_watch finds the
+	 * thread started. */
 	statsrv_ensure();
 	return 0;
 fail:

@@ -32,9 +32,15 @@
 #define REQ_WAIT_MS 100	    /* a client's request must come within this */
 #define REPLY_MAX (1u << 22) /* 4 MiB: about 8000 connections in JSON */
 
-static _Atomic int started_pid; /* the process whose server runs (0: none) */
+/* Whether this process's server was started (or was off by SMCR_STAT_SOCKET=0): set
+ * under srv_lock, read without it by statsrv_ensure's fast path; false again in a forked
+ * child (statsrv_atfork_child). */
+static _Atomic bool started;
 static pthread_mutex_t srv_lock = PTHREAD_MUTEX_INITIALIZER;
-static int srv_fd = -1;		     /* (srv_lock) the listening socket */
+/* The listening socket: written under srv_lock (statsrv_ensure, the fork child), read by the
+ * progress thread (on_accept, reply_build) without it; stored before the watch that lets
+ * that thread see it is registered. */
+static _Atomic int srv_fd = -1;
 static struct prog_watch *srv_watch; /* (srv_lock) */
 static struct stats_snap base;	     /* (srv_lock) counters at the last --reset */
 static bool have_base;		     /* (srv_lock) */
@@ -99,6 +105,11 @@ static void addr_str(const struct sockaddr_storage *ss, char *out, size_t n)
 	}
 }
 
+/* tcp_info's tcpi_state values (the kernel's TCP states; <netinet/tcp.h> names them but
+ * cannot be included beside <linux/tcp.h>) */
+enum { ST_FIN_WAIT2 = 5, ST_TIME_WAIT = 6, ST_CLOSE = 7, ST_CLOSE_WAIT = 8, ST_LAST_ACK = 9,
+       ST_CLOSING = 11 };
+
 struct conn_row {
 	int fd;
 	struct smcr_info in;
@@ -128,8 +139,18 @@ static bool row_of(int fd, struct conn_row *r)
 		socklen_t tl = sizeof(ti);
 		memset(&ti, 0, sizeof(ti));
 		if (sock_sys.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0) {
-			r->tcp_sent = ti.tcpi_bytes_acked;
-			r->tcp_received = ti.tcpi_bytes_received;
+			/* The kernel counts sequence space: an active opener's SYN is in its
+			 * bytes_acked, our FIN once acknowledged, the peer's FIN once
+			 * received. Payload bytes only, as the SMC-R counts are. */
+			uint8_t st = ti.tcpi_state;
+			bool fin_acked = st == ST_FIN_WAIT2 || st == ST_TIME_WAIT ||
+					 st == ST_CLOSE;
+			bool fin_rcvd = st == ST_CLOSE_WAIT || st == ST_LAST_ACK ||
+					st == ST_TIME_WAIT || st == ST_CLOSING;
+			uint64_t ctl = (r->in.role == SMCR_ROLE_CLIENT) + fin_acked;
+			r->tcp_sent = ti.tcpi_bytes_acked > ctl ? ti.tcpi_bytes_acked - ctl : 0;
+			r->tcp_received = ti.tcpi_bytes_received > fin_rcvd
+						  ? ti.tcpi_bytes_received - fin_rcvd : 0;
 		}
 	}
 	return true;
@@ -157,21 +178,33 @@ static const char *role_name(uint8_t r)
 	return r == SMCR_ROLE_CLIENT ? "client" : r == SMCR_ROLE_SERVER ? "server" : "-";
 }
 
+static void gid_str(const uint8_t g[16], char out[INET6_ADDRSTRLEN])
+{
+	if (!inet_ntop(AF_INET6, g, out, INET6_ADDRSTRLEN))
+		snprintf(out, INET6_ADDRSTRLEN, "-");
+}
+
 static void conn_json(struct buf *b, const struct conn_row *r, bool first)
 {
 	const struct smcr_info *in = &r->in;
 	bool smc = in->mode == SMCR_MODE_SMCR;
+	char lg_[INET6_ADDRSTRLEN] = "-", pg_[INET6_ADDRSTRLEN] = "-";
+	if (in->lgr_id) {
+		gid_str(in->local_gid, lg_);
+		gid_str(in->peer_gid, pg_);
+	}
 	bprintf(b,
 		"%s{\"fd\":%d,\"mode\":\"%s\",\"role\":\"%s\",\"local\":\"%s\",\"peer\":\"%s\","
 		"\"local_reason\":\"%s\",\"peer_reason\":\"%s\",\"lgr\":%u,\"link\":%u,"
 		"\"lgr_links\":%u,\"lgr_conns\":%u,\"local_qpn\":%u,\"peer_qpn\":%u,"
+		"\"local_gid\":\"%s\",\"peer_gid\":\"%s\","
 		"\"rmbe\":%u,\"peer_rmbe\":%u,\"sndbuf\":%u,"
 		"\"tx_prod\":[%u,%u],\"tx_cons\":[%u,%u],\"rx_prod\":[%u,%u],\"rx_cons\":[%u,%u],"
 		"\"bytes_sent\":%llu,\"bytes_received\":%llu}",
 		first ? "" : ",", r->fd, smcr_mode_name(in->mode), role_name(in->role), r->local,
 		r->peer, smcr_reason_name(in->local_reason), smcr_reason_name(in->peer_reason),
 		in->lgr_id, in->link_id, in->lgr_links, in->lgr_conns, in->local_qpn,
-		in->peer_qpn, in->rmbe_size, in->peer_rmbe_size, in->sndbuf_size,
+		in->peer_qpn, lg_, pg_, in->rmbe_size, in->peer_rmbe_size, in->sndbuf_size,
 		in->tx_prod.wrap, in->tx_prod.count, in->tx_cons.wrap, in->tx_cons.count,
 		in->rx_prod.wrap, in->rx_prod.count, in->rx_cons.wrap, in->rx_cons.count,
 		(unsigned long long)(smc ? in->bytes_sent : r->tcp_sent),
@@ -248,36 +281,15 @@ static void reply_build(struct buf *b, enum statsrv_what w, bool json, bool rese
 			es.links, (unsigned long long)es.rmb_bytes);
 		return;
 	}
-	/* link groups: aggregated from the connections (one line per group) */
-	struct lg_row {
-		uint32_t id;
-		unsigned conns, links;
-		uint32_t local_qpn, peer_qpn;
-		char peer[64];
-	} lgs[64];
-	unsigned nlg = 0;
 	bool first = true;
 	for (int fd = fdtab_next(0); fd >= 0; fd = fdtab_next(fd + 1)) {
-		if (fd == srv_fd)
+		if (w == STATSRV_LGS && !json)
+			break;
+		if (fd == atomic_load_explicit(&srv_fd, memory_order_relaxed))
 			continue;
 		struct conn_row r;
 		if (!row_of(fd, &r))
 			continue;
-		if (r.in.lgr_id && nlg < 64) {
-			unsigned i = 0;
-			while (i < nlg && lgs[i].id != r.in.lgr_id)
-				i++;
-			if (i == nlg) {
-				memset(&lgs[i], 0, sizeof(lgs[i]));
-				lgs[i].id = r.in.lgr_id;
-				lgs[i].links = r.in.lgr_links;
-				lgs[i].local_qpn = r.in.local_qpn;
-				lgs[i].peer_qpn = r.in.peer_qpn;
-				snprintf(lgs[i].peer, sizeof(lgs[i].peer), "%s", r.peer);
-				nlg++;
-			}
-			lgs[i].conns++;
-		}
 		if (json) {
 			if (wanted(STATSRV_ALL, &r.in)) {
 				conn_json(b, &r, first);
@@ -287,45 +299,49 @@ static void reply_build(struct buf *b, enum statsrv_what w, bool json, bool rese
 			conn_text(b, &r, prog);
 		}
 	}
-	/* each group's links with their state (two-link groups, docs/FAILOVER.md) */
-	struct core_link_info li[32];
-	unsigned nli = e && (json || w == STATSRV_LGS) ? core_engine_links(e, li, 32) : 0;
-	if (nli > 32)
-		nli = 32;
-	if (json) {
+	if (!json && w != STATSRV_LGS)
+		return;
+	/* link groups and their links: the engine's own list (core_lgr_list), idle groups
+	 * (no connection now) included */
+	enum { MAXLG = 256 };
+	struct core_lgr_info *lgs = e ? calloc(MAXLG, sizeof(*lgs)) : NULL;
+	int nlg = lgs ? core_lgr_list(e, lgs, MAXLG) : 0;
+	if (nlg > MAXLG)
+		nlg = MAXLG;
+	if (json)
 		bprintf(b, "],\"lgs\":[");
-		for (unsigned i = 0; i < nlg; i++) {
-			bprintf(b, "%s{\"id\":%u,\"links\":%u,\"conns\":%u,\"local_qpn\":%u,"
-				   "\"peer_qpn\":%u,\"peer\":\"%s\",\"link_list\":[",
-				i ? "," : "", lgs[i].id, lgs[i].links, lgs[i].conns, lgs[i].local_qpn,
-				lgs[i].peer_qpn, lgs[i].peer);
-			bool f1 = true;
-			for (unsigned k = 0; k < nli; k++) {
-				if (li[k].lg_id != lgs[i].id)
-					continue;
+	for (int i = 0; i < nlg; i++) {
+		const struct core_lgr_info *g = &lgs[i];
+		const char *role = g->role == CORE_CLIENT ? "client" : "server";
+		if (json)
+			bprintf(b, "%s{\"id\":%u,\"role\":\"%s\",\"state\":\"%s\",\"version\":%u,"
+				   "\"conns\":%u,\"failovers\":%llu,\"links\":[", i ? "," : "", g->id,
+				role, g->state, g->smc_version, g->conns,
+				(unsigned long long)g->failovers);
+		for (int k = 0; k < g->nlinks; k++) {
+			const struct core_link_info *l = &g->links[k];
+			char lgid[INET6_ADDRSTRLEN], pgid[INET6_ADDRSTRLEN];
+			gid_str(l->gid_local, lgid);
+			gid_str(l->gid_peer, pgid);
+			if (json)
 				bprintf(b, "%s{\"link\":%u,\"state\":\"%s\",\"device\":\"%s\","
-					   "\"local_qpn\":%u,\"peer_qpn\":%u,\"conns\":%u}",
-					f1 ? "" : ",", li[k].link_num, li[k].state, li[k].dev,
-					li[k].local_qpn, li[k].peer_qpn, li[k].conns);
-				f1 = false;
-			}
+					   "\"conns\":%u,\"local_qpn\":%u,\"peer_qpn\":%u,"
+					   "\"local_gid\":\"%s\",\"peer_gid\":\"%s\"}",
+					k ? "," : "", l->link_num, l->state, l->dev, l->conns,
+					l->qpn_local, l->qpn_peer, lgid, pgid);
+			else
+				bprintf(b, "%-7d %-15.15s %4u %-6s %-6s %5u %4u %-6s %-8.8s %5u %8u %8u "
+					   "%9llu %s %s\n",
+					(int)getpid(), prog, g->id, role, g->state, g->conns,
+					l->link_num, l->state, l->dev, l->conns, l->qpn_local,
+					l->qpn_peer, (unsigned long long)g->failovers, lgid, pgid);
+		}
+		if (json)
 			bprintf(b, "]}");
-		}
-		bprintf(b, "]}\n");
-	} else if (w == STATSRV_LGS) {
-		for (unsigned i = 0; i < nlg; i++) {
-			bprintf(b, "%-7d %-15.15s %5u %5u %5u %8u %8u %s\n", (int)getpid(), prog,
-				lgs[i].id, lgs[i].links, lgs[i].conns, lgs[i].local_qpn,
-				lgs[i].peer_qpn, lgs[i].peer);
-			for (unsigned k = 0; k < nli; k++)
-				if (li[k].lg_id == lgs[i].id)
-					bprintf(b, "%-7d %-15.15s %5u   link %u %s on %s, qpn %u peer-qpn "
-						   "%u, %u conns, group failovers %llu\n",
-						(int)getpid(), prog, lgs[i].id, li[k].link_num,
-						li[k].state, li[k].dev, li[k].local_qpn, li[k].peer_qpn,
-						li[k].conns, (unsigned long long)li[k].lg_failovers);
-		}
 	}
+	free(lgs);
+	if (json)
+		bprintf(b, "]}\n");
 }
 
 /* ---- the socket ---- */
@@ -389,7 +405,8 @@ static void on_accept(void *arg, uint32_t events)
 	(void)arg;
 	(void)events;
 	for (;;) {
-		int c = sock_sys.accept4(srv_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int c = sock_sys.accept4(atomic_load(&srv_fd), NULL, NULL,
+					 SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (c < 0)
 			return;
 		serve_one(c);
@@ -399,33 +416,39 @@ static void on_accept(void *arg, uint32_t events)
 
 static void statsrv_atfork_child(void)
 {
-	/* The parent's socket: the parent's. Closing the copy lets its name go with it. */
-	if (srv_fd >= 0)
-		sock_sys.close(srv_fd);
-	srv_fd = -1;
+	/* The parent's socket: the parent's. Closing the copy lets its name go with it. The
+	 * child opens its own at its next listen, connect or accept (statsrv_ensure), never
+	 * here: a thread started by a child handler would run before the handlers registered
+	 * after this one had reset their locks. */
+	int old = atomic_exchange(&srv_fd, -1);
+	if (old >= 0)
+		sock_sys.close(old);
 	if (srv_watch)
 		progress_watch_forget_inherited(srv_watch);
 	srv_watch = NULL;
 	have_base = false;
 	pthread_mutex_init(&srv_lock, NULL);
+	atomic_store_explicit(&started, false, memory_order_relaxed);
+}
+
+/* At load, before any thread can exist: every fork from then on resets this file's state
+ * in the child (the handlers' order is the order of the libraries' constructors). */
+__attribute__((constructor)) static void statsrv_init(void)
+{
+	pthread_atfork(NULL, NULL, statsrv_atfork_child);
 }
 
 void statsrv_ensure(void)
 {
-	int pid = getpid();
-	if (atomic_load_explicit(&started_pid, memory_order_relaxed) == pid)
+	if (atomic_load_explicit(&started, memory_order_relaxed))
 		return;
 	pthread_mutex_lock(&srv_lock);
-	if (atomic_load(&started_pid) == pid) {
+	if (atomic_load(&started)) {
 		pthread_mutex_unlock(&srv_lock);
 		return;
 	}
-	atomic_store(&started_pid, pid);
-	static bool atfork;
-	if (!atfork) {
-		pthread_atfork(NULL, NULL, statsrv_atfork_child);
-		atfork = true;
-	}
+	atomic_store(&started, true);
+	int pid = getpid();
 	const char *off = getenv("SMCR_STAT_SOCKET");
 	if (off && !strcmp(off, "0")) {
 		pthread_mutex_unlock(&srv_lock);
@@ -439,11 +462,15 @@ void statsrv_ensure(void)
 	socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
 	int fd = sock_sys.socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	int h = fd >= 0 ? sock_fd_hide(fd) : -1; /* never a number a select() program sees */
-	if (h >= 0 && sock_sys.bind(h, (struct sockaddr *)&a, alen) == 0 &&
-	    sock_sys.listen(h, 8) == 0 &&
-	    progress_watch(h, EPOLLIN, on_accept, NULL, NULL, &srv_watch) == 0) {
-		srv_fd = h;
-	} else {
+	bool ok = h >= 0 && sock_sys.bind(h, (struct sockaddr *)&a, alen) == 0 &&
+		  sock_sys.listen(h, 8) == 0;
+	if (ok) {
+		atomic_store(&srv_fd, h); /* before the thread can call on_accept */
+		ok = progress_watch(h, EPOLLIN, on_accept, NULL, NULL, &srv_watch) == 0;
+		if (!ok)
+			atomic_store(&srv_fd, -1);
+	}
+	if (!ok) {
 		LOG_INFO("stat", "no smcr-stat socket: %s", strerror(errno));
 		if (h >= 0)
 			sock_sys.close(h);

@@ -12,7 +12,8 @@
  * be left half-updated by a process that dies, and the data path pays nothing: the
  * connections are read (SOL_SMCR info, TCP_INFO for TCP mode) only when asked.
  * The socket sits at a hidden fd number (sock_hidden_min) with FD_CLOEXEC; a forked child
- * closes its copy and opens its own at its first smcr socket. SMCR_STAT_SOCKET=0: none.
+ * closes its copy and opens its own at its next listen, connect or accept.
+ * SMCR_STAT_SOCKET=0: none (and no thread for it).
  * smcr-stat finds the processes in /proc/net/unix. */
 #ifndef SMCR_SOCK_STATSRV_H
 #define SMCR_SOCK_STATSRV_H
@@ -28,9 +29,13 @@ enum statsrv_what {
 	STATSRV_STATS,
 };
 
-/* Starts this process's server if it is not running yet (one atomic load when it is).
- * Called when the progress thread starts (progress.c), which serves it: a process is
- * listed by smcr-stat from its first connection that needs the engine or a handshake. */
+/* Starts this process's server if it is not running yet (one relaxed atomic load when it
+ * is), and with it the progress thread that serves it. Called when the progress thread
+ * starts (progress.c) and by every listen, connect and accept of an smcr socket (api.c):
+ * a process is listed by smcr-stat from its first listener or connection, a TCP one
+ * (a rule, no peer) included. A socket alone starts nothing, so a program that forks
+ * before it listens or connects stays single-threaded; a forked child starts its own at
+ * its next listen, connect or accept. Never called from a fork handler. */
 void statsrv_ensure(void);
 
 #endif

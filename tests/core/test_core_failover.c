@@ -233,12 +233,13 @@ static void test_basic(void **state)
 	assert_int_equal(ct.conns_moved, 1);
 	assert_int_equal(ct.delete_link_sent, 1);
 	assert_int_equal(ct.delete_link_received, 2);
-	struct core_link_info li[4];
-	assert_int_equal(core_engine_links(f->ce, li, 4), 1);
-	assert_string_equal(li[0].state, "active");
-	assert_int_equal(li[0].link_num, 1);
-	assert_int_equal(li[0].conns, 2);
-	assert_int_equal(li[0].lg_failovers, 1);
+	struct core_lgr_info lgi[2];
+	assert_int_equal(core_lgr_list(f->ce, lgi, 2), 1);
+	assert_int_equal(lgi[0].failovers, 1);
+	assert_int_equal(lgi[0].nlinks, 1);
+	assert_string_equal(lgi[0].links[0].state, "ACTIVE");
+	assert_int_equal(lgi[0].links[0].link_num, 1);
+	assert_int_equal(lgi[0].links[0].conns, 2);
 	/* the failed link's QPs go once drained */
 	tl_at(f, f->now + 3 * TL_SEC);
 	assert_null(tl_lg(f->ce)->retired);

@@ -2,8 +2,9 @@
 # check-deb.sh: the packages of scripts/build-deb.sh as a user meets them (needs root and
 # dpkg; exit 77 = skipped otherwise, or when smcr packages are installed already, which
 # this test must not touch). Builds version V and a later V+t1, then:
-#   install V: examples/ built with pkg-config against /usr run over SMC-R, `man smcr-perf`
-#   and `man smcr` render, smcr-decode runs; upgrade to V+t1: versions and files right;
+#   install V: examples/ built with pkg-config against /usr run over SMC-R, smcr-stat,
+#   the counters and the trace are right with them and the installed smcr-run
+#   (check-stat.sh), every man page renders, smcr-decode runs; upgrade to V+t1: versions and files right;
 #   remove, then purge: dpkg knows none of the packages and none of their files is left.
 # Serialized with other users of the host's package database by /tmp/smcr-deb.lock.
 set -eu
@@ -41,7 +42,15 @@ for p in "${pkgs[@]}"; do
 done
 [ "$(pkg-config --modversion smcr)" = "$v1" ] || { echo "pkg-config --modversion"; exit 1; }
 "$here/run-examples.sh"
-for page in smcr-perf smcr-bpf smcr-decode smcr; do
+# smcr-stat, counters and trace with the packages' tools (/usr/bin on PATH)
+if [ -x /usr/bin/smcr-run ]; then
+	"$here/check-stat.sh" /usr/bin
+else
+	echo "smcr-tools has no smcr-run (built without the interposer): check-stat.sh not run"
+fi
+pages="smcr-perf smcr-bpf smcr-decode smcr-stat smcr"
+[ -x /usr/bin/smcr-run ] && pages="$pages smcr-run"
+for page in $pages; do
 	MANWIDTH=80 man "$page" 2>/dev/null | grep -q "^NAME" || { echo "man $page"; exit 1; }
 done
 smcr-decode fe06e2d4c3d9 | grep -q "exid: 0xe2d4c3d9" || { echo "smcr-decode"; exit 1; }

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The name every smcr process listens on, after the abstract name's NUL: the library's
@@ -31,7 +32,7 @@ static const char usage[] =
 	"  (default)   SMC-R and TCP-fallback connections of the smcr processes\n"
 	"  -a, --all   every smcr socket: also listeners, handshakes, failed ones\n"
 	"  -l          listening sockets\n"
-	"  -L          link groups with their links and connection counts\n"
+	"  -L          link groups: one line per link (QPNs, GIDs), the group's connections\n"
 	"  -d          devices\n"
 	"  -s          counters (connections by mode, fallback reasons, bytes, CDC/LLC, ...)\n"
 	"  --reset     then set the counters back to zero (alone: -s --reset)\n"
@@ -74,48 +75,120 @@ static int find_procs(struct proc *out, int max, int only_pid)
 	return n;
 }
 
-/* Asks one process; its reply (malloc) or NULL when it is gone or refused. */
-static char *ask(const struct proc *p, const char *req)
+/* One question in flight (ask_all). */
+struct ask {
+	int fd;		/* -1: done (answered, gone, refused or out of time) */
+	bool sent;	/* the request is written */
+	char *buf;	/* the reply so far (malloc) */
+	size_t n, cap;
+};
+
+static void ask_done(struct ask *q)
 {
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return NULL;
-	struct sockaddr_un a;
-	memset(&a, 0, sizeof(a));
-	a.sun_family = AF_UNIX;
-	int len = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, STATSRV_PREFIX "%u/%d", p->uid,
-			   p->pid);
-	socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
-	struct timeval tv = { 2, 0 };
-	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	char *buf = NULL;
-	size_t n = 0, cap = 0;
-	if (connect(fd, (struct sockaddr *)&a, alen) < 0 ||
-	    send(fd, req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req)) {
-		close(fd);
-		return NULL;
+	close(q->fd);
+	q->fd = -1;
+}
+
+/* Asks every process at once and waits WAIT_MS in all, so a process that does not answer
+ * (its progress thread stuck, stopped by a debugger, its listen queue full) costs the
+ * listing that wait once, however many there are. out[i]: p[i]'s reply (malloc) or NULL
+ * when it is gone, refused or did not finish in time. */
+#define WAIT_MS 2000
+static void ask_all(const struct proc *p, int np, const char *req, char **out)
+{
+	struct ask *q = calloc((size_t)np, sizeof(*q));
+	struct pollfd *pf = calloc((size_t)np, sizeof(*pf));
+	if (!q || !pf) {
+		free(q);
+		free(pf);
+		for (int i = 0; i < np; i++)
+			out[i] = NULL;
+		return;
 	}
+	size_t rl = strlen(req);
+	for (int i = 0; i < np; i++) {
+		q[i].fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (q[i].fd < 0)
+			continue;
+		struct sockaddr_un a;
+		memset(&a, 0, sizeof(a));
+		a.sun_family = AF_UNIX;
+		int len = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, STATSRV_PREFIX "%u/%d",
+				   p[i].uid, p[i].pid);
+		socklen_t alen =
+			(socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
+		/* a Unix stream connect completes at once or fails (EAGAIN: queue full) */
+		if (connect(q[i].fd, (struct sockaddr *)&a, alen) < 0)
+			ask_done(&q[i]);
+	}
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
-		if (cap - n < 4096) {
-			char *q = realloc(buf, cap ? cap * 2 : 65536);
-			if (!q)
-				break;
-			buf = q;
-			cap = cap ? cap * 2 : 65536;
-		}
-		ssize_t k = recv(fd, buf + n, cap - n - 1, 0);
-		if (k <= 0)
+		int k = 0;
+		for (int i = 0; i < np; i++)
+			if (q[i].fd >= 0) {
+				pf[k].fd = q[i].fd;
+				pf[k].events = q[i].sent ? POLLIN : POLLOUT;
+				pf[k].revents = 0;
+				k++;
+			}
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		long el = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+		if (!k || el >= WAIT_MS)
 			break;
-		n += (size_t)k;
+		if (poll(pf, (nfds_t)k, (int)(WAIT_MS - el)) < 0 && errno != EINTR)
+			break;
+		k = 0;
+		for (int i = 0; i < np; i++) {
+			if (q[i].fd < 0)
+				continue;
+			short re = pf[k++].revents;
+			if (!re)
+				continue;
+			if (!q[i].sent) {
+				if (send(q[i].fd, req, rl, MSG_NOSIGNAL) != (ssize_t)rl) {
+					ask_done(&q[i]);
+					continue;
+				}
+				q[i].sent = true;
+				continue;
+			}
+			if (q[i].cap - q[i].n < 4096) {
+				size_t cap = q[i].cap ? q[i].cap * 2 : 65536;
+				char *b = realloc(q[i].buf, cap);
+				if (!b) {
+					ask_done(&q[i]);
+					continue;
+				}
+				q[i].buf = b;
+				q[i].cap = cap;
+			}
+			ssize_t r = recv(q[i].fd, q[i].buf + q[i].n, q[i].cap - q[i].n - 1, 0);
+			if (r > 0)
+				q[i].n += (size_t)r;
+			else if (r == 0)
+				ask_done(&q[i]); /* the whole reply (the process closes after it) */
+			else if (errno != EAGAIN && errno != EINTR) {
+				q[i].n = 0; /* a broken reply is not shown */
+				ask_done(&q[i]);
+			}
+		}
 	}
-	close(fd);
-	if (!buf || n == 0) {
-		free(buf);
-		return NULL;
+	for (int i = 0; i < np; i++) {
+		bool whole = q[i].fd < 0 && q[i].sent; /* closed by the process after its reply */
+		if (q[i].fd >= 0)
+			close(q[i].fd); /* out of time: a partial reply is not shown */
+		if (whole && q[i].n) {
+			q[i].buf[q[i].n] = 0;
+			out[i] = q[i].buf;
+		} else {
+			free(q[i].buf);
+			out[i] = NULL;
+		}
 	}
-	buf[n] = 0;
-	return buf;
+	free(q);
+	free(pf);
 }
 
 int main(int argc, char **argv)
@@ -161,8 +234,9 @@ int main(int argc, char **argv)
 	if (json)
 		fputs("[", stdout);
 	else if (!strcmp(what, "lgs"))
-		printf("%-7s %-15s %5s %5s %5s %8s %8s %s\n", "PID", "PROGRAM", "LG", "LINKS",
-		       "CONNS", "QPN", "PEER-QPN", "PEER");
+		printf("%-7s %-15s %4s %-6s %-6s %5s %4s %-6s %-8s %5s %8s %8s %9s %s %s\n",
+		       "PID", "PROGRAM", "LG", "ROLE", "STATE", "CONNS", "LINK", "STATE", "DEVICE",
+		       "CONNS", "QPN", "PEER-QPN", "FAILOVERS", "GID", "PEER-GID");
 	else if (!strcmp(what, "devs"))
 		printf("%-7s %-15s %-16s %7s %4s %6s %12s\n", "PID", "PROGRAM", "DEVICES", "OPEN",
 		       "LGS", "LINKS", "RMB-BYTES");
@@ -171,8 +245,10 @@ int main(int argc, char **argv)
 		       "PROGRAM", "FD", "MODE", "ROLE", "LOCAL", "PEER", "LG/LNK",
 		       "FALLBACK(LOCAL/PEER)", "SENT", "RECEIVED");
 	bool first = true;
+	static char *replies[MAXPROC];
+	ask_all(procs, n, req, replies);
 	for (int i = 0; i < n; i++) {
-		char *r = ask(&procs[i], req);
+		char *r = replies[i];
 		if (!r)
 			continue; /* gone since the listing, or not ours */
 		if (json) {

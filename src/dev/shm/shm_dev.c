@@ -33,7 +33,6 @@
 static pthread_mutex_t shm_devs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shm_dev *shm_devs;
 static unsigned shm_dev_count;
-static pthread_once_t shm_atfork_once = PTHREAD_ONCE_INIT;
 
 /* fork() without exec: the child must not keep the parent's connections alive (a peer
  * detects the parent's death by its sockets closing) nor see its shared memory. prepare
@@ -74,7 +73,8 @@ static void shm_atfork_child(void)
 	pthread_mutex_init(&shm_devs_lock, NULL);
 	shm_devs = NULL;
 }
-static void shm_atfork_init(void)
+/* At load (see dev_mem.c): registered before any device or thread exists. */
+__attribute__((constructor)) static void shm_atfork_init(void)
 {
 	pthread_atfork(shm_atfork_prepare, shm_atfork_parent, shm_atfork_child);
 }
@@ -1037,7 +1037,6 @@ const struct dev_ops shm_ops = {
 
 static int shm_dev_open(const struct dev_ops *ops, const char *args, struct dev_device **out)
 {
-	pthread_once(&shm_atfork_once, shm_atfork_init);
 	struct shm_dev *sd = calloc(1, sizeof *sd);
 	if (!sd)
 		return -SMCR_E_NOMEM;
