@@ -330,7 +330,7 @@ static void reply_build(struct buf *b, enum statsrv_what w, bool json, bool rese
 					k ? "," : "", l->link_num, l->state, l->dev, l->conns,
 					l->qpn_local, l->qpn_peer, lgid, pgid);
 			else
-				bprintf(b, "%-7d %-15.15s %4u %-6s %-6s %5u %4u %-6s %-8.8s %5u %8u %8u "
+				bprintf(b, "%-7d %-15.15s %4u %-6s %-6s %5u %4u %-6s %-12.12s %5u %8u %8u "
 					   "%9llu %s %s\n",
 					(int)getpid(), prog, g->id, role, g->state, g->conns,
 					l->link_num, l->state, l->dev, l->conns, l->qpn_local,

@@ -234,7 +234,7 @@ int main(int argc, char **argv)
 	if (json)
 		fputs("[", stdout);
 	else if (!strcmp(what, "lgs"))
-		printf("%-7s %-15s %4s %-6s %-6s %5s %4s %-6s %-8s %5s %8s %8s %9s %s %s\n",
+		printf("%-7s %-15s %4s %-6s %-6s %5s %4s %-6s %-12s %5s %8s %8s %9s %s %s\n",
 		       "PID", "PROGRAM", "LG", "ROLE", "STATE", "CONNS", "LINK", "STATE", "DEVICE",
 		       "CONNS", "QPN", "PEER-QPN", "FAILOVERS", "GID", "PEER-GID");
 	else if (!strcmp(what, "devs"))
