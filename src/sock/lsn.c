@@ -975,7 +975,9 @@ static int lazy_start_locked(struct sock *s)
 	s->lazy = false;
 	atomic_fetch_sub_explicit(&sock_lazy_pending, 1, memory_order_relaxed);
 	s->background = true; /* the data calls wait for its end themselves (data.c route) */
-	int rc = sock_install_placeholder_locked(s);
+	/* undecided: writable at once, as TCP's accepted socket (pend, sock.h) */
+	s->early = !s->decline_only;
+	int rc = sock_install_placeholder_locked(s, !s->early);
 	if (rc == 0) {
 		atomic_store(&s->state, SS_HANDSHAKE);
 		rc = hs_start_locked(s);
