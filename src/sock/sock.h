@@ -21,6 +21,9 @@
  *     and POLLIN when CLC bytes arrive, long before the connection is usable, so programs
  *     doing a non-blocking connect would spin (or read CLC bytes). The placeholder shows
  *     nothing until the handshake ends, exactly like a TCP connect in progress.
+ *     Undecided (struct sock.early: the interposer's connect returned once TCP was up, or
+ *     an accepted connection was used): the same placeholder with POLLOUT while the
+ *     pre-decision buffer (pend.h) has room; the decision flushes that buffer first.
  *   SMC: the same socket pair end, now driven by the engine's events; TCP stays hidden.
  *   FAILED: the placeholder with sig_error (POLLERR|POLLHUP|..., SO_ERROR = the reason).
  *   Fallback (HANDSHAKE -> TCP): pollers are woken (sig_unblock_out), the epoll
