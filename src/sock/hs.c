@@ -1198,6 +1198,18 @@ void hs_connect_inline_locked(struct sock *s)
 	s->inline_hs = false;
 }
 
+void sock_early_settle(int fd)
+{
+	struct sock *s = sock_get(fd);
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	while (atomic_load(&s->state) == SS_HANDSHAKE && s->early && !s->closing)
+		pthread_cond_wait(&s->cond, &s->lock); /* hs_finish_locked broadcasts */
+	pthread_mutex_unlock(&s->lock);
+	sock_put(s);
+}
+
 void hs_wait_locked(struct sock *s)
 {
 	while (atomic_load(&s->state) == SS_HANDSHAKE)

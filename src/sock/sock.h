@@ -369,6 +369,10 @@ void sock_lazy_decline_all(void);
 /* The same for fd alone, whatever its FD_CLOEXEC (before a dup: the copy, which the fd
  * table does not know, must be the TCP socket with no CLC byte in it). */
 void sock_lazy_decline(int fd);
+/* Waits until fd, if it is an undecided connection (struct sock.early), is decided: a copy
+ * of the number (dup) is made of a connection whose mode is known (sock_dup). No lock
+ * held. */
+void sock_early_settle(int fd);
 /* Blocking connect: the calling thread runs the CLC exchange itself (no hand-off to the
  * progress thread and back); a first contact's wait for the link goes to the progress
  * thread and the caller waits. s->fd holds the TCP file (fd_is_tcp), s->tcp a hidden dup.

@@ -13,6 +13,8 @@
  *     the server reads every byte, then EOF;
  *   - a write larger than what the connection buffers before the decision: a blocking
  *     write returns once all is sent, which needs the server to read in another thread;
+ *   - dup right after connect (a server thread accepts and reads): the copy carries the
+ *     connection;
  *   - a blocking connect that a signal without SA_RESTART interrupts while TCP connects
  *     (a listener whose queue is full drops the SYN; TCP retries after 1 s): EINTR, the
  *     connection goes on, POLLOUT and SO_ERROR 0 later, then data over SMC-R; with
@@ -234,6 +236,44 @@ static void big(int l, uint16_t port)
 	free(b);
 }
 
+struct user {
+	pthread_t t;
+	int lfd;
+	unsigned char got[SMALL];
+};
+
+static void *user_main(void *arg)
+{
+	struct user *u = arg;
+	int s = accept(u->lfd, NULL, NULL);
+	CHECK(s >= 0);
+	pl_read_all(s, u->got, sizeof(u->got));
+	pl_write_all(s, "d", 1);
+	close(s);
+	return NULL;
+}
+
+/* dup of a connection that connect returned undecided: the copy is the same connection
+ * (it waits for the decision, which the server thread's use of it brings) */
+static void dup_early(int l, uint16_t port)
+{
+	struct user u = { .lfd = l };
+	int c = pl_connect(port);
+	CHECK(pthread_create(&u.t, NULL, user_main, &u) == 0);
+	int d = dup(c);
+	CHECK(d >= 0);
+	close(c);
+	unsigned char b[SMALL];
+	pl_fill(b, sizeof(b), 8);
+	pl_write_all(d, b, sizeof(b));
+	char k;
+	CHECK(read(d, &k, 1) == 1 && k == 'd');
+	CHECK(pthread_join(u.t, NULL) == 0);
+	check_pattern(u.got, sizeof(u.got), 8);
+	check_mode(d);
+	close(d);
+}
+
 /* ---- EINTR of a blocking connect ---- */
 
 static volatile sig_atomic_t hits;
@@ -351,6 +391,7 @@ int main(void)
 	close_early(l, port, true);
 	shut_early(l, port);
 	big(l, port);
+	dup_early(l, port);
 	close(l);
 	intr(false);
 	intr(true);
