@@ -742,10 +742,12 @@ int sock_close(struct sock *s)
 	int st = atomic_load(&s->state);
 	if (st == SS_LISTEN && s->lq_on)
 		lsn_close_locked(s); /* connections nobody accepted are reset */
-	if (st == SS_HANDSHAKE && s->early && !s->fd_is_tcp && !s->inline_hs) {
+	if (st == SS_HANDSHAKE && s->early && !s->fd_is_tcp && !s->inline_hs &&
+	    !(s->linger_set && s->linger_secs == 0)) {
 		/* Undecided: TCP's close would deliver what was written, then a FIN. The
 		 * handshake goes on without the program's fd; its end flushes pend and
-		 * closes gracefully (hs.c, orphan). */
+		 * closes gracefully (hs.c, orphan). SO_LINGER 0 (an abortive close, and the
+		 * interposer's before an exec) resets it instead, as TCP's. */
 		s->orphan = true;
 	} else if (st == SS_HANDSHAKE) {
 		hs_abort_locked(s);
