@@ -221,6 +221,11 @@ static int connect_smc_locked(struct sock *s, const struct sockaddr *addr, sockl
 			return connecting ? -SMCR_E_SOCK_INPROGRESS : 0; /* undecided: TCP is up */
 		break;
 	case SS_FAILED: {
+		/* Undecided, TCP was up: TCP's connect succeeded, and a reset right after it
+		 * (a server that accepts and closes at once) shows at the next call
+		 * (s->error, ECONNRESET), as TCP's. An smc-only rule refuses here. */
+		if (s->early && !connecting && s->action != RULE_SMC_ONLY)
+			return 0;
 		int e = s->error ? s->error : ECONNREFUSED;
 		s->error = 0; /* reported by connect, as TCP does */
 		return sock_err_sys(e);
