@@ -740,6 +740,15 @@ int sock_close(struct sock *s)
 	if (s->lazy) {
 		s->lazy = false; /* never started: the TCP socket just closes */
 		atomic_fetch_sub_explicit(&sock_lazy_pending, 1, memory_order_relaxed);
+		/* The client's Proposal is the only thing an smcr client sends before the
+		 * answer: read, so that the close is the FIN a TCP client of a server that
+		 * closes at once gets (unread bytes would make it a reset), and the client,
+		 * undecided, sees the end of the stream (hs.c). Anything else unread stays. */
+		uint8_t b[CLC_MSG_MAX_LEN];
+		ssize_t n = sock_sys.recv(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+		if (n >= 4 && b[0] == 0xE2 && b[1] == 0xD4 && b[2] == 0xC3 &&
+		    (b[3] == 0xD9 || b[3] == 0xC4))
+			(void)sock_sys.recv(fd, b, (size_t)n, MSG_DONTWAIT);
 	}
 	/* Out of the table first: once the number is closed the kernel may hand it out
 	 * again, and the new socket must find the slot free. */

@@ -152,6 +152,7 @@ struct sock {
 	size_t in_len;
 	bool got_bytes;			  /* any byte ever seen from the peer */
 	bool tcp_rdhup;			  /* the TCP peer shut down or reset (EPOLLRDHUP/HUP/ERR) */
+	bool tcp_reset;			  /* ... and it was a reset (an error read or seen) */
 	bool in_more;			  /* the last hs_read's peek saw bytes after its message */
 	bool clc_out;			  /* a CLC message of ours went out (server: the Accept) */
 	_Atomic bool peer_closed_seen;	  /* hs_peer_closed queued its call (once per socket) */

@@ -13,6 +13,7 @@
  *     the server reads every byte, then EOF;
  *   - a write larger than what the connection buffers before the decision: a blocking
  *     write returns once all is sent, which needs the server to read in another thread;
+ *   - a server that accepts and closes at once: the client reads EOF, SO_ERROR 0;
  *   - dup right after connect (a server thread accepts and reads): the copy carries the
  *     connection;
  *   - a blocking connect that a signal without SA_RESTART interrupts while TCP connects
@@ -236,6 +237,24 @@ static void big(int l, uint16_t port)
 	free(b);
 }
 
+/* The server accepts and closes at once (CPython's test_socket does): the client sees what
+ * TCP's sees, the end of the stream, no error. */
+static void closed_at_once(int l, uint16_t port)
+{
+	int c = pl_connect(port);
+	int s = accept(l, NULL, NULL);
+	CHECK(s >= 0);
+	CHECK(close(s) == 0);
+	struct pollfd p = { .fd = c, .events = POLLIN };
+	CHECK(poll(&p, 1, 20000) == 1 && (p.revents & POLLIN));
+	char b;
+	CHECK(read(c, &b, 1) == 0);
+	int err = -1;
+	socklen_t el = sizeof(err);
+	CHECK(getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0);
+	close(c);
+}
+
 struct user {
 	pthread_t t;
 	int lfd;
@@ -392,6 +411,7 @@ int main(void)
 	shut_early(l, port);
 	big(l, port);
 	dup_early(l, port);
+	closed_at_once(l, port);
 	close(l);
 	intr(false);
 	intr(true);
