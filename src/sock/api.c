@@ -383,6 +383,7 @@ int smcr_accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
 			/* lsn.c "Accept at first use": the kernel's socket now, the handshake
 			 * when the connection is first used, in the process that uses it */
 			s->lazy = true;
+			s->lazy_forks = atomic_load_explicit(&sock_forks, memory_order_relaxed);
 			atomic_fetch_add_explicit(&sock_lazy_pending, 1, memory_order_relaxed);
 			atomic_store(&s->state, SS_TCP);
 			pthread_mutex_unlock(&s->lock);
@@ -743,9 +744,13 @@ int sock_close(struct sock *s)
 		/* The client's Proposal is the only thing an smcr client sends before the
 		 * answer: read, so that the close is the FIN a TCP client of a server that
 		 * closes at once gets (unread bytes would make it a reset), and the client,
-		 * undecided, sees the end of the stream (hs.c). Anything else unread stays. */
+		 * undecided, sees the end of the stream (hs.c). Anything else unread stays,
+		 * and so does everything when a fork came since the accept: another process
+		 * may hold the same file and use it (accept-then-fork servers). */
 		uint8_t b[CLC_MSG_MAX_LEN];
-		ssize_t n = sock_sys.recv(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+		ssize_t n = -1;
+		if (s->lazy_forks == atomic_load_explicit(&sock_forks, memory_order_relaxed))
+			n = sock_sys.recv(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
 		if (n >= 4 && b[0] == 0xE2 && b[1] == 0xD4 && b[2] == 0xC3 &&
 		    (b[3] == 0xD9 || b[3] == 0xC4))
 			(void)sock_sys.recv(fd, b, (size_t)n, MSG_DONTWAIT);

@@ -99,14 +99,22 @@ static _Thread_local struct sock *lsn_driving;
 static _Atomic int lsn_gen = 1;
 static pthread_once_t lsn_once = PTHREAD_ONCE_INIT;
 
+atomic_uint sock_forks; /* sock.h */
+
 static void lsn_atfork_child(void)
 {
 	atomic_fetch_add(&lsn_gen, 1);
+	atomic_fetch_add(&sock_forks, 1);
+}
+
+static void lsn_atfork_parent(void)
+{
+	atomic_fetch_add(&sock_forks, 1);
 }
 
 static void lsn_init(void)
 {
-	pthread_atfork(NULL, NULL, lsn_atfork_child);
+	pthread_atfork(NULL, lsn_atfork_parent, lsn_atfork_child);
 }
 
 /* ---- decision at listen() ---- */

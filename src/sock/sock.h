@@ -217,6 +217,9 @@ struct sock {
 	 * Written under lock; atomic so that an exec in a forked child can skip sockets
 	 * without taking their locks (another thread of the parent may have held one). */
 	_Atomic bool lazy;
+	/* (L) sock_forks when it was accepted: its close reads the client's Proposal only if
+	 * no fork came since (no other process can hold the file then, api.c sock_close). */
+	unsigned lazy_forks;
 	/* (L) The handshake may only decline (sock_lazy_decline, before exec): no engine
 	 * connection is made, the Proposal gets a Decline and both ends fall back. */
 	bool decline_only;
@@ -361,6 +364,8 @@ extern atomic_uint sock_lazy_pending;
  * use shows POLLOUT at once (sock.h struct sock.early). Otherwise a blocking smcr_connect
  * returns when the handshake ended and a non-blocking one shows POLLOUT then. */
 extern atomic_bool sock_early_connect;
+/* fork()s since start, counted in parent and child (lsn.c; any thread, relaxed). */
+extern atomic_uint sock_forks;
 /* Starts fd's server handshake if it is lazy (in the background: its readiness and the
  * data calls' waits follow as for a non-blocking connect). 0, or -errno-style code. */
 int sock_lazy_start(int fd);
