@@ -15,7 +15,7 @@ MODULES=${SMCR_APPS_PYTESTS:-test_selectors test_epoll test_poll test_select tes
 # Modules that fail under smcr-run today for open bugs (docs/INTERPOSER.md "Proven
 # programs"): still run, their result logged, not counted (lib.sh app_open).
 declare -A OPEN=(
-	[test_socket]="did not finish in 1200 s under smcr-run on a loaded 2-core host: result open"
+	[test_socket]="NetworkConnectionAttributesTest hangs: a server that accepts and closes at once resets about 1 in 100 undecided clients (ECONNRESET from SO_ERROR)"
 )
 APP_RULES='use smc both * 127.0.0.1/8;use smc both * [::1]'
 APP_TIMEOUT=${SMCR_APPS_PYTEST_TIMEOUT:-400}
