@@ -18,6 +18,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <linux/sockios.h>
 
 #include "sock/closeq.h"
 #include "sock/errmap.h"
@@ -682,6 +685,23 @@ static int early_flush_rest(struct sock *s)
 	return len ? -1 : 0;
 }
 
+/* What the connection's TCP socket t takes at once should the handshake fall back: half
+ * its send buffer (the kernel charges a queued segment more than its payload) less what
+ * it still holds (CLC messages not yet acknowledged). A send buffer only grows unless the
+ * program shrinks it, so pend's bytes, bounded by this, are written at a fallback without
+ * waiting for the peer to read (hs.c hs_early_tcp_locked). */
+static uint32_t early_tcp_room(int t)
+{
+	int sb = 0, q = 0;
+	socklen_t sl = sizeof(sb);
+	if (t < 0 || sock_sys.getsockopt(t, SOL_SOCKET, SO_SNDBUF, &sb, &sl) < 0 || sb <= 0)
+		return 0;
+	if (sock_sys.ioctl(t, SIOCOUTQ, &q) < 0 || q < 0)
+		q = 0;
+	long room = (long)sb / 2 - q;
+	return room > 0 ? (uint32_t)room : 0;
+}
+
 /* A send on an undecided connection: the bytes pend took, the rest (a blocking send)
  * through the decided mode; -1 with errno when nothing was sent. s: the caller's
  * reference. */
@@ -715,8 +735,10 @@ static ssize_t early_send(int fd, struct sock *s, const struct iovec *uiov, int 
 				struct core_conn_info ci = { 0 };
 				if (s->conn)
 					core_conn_info(s->conn, &ci);
-				s->pend.cap = ci.sndbuf_size ? ci.sndbuf_size
-							     : pend_cap_for(s->sndbuf);
+				uint32_t cap = ci.sndbuf_size ? ci.sndbuf_size
+							      : pend_cap_for(s->sndbuf);
+				uint32_t room = early_tcp_room(s->tcp);
+				s->pend.cap = room < cap ? room : cap;
 			}
 			size_t k = 0;
 			rc = pend_put(&s->pend, s->pend.cap, iov + idx, cnt - idx, &k);

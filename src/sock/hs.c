@@ -430,19 +430,24 @@ static void hs_early_smc_locked(struct sock *s)
 }
 
 /* TCP won: pend's bytes are written to the TCP socket t (the program's fd again, or the
- * hidden one of an orphan) before anything else can be. A fresh TCP connection's send
- * buffer takes a send ring's worth at once on loopback; elsewhere the rest waits for room
- * (bounded like a CLC message's write). Caller holds lock. */
+ * hidden one of an orphan) before anything else can be. pend held no more than t's send
+ * buffer takes at once (data.c early_tcp_room), so this does not wait for the peer; should
+ * it still fail (the program shrank SO_SNDBUF meanwhile, the peer reset), the bytes the
+ * program was told are sent cannot be, and the connection is reset (the peer gets an RST,
+ * the program an error at its next call) rather than go on with a hole. Caller holds
+ * lock. */
 static void hs_early_tcp_locked(struct sock *s, int t)
 {
 	size_t len;
 	const uint8_t *d = pend_peek(&s->pend, &len);
 	if (len) {
 		int rc = hs_write_all(t, d, len);
-		if (rc < 0)
-			LOG_WARN("hs", "fd %d: %zu bytes written before the fallback not sent (%s)",
-				 s->fd, len, sock_err_name(rc));
-		else
+		if (rc < 0) {
+			LOG_ERR("hs", "fd %d: %zu bytes written before the fallback not sent (%s): "
+				      "connection reset", s->fd, len, sock_err_name(rc));
+			struct sockaddr un = { .sa_family = AF_UNSPEC };
+			(void)sock_sys.connect(t, &un, sizeof(un));
+		} else
 			(void)stats_io(false, true, 0, (ssize_t)len);
 	}
 	pend_free(&s->pend);
