@@ -144,8 +144,12 @@ static int pl_dup_common(int fd, int nfd, int min, bool cloexec, bool is3)
 		}
 		return PL_REAL(fcntl)(fd, F_GETFD) < 0 ? -1 : fd;
 	}
-	if (smcr_is_socket(fd))
+	if (smcr_is_socket(fd)) {
 		sock_lazy_decline(fd);
+		/* undecided (connect returned once TCP was up): the copy is made of the
+		 * decided connection (docs/INTERPOSER.md "Undecided connections") */
+		sock_early_settle(fd);
+	}
 	if (nfd >= 0 && smcr_is_socket(nfd))
 		(void)smcr_close(nfd);
 	int r = sock_dup(fd, nfd, min, cloexec);

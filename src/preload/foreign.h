@@ -3,6 +3,7 @@
 #define SMCR_PRELOAD_FOREIGN_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 /* True if fd is a connection this process inherited in SMC-R mode (cheap when there is
  * none: one relaxed load). */
@@ -18,5 +19,8 @@ int pl_foreign_close(int fd);
  * without FD_CLOEXEC ended abortively and their numbers made dead sockets, inherited
  * foreign ones replaced by dead sockets. Nothing in a vfork child. */
 void pl_exec_prepare(void);
+/* This process's pid as the fork handlers last saw it (getpid() differs in a vfork child,
+ * which runs in the parent's memory: it must record nothing there). */
+extern pid_t pl_pid;
 
 #endif

@@ -73,6 +73,7 @@ void pl_lim_exec_end(void);
 extern atomic_uint sock_lazy_pending;
 int sock_lazy_start(int fd);
 void sock_lazy_decline(int fd);
+void sock_early_settle(int fd);
 void sock_lazy_decline_all(void);
 #define PL_FIRST_USE(fd)                                                                \
 	do {                                                                            \

@@ -16,6 +16,7 @@
 #include "util/hfd.h"
 
 extern atomic_bool sock_lazy_accept; /* src/sock/sock.h */
+extern atomic_bool sock_early_connect;
 void pl_lim_init(void);              /* lim.c */
 
 struct pl_real pl_real;
@@ -65,6 +66,8 @@ static void pl_resolve(void)
 #undef V
 	/* accept returns the kernel's socket, the handshake starts at first use (lsn.c) */
 	atomic_store(&sock_lazy_accept, true);
+	/* connect returns once TCP is up; the handshake decides in the background */
+	atomic_store(&sock_early_connect, true);
 	/* the library's own fds go above the program's open-files limit (lim.c) */
 	pl_lim_init();
 	const char *c = getenv("SMCR_PRELOAD_CHECK");

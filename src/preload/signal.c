@@ -87,6 +87,13 @@ __attribute__((noinline)) static int pl_sigaction(int sig, const struct sigactio
 {
 	if (sig <= 0 || sig >= _NSIG || sig == SIGKILL || sig == SIGSTOP)
 		return PL_REAL(sigaction)(sig, act, oact);
+	/* A vfork child (foreign.c pl_pid: getpid() differs) runs in the parent's memory
+	 * with a signal table of its own: recording its changes (CPython's subprocess resets
+	 * every handler to SIG_DFL before the exec) would take the parent's handlers away,
+	 * and the parent's next signal would find SIG_DFL (test_eintr). The kernel's call
+	 * alone then. */
+	if (__builtin_expect(getpid() != pl_pid, 0))
+		return PL_REAL(sigaction)(sig, act, oact);
 	struct pl_sig *p = &pl_sigs[sig];
 	sigset_t m;
 	pl_sig_lock(&m);

@@ -27,6 +27,8 @@
 
 #define SOCK_TYPE_MASK (~(SOCK_NONBLOCK | SOCK_CLOEXEC))
 
+atomic_bool sock_early_connect; /* sock.h */
+
 int smcr_socket(int domain, int type, int protocol)
 {
 	int fd = sock_sys.socket(domain, type, protocol);
@@ -148,8 +150,14 @@ static int connect_smc_locked(struct sock *s, const struct sockaddr *addr, sockl
 	(void)sock_engine();
 	/* TCP first, on the program's fd as the program would. */
 	bool nb = s->nonblock;
+	bool early = atomic_load_explicit(&sock_early_connect, memory_order_relaxed);
 	int rc = sock_sys.connect(s->fd, addr, len);
-	if (rc < 0 && errno != EINPROGRESS)
+	/* A signal interrupted a blocking connect (a handler without SA_RESTART; with it the
+	 * kernel restarts the call itself): TCP's connect goes on in the background and
+	 * the call says EINTR. Undecided, the handshake follows it there, as after a
+	 * non-blocking connect (poll for POLLOUT, then SO_ERROR). */
+	bool intr = rc < 0 && errno == EINTR && early && !nb;
+	if (rc < 0 && errno != EINPROGRESS && !intr)
 		return sock_err_sys(errno); /* plain TCP error: the socket stays NEW */
 	bool connecting = rc < 0;
 	s->role = CORE_CLIENT;
@@ -164,6 +172,7 @@ static int connect_smc_locked(struct sock *s, const struct sockaddr *addr, sockl
 			return 0;
 		}
 	}
+	s->early = early;
 	if (!nb && !connecting) {
 		/* Blocking: this thread runs the CLC exchange itself on a hidden dup of the TCP
 		 * socket (hs_connect_inline_locked); the program's fd keeps the TCP file until
@@ -187,33 +196,45 @@ static int connect_smc_locked(struct sock *s, const struct sockaddr *addr, sockl
 		atomic_store(&s->state, SS_HANDSHAKE);
 		hs_connect_inline_locked(s);
 	} else {
-		rc = sock_install_placeholder_locked(s);
+		/* undecided: writable once TCP is up (pend), else when the handshake ends */
+		rc = sock_install_placeholder_locked(s, !early || connecting);
 		if (rc < 0)
 			return rc;
 		s->tcp_connecting = connecting;
-		s->background = nb;
+		s->background = nb || early;
 		atomic_store(&s->state, SS_HANDSHAKE);
 		rc = hs_start_locked(s);
 		if (rc < 0) {
 			hs_abort_locked(s);
 			return rc;
 		}
+		if (intr)
+			return sock_err_sys(EINTR);
 		if (nb)
 			return -SMCR_E_SOCK_INPROGRESS;
-		hs_wait_locked(s);
+		if (!early)
+			hs_wait_locked(s);
 	}
 	switch ((enum sock_state)atomic_load(&s->state)) {
 	case SS_SMC:
 	case SS_TCP:
 		return 0;
+	case SS_HANDSHAKE:
+		if (s->early)
+			return connecting ? -SMCR_E_SOCK_INPROGRESS : 0; /* undecided: TCP is up */
+		break;
 	case SS_FAILED: {
+		/* Undecided, TCP was up: TCP's connect succeeded, and a reset right after it
+		 * (a server that accepts and closes at once) shows at the next call
+		 * (s->error, ECONNRESET), as TCP's. An smc-only rule refuses here. */
+		if (s->early && !connecting && s->action != RULE_SMC_ONLY)
+			return 0;
 		int e = s->error ? s->error : ECONNREFUSED;
 		s->error = 0; /* reported by connect, as TCP does */
 		return sock_err_sys(e);
 	}
 	case SS_NEW:
 	case SS_LISTEN:
-	case SS_HANDSHAKE:
 		break;
 	}
 	return -SMCR_E_INTERNAL;
@@ -257,7 +278,8 @@ int smcr_connect(int fd, const struct sockaddr *addr, socklen_t len)
 		break;
 	}
 	case SS_HANDSHAKE:
-		rc = -SMCR_E_SOCK_ALREADY;
+		/* undecided with TCP up: connected, as TCP says */
+		rc = s->early && !s->tcp_connecting ? -SMCR_E_SOCK_ISCONN : -SMCR_E_SOCK_ALREADY;
 		break;
 	case SS_SMC:
 		rc = -SMCR_E_SOCK_ISCONN;
@@ -369,6 +391,7 @@ int smcr_accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
 			/* lsn.c "Accept at first use": the kernel's socket now, the handshake
 			 * when the connection is first used, in the process that uses it */
 			s->lazy = true;
+			s->lazy_forks = atomic_load_explicit(&sock_forks, memory_order_relaxed);
 			atomic_fetch_add_explicit(&sock_lazy_pending, 1, memory_order_relaxed);
 			atomic_store(&s->state, SS_TCP);
 			pthread_mutex_unlock(&s->lock);
@@ -380,7 +403,7 @@ int smcr_accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
 		int lfl = sock_sys.fcntl(lfd, F_GETFL);
 		bool bg = lfl >= 0 && (lfl & O_NONBLOCK);
 		s->background = bg;
-		rc = sock_install_placeholder_locked(s);
+		rc = sock_install_placeholder_locked(s, true);
 		if (rc == 0) {
 			atomic_store(&s->state, SS_HANDSHAKE);
 			rc = hs_start_locked(s);
@@ -451,6 +474,12 @@ int smcr_shutdown(int fd, int how)
 		sock_put(s);
 		return rc;
 	case SS_HANDSHAKE:
+		if (s->early && !s->tcp_connecting) {
+			/* undecided: applied after pend's bytes at the decision (hs.c) */
+			s->early_shut |= (how != SHUT_WR ? 1 : 0) | (how != SHUT_RD ? 2 : 0);
+			break;
+		}
+		/* fall through */
 	case SS_FAILED:
 		rc = -SMCR_E_SOCK_NOTCONN;
 		break;
@@ -649,6 +678,65 @@ int smcr_close(int fd)
 	return rc;
 }
 
+/* The program's close of an SMC-R connection (also an undecided connection that became
+ * SMC-R after its program closed it, hs.c: may_wait false, no linger wait on that
+ * thread). Caller holds s->lock. */
+void sock_close_smc_locked(struct sock *s, bool may_wait)
+{
+	bool abort = s->linger_set && s->linger_secs == 0;
+	/* The TCP watch goes before our C, not after it: a peer that
+	 * resets its TCP side once both C crossed (below) must not have its RST taken
+	 * for an abort of a connection whose C we sent (an A after our C). */
+	hs_unwatch_locked(s);
+	core_conn_close(s->conn, abort, smcr_now_ns());
+	struct core_conn_info ci;
+	core_conn_info(s->conn, &ci);
+	if (ci.close_wait)
+		reap_arm(); /* the peer's C may come quiet (the close reaper, above) */
+	/* O_NONBLOCK does not matter: Linux TCP's close lingers either way
+	 * (docs/parts/sndbuf.md "Linger"). */
+	if (may_wait && !abort && s->linger_set && s->linger_secs > 0 &&
+	    ci.tcp_action != CORE_TCP_RESET) {
+		/* s->closing keeps other calls away; the progress thread may need the
+		 * lock meanwhile */
+		pthread_mutex_unlock(&s->lock);
+		linger_wait(s, s->linger_secs);
+		pthread_mutex_lock(&s->lock);
+	}
+	if (s->tcp >= 0) {
+		if (ci.tcp_action == CORE_TCP_RESET) {
+			struct linger lg = { 1, 0 };
+			(void)sock_sys.setsockopt(s->tcp, SOL_SOCKET, SO_LINGER, &lg,
+						  sizeof(lg));
+		} else {
+			/* The active closer's TCP side goes right after the C: closed
+			 * here, not shut down and closed at the recycle
+			 * (docs/protocol/procedures.md 5.1; the same FIN, one system call
+			 * fewer per connection). Nothing uses it after this: the watch is
+			 * gone, calls see closing. The close itself is done later, where a
+			 * thread waits anyway (closeq.h); the number is hidden, so the
+			 * program sees no difference. When the peer's C came first and ours
+			 * is out (both sides closed the SMC-R connection; nobody reads the
+			 * TCP connection any more), it ends with an RST: no FIN exchange
+			 * and no TIME_WAIT (DEVIATION from Linux's FIN, bounded in
+			 * docs/parts/connect.md "Close"; $SMCR_CLOSE_RST=0).
+			 * Only on a software device, whose peer is smcr: its C is sent
+			 * by close only, and its TCP watch went before its C. A Linux
+			 * peer (verbs) sends C at shutdown(SHUT_RDWR) too, with its
+			 * socket still open: it keeps the FIN. */
+			/* s->soft_dev, recorded when the connection became SMC-R: the
+			 * close may have unlinked it already (core_conn_info's soft_dev
+			 * is false then). Until our close only an LG's death unlinks it,
+			 * and that resets (tcp_action CORE_TCP_RESET, above). */
+			bool rst = ci.peer_closed && !ci.close_pending && !ci.close_wait &&
+				   s->soft_dev && closeq_rst_enabled();
+			if (closeq_close(s->tcp, rst ? CLOSEQ_RST : CLOSEQ_PLAIN))
+				sock_reap_soon();
+			s->tcp = -1;
+		}
+	}
+}
+
 int sock_close(struct sock *s)
 {
 	int fd = s->fd;
@@ -661,6 +749,19 @@ int sock_close(struct sock *s)
 	if (s->lazy) {
 		s->lazy = false; /* never started: the TCP socket just closes */
 		atomic_fetch_sub_explicit(&sock_lazy_pending, 1, memory_order_relaxed);
+		/* The client's Proposal is the only thing an smcr client sends before the
+		 * answer: read, so that the close is the FIN a TCP client of a server that
+		 * closes at once gets (unread bytes would make it a reset), and the client,
+		 * undecided, sees the end of the stream (hs.c). Anything else unread stays,
+		 * and so does everything when a fork came since the accept: another process
+		 * may hold the same file and use it (accept-then-fork servers). */
+		uint8_t b[CLC_MSG_MAX_LEN];
+		ssize_t n = -1;
+		if (s->lazy_forks == atomic_load_explicit(&sock_forks, memory_order_relaxed))
+			n = sock_sys.recv(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+		if (n >= 4 && b[0] == 0xE2 && b[1] == 0xD4 && b[2] == 0xC3 &&
+		    (b[3] == 0xD9 || b[3] == 0xC4))
+			(void)sock_sys.recv(fd, b, (size_t)n, MSG_DONTWAIT);
 	}
 	/* Out of the table first: once the number is closed the kernel may hand it out
 	 * again, and the new socket must find the slot free. */
@@ -668,61 +769,18 @@ int sock_close(struct sock *s)
 	int st = atomic_load(&s->state);
 	if (st == SS_LISTEN && s->lq_on)
 		lsn_close_locked(s); /* connections nobody accepted are reset */
-	if (st == SS_HANDSHAKE)
+	if (st == SS_HANDSHAKE && s->early && !s->fd_is_tcp && !s->inline_hs &&
+	    !(s->linger_set && s->linger_secs == 0)) {
+		/* Undecided: TCP's close would deliver what was written, then a FIN. The
+		 * handshake goes on without the program's fd; its end flushes pend and
+		 * closes gracefully (hs.c, orphan). SO_LINGER 0 (an abortive close, and the
+		 * interposer's before an exec) resets it instead, as TCP's. */
+		s->orphan = true;
+	} else if (st == SS_HANDSHAKE) {
 		hs_abort_locked(s);
-	if (st == SS_SMC) {
-		bool abort = s->linger_set && s->linger_secs == 0;
-		/* The TCP watch goes before our C, not after it: a peer that
-		 * resets its TCP side once both C crossed (below) must not have its RST taken
-		 * for an abort of a connection whose C we sent (an A after our C). */
-		hs_unwatch_locked(s);
-		core_conn_close(s->conn, abort, smcr_now_ns());
-		struct core_conn_info ci;
-		core_conn_info(s->conn, &ci);
-		if (ci.close_wait)
-			reap_arm(); /* the peer's C may come quiet (the close reaper, above) */
-		/* O_NONBLOCK does not matter: Linux TCP's close lingers either way
-		 * (docs/parts/sndbuf.md "Linger"). */
-		if (!abort && s->linger_set && s->linger_secs > 0 && ci.tcp_action != CORE_TCP_RESET) {
-			/* s->closing keeps other calls away; the progress thread may need the
-			 * lock meanwhile */
-			pthread_mutex_unlock(&s->lock);
-			linger_wait(s, s->linger_secs);
-			pthread_mutex_lock(&s->lock);
-		}
-		if (s->tcp >= 0) {
-			if (ci.tcp_action == CORE_TCP_RESET) {
-				struct linger lg = { 1, 0 };
-				(void)sock_sys.setsockopt(s->tcp, SOL_SOCKET, SO_LINGER, &lg,
-							  sizeof(lg));
-			} else {
-				/* The active closer's TCP side goes right after the C: closed
-				 * here, not shut down and closed at the recycle
-				 * (docs/protocol/procedures.md 5.1; the same FIN, one system call
-				 * fewer per connection). Nothing uses it after this: the watch is
-				 * gone, calls see closing. The close itself is done later, where a
-				 * thread waits anyway (closeq.h); the number is hidden, so the
-				 * program sees no difference. When the peer's C came first and ours
-				 * is out (both sides closed the SMC-R connection; nobody reads the
-				 * TCP connection any more), it ends with an RST: no FIN exchange
-				 * and no TIME_WAIT (DEVIATION from Linux's FIN, bounded in
-				 * docs/parts/connect.md "Close"; $SMCR_CLOSE_RST=0).
-				 * Only on a software device, whose peer is smcr: its C is sent
-				 * by close only, and its TCP watch went before its C. A Linux
-				 * peer (verbs) sends C at shutdown(SHUT_RDWR) too, with its
-				 * socket still open: it keeps the FIN. */
-				/* s->soft_dev, recorded when the connection became SMC-R: the
-				 * close may have unlinked it already (core_conn_info's soft_dev
-				 * is false then). Until our close only an LG's death unlinks it,
-				 * and that resets (tcp_action CORE_TCP_RESET, above). */
-				bool rst = ci.peer_closed && !ci.close_pending && !ci.close_wait &&
-					   s->soft_dev && closeq_rst_enabled();
-				if (closeq_close(s->tcp, rst ? CLOSEQ_RST : CLOSEQ_PLAIN))
-					sock_reap_soon();
-				s->tcp = -1;
-			}
-		}
 	}
+	if (st == SS_SMC)
+		sock_close_smc_locked(s, true);
 	int rc = 0;
 	if (s->has_sig)
 		sig_forget_prog(&s->sig);

@@ -18,6 +18,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <linux/sockios.h>
 
 #include "sock/closeq.h"
 #include "sock/errmap.h"
@@ -38,6 +41,7 @@ enum route {
 	ROUTE_TCP, /* the libc call on an smcr socket in TCP mode (its bytes are counted) */
 	ROUTE_SMC, /* through the engine; *sp holds a reference */
 	ROUTE_ERR, /* *err is the code */
+	ROUTE_EARLY, /* undecided (sock.h struct sock.early); *sp holds a reference */
 };
 
 /* Which way a data call goes. A call during a background handshake waits for its end
@@ -59,6 +63,11 @@ static enum route route(int fd, bool nowait, struct sock **sp, int *err)
 	if (st == SS_HANDSHAKE) {
 		pthread_mutex_lock(&s->lock);
 		st = atomic_load(&s->state);
+		if (st == SS_HANDSHAKE && s->early && !s->inline_hs && !s->fd_is_tcp) {
+			pthread_mutex_unlock(&s->lock);
+			*sp = s;
+			return ROUTE_EARLY;
+		}
 		if (st == SS_HANDSHAKE && (nowait || s->nonblock)) {
 			pthread_mutex_unlock(&s->lock);
 			sock_put(s);
@@ -443,6 +452,8 @@ static void raise_sigpipe(void)
 	pthread_kill(pthread_self(), SIGPIPE);
 }
 
+static int early_flush_rest(struct sock *s);
+
 #define SEND_FLAGS_OK (MSG_DONTWAIT | MSG_NOSIGNAL | MSG_OOB | MSG_MORE | MSG_EOR)
 
 static ssize_t smc_send(struct sock *s, const struct iovec *uiov, int cnt, int flags)
@@ -480,6 +491,8 @@ static ssize_t smc_send(struct sock *s, const struct iovec *uiov, int cnt, int f
 	} else if (flags & MSG_OOB) {
 		cflags |= CORE_MSG_OOB;
 	}
+	if (__builtin_expect(s->pend.len != 0, 0) && early_flush_rest(s) < 0)
+		return sock_fail(-SMCR_E_SOCK_AGAIN);
 	struct core_engine *eng = call_begin(s, 1, nowait);
 	while (done < want || (want == 0 && done == 0 && oob_idx < 0)) {
 		uint64_t timer = UINT64_MAX;
@@ -615,12 +628,201 @@ static ssize_t smc_recv(struct sock *s, const struct iovec *uiov, int cnt, int f
 	return 0;
 }
 
+/* ---- undecided connections (sock.h struct sock.early; hs.c flushes pend) ----
+ *
+ * The program has the connection as established while its handshake decides the mode.
+ * A send copies into pend (as much as it has room for; POLLOUT on the placeholder while it
+ * has room) and returns; a blocking send that does not fit waits for room or the
+ * decision, then sends the rest the decided way. A receive waits for the decision: a
+ * blocking one in poll() on the program's fd, which shows POLLIN at the first data, EOF
+ * or error of SMC-R, and is made ready at a fallback (sock.c sock_restore_tcp_locked), so
+ * signals and SO_RCVTIMEO act as on any wait. */
+
+/* Waits without the lock until fd shows ev, or the deadline: 0 (look again),
+ * -SMCR_E_SOCK_AGAIN at the deadline, -SMCR_E_SOCK_INTR on a signal (tl_intr_restart
+ * set). */
+static int early_wait(int fd, short ev, uint64_t deadline)
+{
+	int ms = -1;
+	if (deadline != UINT64_MAX) {
+		uint64_t now = smcr_now_ns();
+		if (now >= deadline)
+			return -SMCR_E_SOCK_AGAIN;
+		uint64_t d = (deadline - now + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS;
+		ms = d > 1000000 ? 1000000 : (int)d;
+	}
+	struct sock_intr_mark im = sock_intr_mark();
+	struct pollfd p = { .fd = fd, .events = ev };
+	int n = sock_sys.poll(&p, 1, ms);
+	if (n < 0 && errno == EINTR) {
+		tl_intr_restart = sock_intr_restarts(im);
+		return -SMCR_E_SOCK_INTR;
+	}
+	if (n == 0 && deadline != UINT64_MAX && smcr_now_ns() >= deadline)
+		return -SMCR_E_SOCK_AGAIN;
+	return 0;
+}
+
+/* SMC-R came and pend still holds bytes (hs.c could not put them all into the ring): they
+ * go before the caller's. 0 when pend is empty now. Takes the lock. */
+static int early_flush_rest(struct sock *s)
+{
+	pthread_mutex_lock(&s->lock);
+	size_t len;
+	const uint8_t *d = pend_peek(&s->pend, &len);
+	while (len) {
+		struct iovec v = { (void *)(uintptr_t)d, len };
+		long n = core_conn_send(s->conn, &v, 1, 0);
+		if (n <= 0)
+			break;
+		(void)stats_io(true, true, 0, n);
+		pend_consume(&s->pend, (size_t)n);
+		d = pend_peek(&s->pend, &len);
+	}
+	if (!len)
+		pend_free(&s->pend);
+	pthread_mutex_unlock(&s->lock);
+	return len ? -1 : 0;
+}
+
+/* What the connection's TCP socket t takes at once should the handshake fall back: half
+ * its send buffer (the kernel charges a queued segment more than its payload) less what
+ * it still holds (CLC messages not yet acknowledged). A send buffer only grows unless the
+ * program shrinks it, so pend's bytes, bounded by this, are written at a fallback without
+ * waiting for the peer to read (hs.c hs_early_tcp_locked). */
+static uint32_t early_tcp_room(int t)
+{
+	int sb = 0, q = 0;
+	socklen_t sl = sizeof(sb);
+	if (t < 0 || sock_sys.getsockopt(t, SOL_SOCKET, SO_SNDBUF, &sb, &sl) < 0 || sb <= 0)
+		return 0;
+	if (sock_sys.ioctl(t, SIOCOUTQ, &q) < 0 || q < 0)
+		q = 0;
+	long room = (long)sb / 2 - q;
+	return room > 0 ? (uint32_t)room : 0;
+}
+
+/* A send on an undecided connection: the bytes pend took, the rest (a blocking send)
+ * through the decided mode; -1 with errno when nothing was sent. s: the caller's
+ * reference. */
+static ssize_t early_send(int fd, struct sock *s, const struct iovec *uiov, int cnt, int flags)
+{
+	if (cnt < 0 || cnt > SOCK_IOV_MAX)
+		return sock_fail(-SMCR_E_SOCK_INVAL);
+	if (flags & ~SEND_FLAGS_OK)
+		return sock_fail(-SMCR_E_SOCK_NOTSUP);
+	struct iovec iov[SOCK_IOV_MAX];
+	memcpy(iov, uiov, (size_t)cnt * sizeof(*iov));
+	size_t want = iov_total(iov, cnt), done = 0;
+	int idx = iov_advance(iov, cnt, 0, 0);
+	int rc = 0;
+	bool decided = false;
+	pthread_mutex_lock(&s->lock);
+	bool nowait = (flags & MSG_DONTWAIT) || s->nonblock;
+	uint64_t deadline = deadline_of(&s->sndtimeo);
+	for (;;) {
+		if (atomic_load(&s->state) != SS_HANDSHAKE || !s->early || s->closing) {
+			decided = true;
+			break;
+		}
+		if (s->early_shut & 2) {
+			rc = -SMCR_E_SOCK_PIPE;
+			break;
+		}
+		/* urgent data needs the mode (its mark is the stream's): it waits for it */
+		if (!s->tcp_connecting && !(flags & MSG_OOB)) {
+			if (!s->pend.buf) {
+				struct core_conn_info ci = { 0 };
+				if (s->conn)
+					core_conn_info(s->conn, &ci);
+				uint32_t cap = ci.sndbuf_size ? ci.sndbuf_size
+							      : pend_cap_for(s->sndbuf);
+				uint32_t room = early_tcp_room(s->tcp);
+				s->pend.cap = room < cap ? room : cap;
+			}
+			size_t k = 0;
+			rc = pend_put(&s->pend, s->pend.cap, iov + idx, cnt - idx, &k);
+			if (rc < 0)
+				break;
+			done += k;
+			idx = iov_advance(iov, cnt, idx, k);
+			if (!pend_room(&s->pend, s->pend.cap) && s->has_sig)
+				sig_block_out(&s->sig); /* POLLOUT off until the decision */
+			if (done == want)
+				break;
+		}
+		if (nowait) {
+			if (!done)
+				rc = -SMCR_E_SOCK_AGAIN;
+			break;
+		}
+		int pfd = s->fd;
+		pthread_mutex_unlock(&s->lock);
+		rc = early_wait(pfd, POLLOUT, deadline);
+		pthread_mutex_lock(&s->lock);
+		if (rc == -SMCR_E_SOCK_INTR && tl_intr_restart && !done &&
+		    deadline == UINT64_MAX)
+			rc = 0; /* SA_RESTART, nothing moved: restarted (signal(7)) */
+		if (rc < 0)
+			break;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (decided && done < want && !(nowait && done)) {
+		/* the mode is known: the rest goes its way (the public call routes again) */
+		struct msghdr m = { .msg_iov = iov + idx, .msg_iovlen = (size_t)(cnt - idx) };
+		ssize_t r = smcr_sendmsg(fd, &m, flags);
+		if (r >= 0)
+			return (ssize_t)done + r;
+		return done ? (ssize_t)done : -1;
+	}
+	if (done || (want == 0 && rc == 0))
+		return (ssize_t)done;
+	if (rc == -SMCR_E_SOCK_PIPE && !(flags & MSG_NOSIGNAL))
+		raise_sigpipe();
+	return sock_fail(rc);
+}
+
+/* A receive on an undecided connection waits for the decision: 0 to route again, 1 for
+ * an end of stream (the program's SHUT_RD of that time), or a negative code. */
+static int early_recv_wait(struct sock *s, int flags)
+{
+	pthread_mutex_lock(&s->lock);
+	bool nowait = (flags & MSG_DONTWAIT) || s->nonblock;
+	uint64_t deadline = deadline_of(&s->rcvtimeo);
+	int rc = 0;
+	for (;;) {
+		if (atomic_load(&s->state) != SS_HANDSHAKE || !s->early || s->closing)
+			break;
+		if (s->early_shut & 1) {
+			rc = 1;
+			break;
+		}
+		if (nowait) {
+			rc = -SMCR_E_SOCK_AGAIN;
+			break;
+		}
+		int pfd = s->fd;
+		pthread_mutex_unlock(&s->lock);
+		rc = early_wait(pfd, POLLIN, deadline);
+		pthread_mutex_lock(&s->lock);
+		if (rc == -SMCR_E_SOCK_INTR && tl_intr_restart && deadline == UINT64_MAX)
+			rc = 0;
+		if (rc < 0)
+			break;
+		/* woken: the data, EOF or error of the decided connection, or the fallback */
+		if (atomic_load(&s->state) != SS_HANDSHAKE)
+			break;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
 /* ---- the public calls ---- */
 
 /* The body shared by every data call: route, then the libc call (sys_expr) or the engine
  * (smc_expr, with s held). */
-#define DATA_CALL(fd, dontwait, sys_expr, smc_expr, is_send, flags)                     \
-	do {                                                                            \
+#define DATA_CALL(fd, dontwait, sys_expr, smc_expr, is_send, flags, eiov, ecnt)        \
+	for (;;) {                                                                      \
 		struct sock *s;                                                         \
 		int err_;                                                               \
 		switch (route((fd), (dontwait), &s, &err_)) {                           \
@@ -633,6 +835,22 @@ static ssize_t smc_recv(struct sock *s, const struct iovec *uiov, int cnt, int f
 			    !((flags) & MSG_NOSIGNAL))                                   \
 				raise_sigpipe();                                        \
 			return sock_fail(err_);                                         \
+		case ROUTE_EARLY:                                                       \
+			if (is_send) {                                                  \
+				ssize_t r_ = early_send((fd), s, (eiov), (ecnt), (flags)); \
+				int e_ = errno;                                         \
+				sock_put(s);                                            \
+				errno = e_;                                             \
+				return r_;                                              \
+			} else {                                                        \
+				int w_ = early_recv_wait(s, (flags));                   \
+				sock_put(s);                                            \
+				if (w_ == 1)                                            \
+					return 0;                                       \
+				if (w_ < 0)                                             \
+					return sock_fail(w_);                           \
+				continue; /* decided: route again */                    \
+			}                                                               \
 		case ROUTE_SMC:                                                         \
 			break;                                                          \
 		}                                                                       \
@@ -641,7 +859,7 @@ static ssize_t smc_recv(struct sock *s, const struct iovec *uiov, int cnt, int f
 		sock_put(s);                                                            \
 		errno = e_;                                                             \
 		return r_;                                                              \
-	} while (0)
+	}
 
 static ssize_t smc_sendmsg(struct sock *s, const struct msghdr *msg, int flags)
 {
@@ -668,27 +886,27 @@ static ssize_t smc_recvmsg(struct sock *s, struct msghdr *msg, int flags)
 ssize_t smcr_sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	DATA_CALL(fd, flags & MSG_DONTWAIT, sock_sys.sendmsg(fd, msg, flags),
-		  smc_sendmsg(s, msg, flags), true, flags);
+		  smc_sendmsg(s, msg, flags), true, flags, msg->msg_iov, (int)msg->msg_iovlen);
 }
 
 ssize_t smcr_recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	DATA_CALL(fd, flags & MSG_DONTWAIT, sock_sys.recvmsg(fd, msg, flags),
-		  smc_recvmsg(s, msg, flags), false, flags);
+		  smc_recvmsg(s, msg, flags), false, flags, NULL, 0);
 }
 
 ssize_t smcr_send(int fd, const void *buf, size_t len, int flags)
 {
 	struct iovec v = { (void *)(uintptr_t)buf, len };
 	DATA_CALL(fd, flags & MSG_DONTWAIT, sock_sys.send(fd, buf, len, flags),
-		  smc_send(s, &v, 1, flags), true, flags);
+		  smc_send(s, &v, 1, flags), true, flags, &v, 1);
 }
 
 ssize_t smcr_recv(int fd, void *buf, size_t len, int flags)
 {
 	struct iovec v = { buf, len };
 	DATA_CALL(fd, flags & MSG_DONTWAIT, sock_sys.recv(fd, buf, len, flags),
-		  smc_recv(s, &v, 1, flags), false, flags);
+		  smc_recv(s, &v, 1, flags), false, flags, NULL, 0);
 }
 
 /* A connected stream ignores the address (as Linux TCP does outside Fast Open). */
@@ -697,7 +915,7 @@ ssize_t smcr_sendto(int fd, const void *buf, size_t len, int flags, const struct
 {
 	struct iovec v = { (void *)(uintptr_t)buf, len };
 	DATA_CALL(fd, flags & MSG_DONTWAIT, sock_sys.sendto(fd, buf, len, flags, dest, destlen),
-		  smc_send(s, &v, 1, flags), true, flags);
+		  smc_send(s, &v, 1, flags), true, flags, &v, 1);
 }
 
 ssize_t smcr_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *src,
@@ -705,27 +923,28 @@ ssize_t smcr_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr 
 {
 	struct iovec v = { buf, len };
 	DATA_CALL(fd, flags & MSG_DONTWAIT, sock_sys.recvfrom(fd, buf, len, flags, src, srclen),
-		  (srclen ? (void)(*srclen = 0) : (void)0, smc_recv(s, &v, 1, flags)), false, flags);
+		  (srclen ? (void)(*srclen = 0) : (void)0, smc_recv(s, &v, 1, flags)), false, flags,
+		  NULL, 0);
 }
 
 ssize_t smcr_read(int fd, void *buf, size_t len)
 {
 	struct iovec v = { buf, len };
-	DATA_CALL(fd, false, sock_sys.read(fd, buf, len), smc_recv(s, &v, 1, 0), false, 0);
+	DATA_CALL(fd, false, sock_sys.read(fd, buf, len), smc_recv(s, &v, 1, 0), false, 0, NULL, 0);
 }
 
 ssize_t smcr_write(int fd, const void *buf, size_t len)
 {
 	struct iovec v = { (void *)(uintptr_t)buf, len };
-	DATA_CALL(fd, false, sock_sys.write(fd, buf, len), smc_send(s, &v, 1, 0), true, 0);
+	DATA_CALL(fd, false, sock_sys.write(fd, buf, len), smc_send(s, &v, 1, 0), true, 0, &v, 1);
 }
 
 ssize_t smcr_readv(int fd, const struct iovec *iov, int cnt)
 {
-	DATA_CALL(fd, false, sock_sys.readv(fd, iov, cnt), smc_recv(s, iov, cnt, 0), false, 0);
+	DATA_CALL(fd, false, sock_sys.readv(fd, iov, cnt), smc_recv(s, iov, cnt, 0), false, 0, NULL, 0);
 }
 
 ssize_t smcr_writev(int fd, const struct iovec *iov, int cnt)
 {
-	DATA_CALL(fd, false, sock_sys.writev(fd, iov, cnt), smc_send(s, iov, cnt, 0), true, 0);
+	DATA_CALL(fd, false, sock_sys.writev(fd, iov, cnt), smc_send(s, iov, cnt, 0), true, 0, iov, cnt);
 }

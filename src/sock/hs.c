@@ -393,6 +393,83 @@ void hs_unwatch_locked(struct sock *s)
 	}
 }
 
+/* ---- undecided connections: the pre-decision buffer's flush (pend.h) ----
+ *
+ * When the handshake of an undecided connection (sock.h struct sock.early) ends, the bytes
+ * the program wrote meanwhile go out first, in order, over the mode that won; then the
+ * program's shutdown of that time is applied; an orphan (closed by the program meanwhile)
+ * is then closed gracefully. All under the socket's lock, by whichever thread ended the
+ * handshake: a later send of the program takes the lock and finds the state decided and
+ * pend empty. */
+
+static int hs_write_all(int fd, const uint8_t *p, size_t len);
+
+/* SMC-R won: pend's capacity is the send ring's size, so its bytes fit the empty ring at
+ * once. Caller holds lock; state SS_SMC already. */
+static void hs_early_smc_locked(struct sock *s)
+{
+	size_t len;
+	const uint8_t *d = pend_peek(&s->pend, &len);
+	while (len) {
+		struct iovec v = { (void *)(uintptr_t)d, len };
+		long n = core_conn_send(s->conn, &v, 1, 0);
+		if (n <= 0) {
+			/* cannot happen (an empty ring of pend's size): the next send of the
+			 * program tries again before its own bytes (data.c) */
+			LOG_ERR("hs", "fd %d: %zu bytes written before the decision wait for the "
+				      "send ring (%ld)", s->fd, len, n);
+			return;
+		}
+		(void)stats_io(true, true, 0, n);
+		pend_consume(&s->pend, (size_t)n);
+		d = pend_peek(&s->pend, &len);
+	}
+	pend_free(&s->pend);
+	if (s->early_shut & 2) {
+		if (core_conn_shutdown(s->conn, SHUT_WR, smcr_now_ns()) < 0)
+			LOG_DBG("hs", "fd %d: shutdown after the decision failed", s->fd);
+		(void)sock_sys.shutdown(s->tcp, SHUT_WR);
+		s->shut_wr = true;
+		if (!s->orphan)
+			sig_shut_wr(&s->sig);
+	}
+	if ((s->early_shut & 1) && !s->orphan) {
+		if (core_conn_shutdown(s->conn, SHUT_RD, smcr_now_ns()) < 0)
+			LOG_DBG("hs", "fd %d: shutdown after the decision failed", s->fd);
+		sig_shut_rd(&s->sig);
+	}
+	s->early_shut = 0;
+}
+
+/* TCP won: pend's bytes are written to the TCP socket t (the program's fd again, or the
+ * hidden one of an orphan) before anything else can be. pend held no more than t's send
+ * buffer takes at once (data.c early_tcp_room), so this does not wait for the peer; should
+ * it still fail (the program shrank SO_SNDBUF meanwhile, the peer reset), the bytes the
+ * program was told are sent cannot be, and the connection is reset (the peer gets an RST,
+ * the program an error at its next call) rather than go on with a hole. Caller holds
+ * lock. */
+static void hs_early_tcp_locked(struct sock *s, int t)
+{
+	size_t len;
+	const uint8_t *d = pend_peek(&s->pend, &len);
+	if (len) {
+		int rc = hs_write_all(t, d, len);
+		if (rc < 0) {
+			LOG_ERR("hs", "fd %d: %zu bytes written before the fallback not sent (%s): "
+				      "connection reset", s->fd, len, sock_err_name(rc));
+			struct sockaddr un = { .sa_family = AF_UNSPEC };
+			(void)sock_sys.connect(t, &un, sizeof(un));
+		} else
+			(void)stats_io(false, true, 0, (ssize_t)len);
+	}
+	pend_free(&s->pend);
+	if (s->early_shut && !s->orphan)
+		(void)sock_sys.shutdown(t, (s->early_shut & 3) == 3	? SHUT_RDWR
+						   : (s->early_shut & 2) ? SHUT_WR
+									 : SHUT_RD);
+	s->early_shut = 0;
+}
+
 /* ---- outcomes ---- */
 
 static void hs_finish_locked(struct sock *s)
@@ -415,6 +492,7 @@ static void hs_fail_locked(struct sock *s, int code)
 {
 	LOG_INFO("hs", "fd %d: connection set-up failed: %s", s->fd, sock_err_name(code));
 	hs_unwatch_locked(s);
+	pend_free(&s->pend); /* the connection is reset: nothing of it will be delivered */
 	s->error = sock_errno_of(code);
 	sock_sig_drop_pre_locked(s);
 	if (s->fd_is_tcp) {
@@ -483,6 +561,17 @@ static void hs_smc_locked(struct sock *s)
 	/* After the state store: an engine event from now on applies itself; one from before
 	 * is in the level mask read here. */
 	unsigned ev = core_conn_events(s->conn);
+	if (s->early) {
+		hs_early_smc_locked(s);
+		ev = core_conn_events(s->conn);
+	}
+	if (s->orphan) {
+		/* closed by the program while undecided: its bytes are on their way, now
+		 * the close it asked for (the watch goes with it) */
+		sock_close_smc_locked(s, false);
+		hs_finish_locked(s);
+		return;
+	}
 	if (ev & CORE_EV_OUT)
 		sig_unblock_out(&s->sig);
 	sock_apply_events(s, ev, 0, true);
@@ -507,6 +596,16 @@ static void hs_fallback_locked(struct sock *s, uint32_t local, uint32_t peer)
 	 * the file, and the file lives on at the program's fd. */
 	hs_unwatch_locked(s);
 	sock_sig_drop_pre_locked(s);
+	if (s->orphan) {
+		/* closed by the program while undecided: its bytes, then a FIN */
+		hs_early_tcp_locked(s, s->tcp);
+		sock_sys.close(s->tcp);
+		s->tcp = -1;
+		atomic_store(&s->state, SS_TCP);
+		stats_conn(STATS_MODE_TCP, s->local_reason, s->peer_reason);
+		hs_finish_locked(s);
+		return;
+	}
 	if (s->fd_is_tcp) {
 		/* the TCP file never left fd: drop the hidden dup */
 		sock_sys.close(s->tcp);
@@ -516,6 +615,8 @@ static void hs_fallback_locked(struct sock *s, uint32_t local, uint32_t peer)
 		hs_fail_locked(s, -SMCR_E_SOCK_SYSCALL);
 		return;
 	}
+	if (s->early)
+		hs_early_tcp_locked(s, s->fd); /* before the state says TCP (data.c route) */
 	atomic_store(&s->state, SS_TCP);
 	stats_conn(STATS_MODE_TCP, s->local_reason, s->peer_reason);
 	hs_finish_locked(s);
@@ -565,9 +666,12 @@ static enum hs_input hs_read(struct sock *s)
 	ssize_t n = sock_sys.recv(s->tcp, hdr, room, MSG_PEEK | MSG_DONTWAIT);
 	if (n == 0)
 		return HS_IN_EOF;
-	if (n < 0)
-		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? HS_IN_NONE
-										 : HS_IN_EOF;
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return HS_IN_NONE;
+	if (n < 0) {
+		s->tcp_reset = true; /* the error is consumed by this read: remembered */
+		return HS_IN_EOF;
+	}
 	s->got_bytes = true;
 	if (s->role == CORE_SERVER && s->in_len == 0 && !s->clc_out) {
 		/* The client's first bytes: "SMCR" or "SMCD" (a Linux client may send an SMC-D
@@ -598,6 +702,22 @@ static enum hs_input hs_read(struct sock *s)
 	s->in_len += msglen;
 	trace_clc(s, false, s->in + s->in_len - msglen, msglen);
 	return HS_IN_MSG;
+}
+
+/* The TCP peer closed cleanly (a FIN, no reset pending): a read sees the end of the
+ * stream and SO_ERROR is 0. */
+static bool hs_clean_eof(struct sock *s)
+{
+	int err = 0;
+	socklen_t l = sizeof(err);
+	if (s->tcp_reset || sock_sys.getsockopt(s->tcp, SOL_SOCKET, SO_ERROR, &err, &l) < 0 ||
+	    err) {
+		if (err)
+			s->tcp_reset = true;
+		return false;
+	}
+	char b;
+	return sock_sys.recv(s->tcp, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
 /* ---- without an engine ---- */
@@ -655,10 +775,12 @@ static void hs_noengine_locked(struct sock *s, enum hs_input in)
 
 static void hs_run_locked(struct sock *s, uint32_t tcp_events)
 {
-	if (atomic_load(&s->state) != SS_HANDSHAKE || s->closing)
+	if (atomic_load(&s->state) != SS_HANDSHAKE || (s->closing && !s->orphan))
 		return;
 	if (tcp_events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 		s->tcp_rdhup = true;
+	if (tcp_events & EPOLLERR)
+		s->tcp_reset = true;
 	uint64_t now = smcr_now_ns();
 	if (s->tcp_connecting) {
 		int err = 0;
@@ -676,6 +798,9 @@ static void hs_run_locked(struct sock *s, uint32_t tcp_events)
 			return;
 		}
 		s->tcp_connecting = false;
+		/* TCP is up: an undecided connection is writable now, as TCP's (pend) */
+		if (s->early && s->has_sig && !s->orphan)
+			sig_unblock_out(&s->sig);
 	}
 	if (s->disc_pending) {
 		/* discovery.h: the option exchange decides before any CLC byte */
@@ -709,6 +834,16 @@ static void hs_run_locked(struct sock *s, uint32_t tcp_events)
 		case HS_IN_NONE:
 		case HS_IN_MSG:
 			break;
+		}
+		if (eof && s->early && s->role == CORE_CLIENT && s->in_len == 0 &&
+		    s->hs_status == CORE_CLC_NEED_INPUT && hs_clean_eof(s)) {
+			/* Undecided, and the server closed (a FIN, no reset) without a word:
+			 * TCP's connection ended by its peer. The program gets exactly that: the
+			 * TCP socket back, EOF on a read (a server that accepts and closes at
+			 * once, CPython's test_socket). */
+			core_conn_set_fallback(s->conn, SMCR_REASON_PEERNOSMC);
+			hs_fallback_locked(s, SMCR_REASON_PEERNOSMC, 0);
+			return;
 		}
 		if (s->role == CORE_SERVER && !s->got_bytes && !eof) {
 			if (now >= s->first_byte_deadline) {
@@ -1003,6 +1138,34 @@ int hs_drive_release_locked(struct sock *s)
 	return 0;
 }
 
+/* An undecided blocking connect returns (sock.h struct sock.early): the SMC-R end (the
+ * pair opened while the server answers) goes over the TCP file at fd as the placeholder,
+ * writable (pend), and the handshake goes on in the background: the watch, and the
+ * timer for the deadline the inline steps recorded. Caller holds lock. */
+static void hs_early_detach_locked(struct sock *s)
+{
+	uint64_t d = s->inline_deadline;
+	s->inline_hs = false;
+	s->background = true;
+	if (s->fd_is_tcp) {
+		int rc = sock_smc_install_locked(s);
+		if (rc < 0) {
+			hs_fail_locked(s, rc);
+			return;
+		}
+	}
+	sock_hold(s); /* the watch's reference, dropped by hs_watch_release */
+	if (progress_watch(s->tcp, EPOLLIN | EPOLLRDHUP | EPOLLET, hs_watch_fn, s,
+			   hs_watch_release, &s->watch) < 0) {
+		sock_put(s);
+		s->watch = NULL;
+		hs_fail_locked(s, -SMCR_E_SOCK_SYSCALL);
+		return;
+	}
+	if (d != UINT64_MAX)
+		hs_timer_arm_locked(s, d);
+}
+
 void hs_connect_inline_locked(struct sock *s)
 {
 	hs_prepare_locked(s);
@@ -1013,6 +1176,11 @@ void hs_connect_inline_locked(struct sock *s)
 		hs_run_locked(s, ev);
 		if (atomic_load(&s->state) != SS_HANDSHAKE || s->closing)
 			break;
+		if (s->hs_status == CORE_CLC_WAIT_LINK && s->early) {
+			/* the link comes through the engine: connect returns, TCP is up */
+			hs_early_detach_locked(s);
+			break;
+		}
 		if (s->hs_status == CORE_CLC_WAIT_LINK) {
 			/* The link's messages (CONFIRM LINK, CONFIRM RKEY) come through the engine
 			 * on the progress thread: go to the background and wait. An event raised
@@ -1055,9 +1223,18 @@ void hs_connect_inline_locked(struct sock *s)
 		 * the wait for the answer's data drains them (docs/parts/connect.md
 		 * "Close"). */
 		int n = spin ? hs_spin_poll(&pf, 1, HS_SPIN_CLIENT) : 0;
-		if (n == 0)
+		if (n == 0 && !s->early)
 			n = sock_sys.poll(&pf, 1, ms);
 		pthread_mutex_lock(&s->lock);
+		if (s->early && n <= 0) {
+			/* Undecided: the answer did not come within the spin (or a signal
+			 * came: TCP's connect is done, so it returns 0). The handshake goes on
+			 * in the background; the server may be this very thread, which
+			 * accepts after connect returns. */
+			if (atomic_load(&s->state) == SS_HANDSHAKE && !s->closing)
+				hs_early_detach_locked(s);
+			break;
+		}
 		ev = 0;
 		if (n > 0) {
 			ev = (pf.revents & POLLIN ? EPOLLIN : 0) |
@@ -1067,6 +1244,18 @@ void hs_connect_inline_locked(struct sock *s)
 		}
 	}
 	s->inline_hs = false;
+}
+
+void sock_early_settle(int fd)
+{
+	struct sock *s = sock_get(fd);
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	while (atomic_load(&s->state) == SS_HANDSHAKE && s->early && !s->closing)
+		pthread_cond_wait(&s->cond, &s->lock); /* hs_finish_locked broadcasts */
+	pthread_mutex_unlock(&s->lock);
+	sock_put(s);
 }
 
 void hs_wait_locked(struct sock *s)
@@ -1082,6 +1271,7 @@ void hs_abort_locked(struct sock *s)
 	hs_unwatch_locked(s);
 	hs_timer_cancel_locked(s);
 	sock_sig_drop_pre_locked(s);
+	pend_free(&s->pend);
 	if (s->fd_is_tcp) {
 		/* the TCP file is at fd too: reset it there (the closer closes fd) */
 		if (s->tcp >= 0 && s->tcp != s->fd)

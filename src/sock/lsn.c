@@ -99,14 +99,22 @@ static _Thread_local struct sock *lsn_driving;
 static _Atomic int lsn_gen = 1;
 static pthread_once_t lsn_once = PTHREAD_ONCE_INIT;
 
+atomic_uint sock_forks; /* sock.h */
+
 static void lsn_atfork_child(void)
 {
 	atomic_fetch_add(&lsn_gen, 1);
+	atomic_fetch_add(&sock_forks, 1);
+}
+
+static void lsn_atfork_parent(void)
+{
+	atomic_fetch_add(&sock_forks, 1);
 }
 
 static void lsn_init(void)
 {
-	pthread_atfork(NULL, NULL, lsn_atfork_child);
+	pthread_atfork(NULL, lsn_atfork_parent, lsn_atfork_child);
 }
 
 /* ---- decision at listen() ---- */
@@ -975,7 +983,9 @@ static int lazy_start_locked(struct sock *s)
 	s->lazy = false;
 	atomic_fetch_sub_explicit(&sock_lazy_pending, 1, memory_order_relaxed);
 	s->background = true; /* the data calls wait for its end themselves (data.c route) */
-	int rc = sock_install_placeholder_locked(s);
+	/* undecided: writable at once, as TCP's accepted socket (pend, sock.h) */
+	s->early = !s->decline_only;
+	int rc = sock_install_placeholder_locked(s, !s->early);
 	if (rc == 0) {
 		atomic_store(&s->state, SS_HANDSHAKE);
 		rc = hs_start_locked(s);

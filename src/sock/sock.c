@@ -67,6 +67,7 @@ static void sock_recycle(struct fdobj *o)
 	if (s->tcp >= 0 && s->tcp != s->fd)
 		sock_sys.close(s->tcp); /* the hidden TCP socket (RST set up by the closer) */
 	free(s->regs);
+	pend_free(&s->pend);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lq_lock);
@@ -179,7 +180,7 @@ static void set_nonblock_fd(int fd, bool on)
 		(void)sock_sys.fcntl(fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
 }
 
-int sock_install_placeholder_locked(struct sock *s)
+int sock_install_placeholder_locked(struct sock *s, bool block_out)
 {
 	/* A second reference to the TCP socket at a hidden number; the program's number
 	 * then receives the placeholder (dup3 closes its reference to the TCP socket only). */
@@ -192,7 +193,8 @@ int sock_install_placeholder_locked(struct sock *s)
 		return rc;
 	}
 	s->has_sig = true;
-	sig_block_out(&s->sig); /* nothing ready until the handshake ends */
+	if (block_out)
+		sig_block_out(&s->sig); /* nothing ready until the handshake ends */
 	sig_set_nonblock(&s->sig, s->nonblock);
 	sock_epoll_move_locked(s, true);
 	rc = sig_install(&s->sig, s->fd, s->cloexec);

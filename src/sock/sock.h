@@ -21,6 +21,9 @@
  *     and POLLIN when CLC bytes arrive, long before the connection is usable, so programs
  *     doing a non-blocking connect would spin (or read CLC bytes). The placeholder shows
  *     nothing until the handshake ends, exactly like a TCP connect in progress.
+ *     Undecided (struct sock.early: the interposer's connect returned once TCP was up, or
+ *     an accepted connection was used): the same placeholder with POLLOUT while the
+ *     pre-decision buffer (pend.h) has room; the decision flushes that buffer first.
  *   SMC: the same socket pair end, now driven by the engine's events; TCP stays hidden.
  *   FAILED: the placeholder with sig_error (POLLERR|POLLHUP|..., SO_ERROR = the reason).
  *   Fallback (HANDSHAKE -> TCP): pollers are woken (sig_unblock_out), the epoll
@@ -56,6 +59,7 @@
 #include "core/core.h"
 #include "sock/waitpol.h"
 #include "sock/discovery.h"
+#include "sock/pend.h"
 #include "sock/fdtab.h"
 #include "sock/progress.h"
 #include "sock/rules.h"
@@ -148,6 +152,7 @@ struct sock {
 	size_t in_len;
 	bool got_bytes;			  /* any byte ever seen from the peer */
 	bool tcp_rdhup;			  /* the TCP peer shut down or reset (EPOLLRDHUP/HUP/ERR) */
+	bool tcp_reset;			  /* ... and it was a reset (an error read or seen) */
 	bool in_more;			  /* the last hs_read's peek saw bytes after its message */
 	bool clc_out;			  /* a CLC message of ours went out (server: the Accept) */
 	_Atomic bool peer_closed_seen;	  /* hs_peer_closed queued its call (once per socket) */
@@ -212,9 +217,25 @@ struct sock {
 	 * Written under lock; atomic so that an exec in a forked child can skip sockets
 	 * without taking their locks (another thread of the parent may have held one). */
 	_Atomic bool lazy;
+	/* (L) sock_forks when it was accepted: its close reads the client's Proposal only if
+	 * no fork came since (no other process can hold the file then, api.c sock_close). */
+	unsigned lazy_forks;
 	/* (L) The handshake may only decline (sock_lazy_decline, before exec): no engine
 	 * connection is made, the Proposal gets a Decline and both ends fall back. */
 	bool decline_only;
+	/* (L) Undecided (docs/parts/connect.md "Undecided connections"): the program has the
+	 * connection as established (its connect returned once TCP was up, or it was
+	 * accepted and used) while the handshake (state SS_HANDSHAKE) goes on in the
+	 * background. Its writes go to pend (POLLOUT on the placeholder while pend has
+	 * room), its reads wait for the decision; SS_SMC or SS_TCP writes pend's bytes
+	 * first. early_shut: the program's shutdown of that time (1 SHUT_RD, 2 SHUT_WR),
+	 * applied after the flush. orphan: the program closed it meanwhile; the handshake
+	 * goes on (with no program fd) and its end closes the connection gracefully, so
+	 * the peer reads every byte written and then EOF, as after a TCP close. */
+	bool early;
+	bool orphan;
+	uint8_t early_shut;
+	struct pend pend;
 	/* (L) The program's other numbers for this connection (dup, dup2/dup3, F_DUPFD of an
 	 * SMC-R connection; sock.c "Numbers of one connection"): each is in the fd table with
 	 * a reference of its own. fd is always one of the numbers; when it is closed, an
@@ -243,6 +264,10 @@ SMCR_MUST_CHECK int sock_create(int fd, int domain, bool nonblock, bool cloexec,
 				struct sock **out);
 /* smcr_close on the object (api.c): -SMCR_E_SOCK_BADF if it was closed already. */
 int sock_close(struct sock *s);
+/* The close of an SMC-R connection: its C, the TCP side closed (api.c). may_wait: the
+ * program's own close (SO_LINGER's wait may run; s->lock is released meanwhile).
+ * Caller holds s->lock. */
+void sock_close_smc_locked(struct sock *s, bool may_wait);
 /* An fd was queued on the close-later list (closeq.h): the close reaper's timer (api.c)
  * runs within closeq_timer_ms(), so an idle process closes the queued fds. Any thread. */
 void sock_reap_soon(void);
@@ -252,8 +277,9 @@ void sock_unlink(struct sock *s);
 unsigned sock_count(void);
 
 /* Swap helpers (sock.c). Caller holds s->lock. */
-/* HANDSHAKE entry: hides the TCP socket, installs a placeholder at fd (no readiness). */
-SMCR_MUST_CHECK int sock_install_placeholder_locked(struct sock *s);
+/* HANDSHAKE entry: hides the TCP socket, installs a placeholder at fd (no readiness;
+ * POLLOUT on unless block_out: an undecided connection whose TCP is up, struct sock.early). */
+SMCR_MUST_CHECK int sock_install_placeholder_locked(struct sock *s, bool block_out);
 /* Fallback: wakes pollers, moves the epoll registrations, puts the TCP socket back at fd. */
 SMCR_MUST_CHECK int sock_restore_tcp_locked(struct sock *s);
 /* Applies the engine's level mask to the readiness (see sock_core_event for the rules);
@@ -333,6 +359,13 @@ SMCR_MUST_CHECK int hs_start_locked(struct sock *s);
  * caller that reads 0 has nothing to start). */
 extern atomic_bool sock_lazy_accept;
 extern atomic_uint sock_lazy_pending;
+/* Undecided connections (set once by the interposer, as sock_lazy_accept; tests): a
+ * connect returns once TCP is up, and the handshake of a connection accepted at first
+ * use shows POLLOUT at once (sock.h struct sock.early). Otherwise a blocking smcr_connect
+ * returns when the handshake ended and a non-blocking one shows POLLOUT then. */
+extern atomic_bool sock_early_connect;
+/* fork()s since start, counted in parent and child (lsn.c; any thread, relaxed). */
+extern atomic_uint sock_forks;
 /* Starts fd's server handshake if it is lazy (in the background: its readiness and the
  * data calls' waits follow as for a non-blocking connect). 0, or -errno-style code. */
 int sock_lazy_start(int fd);
@@ -342,6 +375,10 @@ void sock_lazy_decline_all(void);
 /* The same for fd alone, whatever its FD_CLOEXEC (before a dup: the copy, which the fd
  * table does not know, must be the TCP socket with no CLC byte in it). */
 void sock_lazy_decline(int fd);
+/* Waits until fd, if it is an undecided connection (struct sock.early), is decided: a copy
+ * of the number (dup) is made of a connection whose mode is known (sock_dup). No lock
+ * held. */
+void sock_early_settle(int fd);
 /* Blocking connect: the calling thread runs the CLC exchange itself (no hand-off to the
  * progress thread and back); a first contact's wait for the link goes to the progress
  * thread and the caller waits. s->fd holds the TCP file (fd_is_tcp), s->tcp a hidden dup.

@@ -31,9 +31,9 @@
 		}                                                                       \
 	} while (0)
 
-/* The mode smcr reports for fd (enum smcr_mode), or -1 if fd is not an smcr socket (the
- * interposer is not there). */
-static inline int pl_mode(int fd)
+/* The mode smcr reports for fd (enum smcr_mode) as it is now, or -1 if fd is not an smcr
+ * socket (the interposer is not there). */
+static inline int pl_mode_now(int fd)
 {
 	struct smcr_info in;
 	socklen_t l = sizeof(in);
@@ -41,6 +41,20 @@ static inline int pl_mode(int fd)
 	if (getsockopt(fd, SOL_SMCR, SMCR_INFO, &in, &l) < 0)
 		return -1;
 	return in.mode;
+}
+
+/* The mode fd's handshake decided. A connection is usable before that (docs/INTERPOSER.md
+ * "Undecided connections": connect returns once TCP is up, an accepted connection's
+ * handshake starts at its first use): while SMCR_INFO says handshake, this looks again
+ * every millisecond, for at most 60 s (then it returns the handshake mode). */
+static inline int pl_mode(int fd)
+{
+	int m = pl_mode_now(fd);
+	for (int i = 0; i < 60000 && m == SMCR_MODE_HANDSHAKE; i++) {
+		usleep(1000);
+		m = pl_mode_now(fd);
+	}
+	return m;
 }
 
 /* A listening TCP socket on 127.0.0.1, port chosen by the kernel. */
@@ -77,7 +91,7 @@ static inline int pl_connect(uint16_t port)
 
 /* accept, then a first use (a poll that does not wait, as a server's event loop makes):
  * under the interposer a connection's server handshake starts at its first use
- * (docs/INTERPOSER.md), and a client's blocking connect returns when it is done. */
+ * (docs/INTERPOSER.md). */
 static inline int pl_accept_used(int lfd)
 {
 	int s = accept(lfd, NULL, NULL);
@@ -107,8 +121,8 @@ static inline void pl_pair(int lfd, uint16_t port, int *cl, int *sv)
 	*cl = pl_connect(port);
 	CHECK(pthread_join(a.t, NULL) == 0);
 	*sv = a.fd;
-	/* the server's side is usable when it is writable (its handshake ran in the
-	 * background since the first use; until its end the fd shows nothing) */
+	/* the server's side is writable at once (its handshake runs in the background
+	 * since the first use; its writes wait in the pre-decision buffer meanwhile) */
 	struct pollfd p = { .fd = *sv, .events = POLLOUT };
 	CHECK(poll(&p, 1, 10000) == 1 && (p.revents & POLLOUT));
 }
