@@ -151,6 +151,30 @@ static int shm_peer_conns(void)
 	return n;
 }
 
+static bool no_shm_peer(void *arg)
+{
+	(void)arg;
+	return shm_peer_conns() == 0;
+}
+
+static bool mid_counted(void *arg)
+{
+	(void)arg;
+	return sh->fds_mid != 0;
+}
+
+static bool second_accepted(void *arg)
+{
+	(void)arg;
+	return sh->srv_accept_ns[1] != 0;
+}
+
+static bool cli_reaped(void *arg)
+{
+	(void)arg;
+	return sh->cli_reaped;
+}
+
 /* fds once only `socks` socket objects are left (a closed socket's last reference, its
  * watch, is released by the progress thread a moment later; the release closes its
  * hidden fds), no link group is left, no shm device connection is left, and the count
@@ -175,8 +199,7 @@ static int settled_fds(unsigned socks)
 	 * still runs its exit (the sanitizers' reports, long under load) before the kernel
 	 * closes its end and our device thread sees the hang-up. Callers make sure that
 	 * process is gone (cli_reaped). */
-	for (int i = 0; i < 10000 && shm_peer_conns() > 0; i++)
-		usleep(1000);
+	IT_CHECK(it_poll_until(no_shm_peer, NULL, 20000, 1000));
 	int last = -1, same = 0;
 	for (int i = 0; i < 200 && same < 3; i++) {
 		int n = it_count_fds();
@@ -208,8 +231,7 @@ static int echo_server(void *arg)
 		if (i == 0) {
 			/* the normal client's process is gone (its device connection with it,
 			 * settled_fds) */
-			for (int k = 0; k < 30000 && !sh->cli_reaped; k++)
-				usleep(1000);
+			IT_CHECK(it_poll_until(cli_reaped, NULL, 30000, 1000));
 			/* listener + the stalled client, pending. A silent client may still be
 			 * in the kernel (TCP_DEFER_ACCEPT, lsn.c): then it holds none of our fds
 			 * yet; and under TSan on a loaded machine the settling (the normal client's LG to
@@ -288,8 +310,7 @@ static void test_silent_client_does_not_delay_next(void **state)
 	pid_t c = it_fork(normal_client, NULL);
 	assert_int_equal(it_wait(c, 20000), 0);
 	sh->cli_reaped = 1;
-	for (int i = 0; i < 20000 && sh->fds_mid == 0; i++)
-		usleep(1000);
+	assert_true(it_poll_until(mid_counted, NULL, 40000, 1000));
 	/* the normal client was accepted first, promptly, over SMC-R */
 	assert_true(sh->srv_n >= 1);
 	assert_int_equal(sh->srv_mode[0], SMCR_MODE_SMCR);
@@ -300,8 +321,8 @@ static void test_silent_client_does_not_delay_next(void **state)
 	assert_true(lag < 1000000000ull);
 	assert_true(sh->srv_n == 1); /* the silent one is still waiting */
 	/* the silent one: after the server's wait (2.5 s), a plain TCP client */
-	for (int i = 0; i < 10000 && sh->srv_n < 2; i++)
-		usleep(1000);
+	/* (accepted: the server then waits for our 5 bytes, so srv_n moves only after them) */
+	assert_true(it_poll_until(second_accepted, NULL, 20000, 1000));
 	tcp_echo(staller);
 	uint64_t t_fb = sh->srv_accept_ns[1] - t0;
 	fprintf(stderr, "silent client served as TCP after %.1f ms\n", (double)t_fb / 1e6);
@@ -393,8 +414,7 @@ static void test_half_proposal_dropped_next_served(void **state)
 	pid_t c = it_fork(normal_client, NULL);
 	assert_int_equal(it_wait(c, 20000), 0);
 	sh->cli_reaped = 1;
-	for (int i = 0; i < 20000 && sh->fds_mid == 0; i++)
-		usleep(1000);
+	assert_true(it_poll_until(mid_counted, NULL, 40000, 1000));
 	assert_int_equal(sh->srv_n, 1);
 	assert_int_equal(sh->srv_mode[0], SMCR_MODE_SMCR);
 	uint64_t lag = sh->srv_accept_ns[0] - sh->cli_start_ns;
