@@ -2,10 +2,11 @@
  * concurrently and accept returns the first that completed (docs/parts/connect.md).
  *
  *   - a client that connects and stays silent does not delay a second, normal smcr client:
- *     the second is accepted within 1 s (the silent one holds 2.5 s) and moves data over
+ *     the second is accepted first (the silent one holds 2.5 s) and moves data over
  *     SMC-R; the silent one is then served as plain TCP after the server's wait (nothing
  *     was read: fallback), with its data; no fd is left behind;
- *   - a client that sends half a Proposal and stalls does not delay the next either; it is
+ *   - a client that sends half a Proposal and stalls does not delay the next either (accepted
+ *     while the stalled one is still pending); it is
  *     dropped after the CLC wait (never accepted: the raw client sees its connection end)
  *     and leaves no fd;
  *   - a non-blocking listener in epoll (edge-triggered) with several concurrent handshakes:
@@ -55,6 +56,7 @@ struct shared {
 	volatile uint64_t srv_accept_ns[4];
 	volatile int srv_mode[4];
 	volatile int srv_n;
+	volatile int socks_at_first; /* echo_server: socket objects when accept returned the first */
 	volatile int fds_mid, fds_after, socks_mid;
 	volatile int wakeups, accepted, eagain_with_pollin, pollin_after_eagain;
 	volatile int modes_ok;
@@ -221,6 +223,8 @@ static int echo_server(void *arg)
 		int fd = smcr_accept(lfd, NULL, NULL);
 		IT_CHECK(fd >= 0);
 		sh->srv_accept_ns[i] = now_ns();
+		if (i == 0)
+			sh->socks_at_first = (int)sock_count();
 		struct smcr_info in;
 		IT_CHECK(it_info(fd, &in));
 		sh->srv_mode[i] = in.mode;
@@ -318,7 +322,8 @@ static void test_silent_client_does_not_delay_next(void **state)
 	fprintf(stderr, "normal client accepted %.1f ms after its connect began (the silent "
 		"one connected %.1f ms before)\n", (double)lag / 1e6,
 		(double)(sh->cli_start_ns - t0) / 1e6);
-	assert_true(lag < 1000000000ull);
+	/* (the first accept returned the normal client, SMC-R: a serial accept would have
+	 * returned the silent one first, as TCP after its wait) */
 	assert_true(sh->srv_n == 1); /* the silent one is still waiting */
 	/* the silent one: after the server's wait (2.5 s), a plain TCP client */
 	/* (accepted: the server then waits for our 5 bytes, so srv_n moves only after them) */
@@ -421,7 +426,15 @@ static void test_half_proposal_dropped_next_served(void **state)
 	fprintf(stderr, "normal client accepted %.1f ms after its connect began (the stalled "
 		"one connected %.1f ms before)\n", (double)lag / 1e6,
 		(double)(sh->cli_start_ns - t0) / 1e6);
-	assert_true(lag < 1000000000ull);
+	/* Accepted while the stalled one was still pending (the listener, it and the
+	 * accepted connection): a serial accept would have returned the normal client only
+	 * after the stalled one's drop. Judged only if the normal client began its connect
+	 * before that drop was due (a loaded machine can start its process later). */
+	if (sh->cli_start_ns - t0 < 2900000000ull)
+		assert_int_equal(sh->socks_at_first, 3);
+	else
+		fprintf(stderr, "the normal client began after the stalled one's CLC wait: "
+			"not judged\n");
 	/* the stalled one is dropped at the CLC wait (3 s): its connection ends */
 	struct pollfd p = { .fd = staller, .events = POLLIN };
 	assert_int_equal(poll(&p, 1, 10000), 1);
