@@ -15,10 +15,9 @@ tmp=$(mktemp -d /tmp/smcr-stattest-XXXXXX)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; "$stat" -a; exit 1; }
+fail() { echo "FAIL: $*"; "$stat" -a; cat "$tmp/srv.out"; exit 1; }
 export SMCR_CONFIG=/nonexistent SMCR_DEVICES=shm SMCR_LOG=error
 unset SMCR_STATS SMCR_TRACE
-port=$((20000 + RANDOM % 40000))
 
 until_listed() { # until_listed ARGS REGEX: poll smcr-stat ARGS until a line matches (10 s)
 	for _ in $(seq 200); do
@@ -28,8 +27,18 @@ until_listed() { # until_listed ARGS REGEX: poll smcr-stat ARGS until a line mat
 	return 1
 }
 
-"$perf" server -p "$port" > "$tmp/srv.out" 2>&1 &
+# The kernel picks the port (-p 0): a port of our choosing can be taken by a concurrent
+# test's connection (the ephemeral range), and then the server exits at its bind.
+"$perf" server -p 0 > "$tmp/srv.out" 2>&1 &
 srv=$!; pids+=($srv)
+port=
+for _ in $(seq 200); do
+	port=$(sed -n 's/.*listening on .*:\([0-9][0-9]*\),.*/\1/p' "$tmp/srv.out")
+	[ -n "$port" ] && break
+	kill -0 "$srv" 2>/dev/null || fail "server exited"
+	sleep 0.05
+done
+[ -n "$port" ] || fail "server did not say its port"
 until_listed -l "^$srv +smcr-perf +[0-9]+ +listen " || fail "server not listening"
 "$perf" client 127.0.0.1 -p "$port" -t stream -s 16K -d 20 > "$tmp/cli.out" 2>&1 &
 cli=$!; pids+=($cli)
