@@ -40,9 +40,11 @@ for _ in $(seq 200); do
 done
 [ -n "$port" ] || fail "server did not say its port"
 until_listed -l "^$srv +smcr-perf +[0-9]+ +listen " || fail "server not listening"
-"$perf" client 127.0.0.1 -p "$port" -t stream -s 16K -d 20 > "$tmp/cli.out" 2>&1 &
+# The clients stream until the test kills them (90 s: longer than the checks take on a
+# loaded host; with 20 s the client had ended before the -L check, then nothing to list).
+"$perf" client 127.0.0.1 -p "$port" -t stream -s 16K -d 90 > "$tmp/cli.out" 2>&1 &
 cli=$!; pids+=($cli)
-"$perf" client 127.0.0.1 -p "$port" -t stream -s 1K -d 20 --transport tcp > "$tmp/tcp.out" 2>&1 &
+"$perf" client 127.0.0.1 -p "$port" -t stream -s 1K -d 90 --transport tcp > "$tmp/tcp.out" 2>&1 &
 tcpc=$!; pids+=($tcpc)
 until_listed "" "^$cli +smcr-perf +[0-9]+ +smcr +client " || fail "client not listed"
 until_listed "" "^$srv +smcr-perf +[0-9]+ +tcp +server " || fail "TCP client not listed"
