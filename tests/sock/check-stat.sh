@@ -15,10 +15,9 @@ tmp=$(mktemp -d /tmp/smcr-stattest-XXXXXX)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; "$stat" -a; exit 1; }
+fail() { echo "FAIL: $*"; "$stat" -a; cat "$tmp/srv.out"; exit 1; }
 export SMCR_CONFIG=/nonexistent SMCR_DEVICES=shm SMCR_LOG=error
 unset SMCR_STATS SMCR_TRACE
-port=$((20000 + RANDOM % 40000))
 
 until_listed() { # until_listed ARGS REGEX: poll smcr-stat ARGS until a line matches (10 s)
 	for _ in $(seq 200); do
@@ -28,8 +27,18 @@ until_listed() { # until_listed ARGS REGEX: poll smcr-stat ARGS until a line mat
 	return 1
 }
 
-"$perf" server -p "$port" > "$tmp/srv.out" 2>&1 &
+# The kernel picks the port (-p 0): a port of our choosing can be taken by a concurrent
+# test's connection (the ephemeral range), and then the server exits at its bind.
+"$perf" server -p 0 > "$tmp/srv.out" 2>&1 &
 srv=$!; pids+=($srv)
+port=
+for _ in $(seq 200); do
+	port=$(sed -n 's/.*listening on .*:\([0-9][0-9]*\),.*/\1/p' "$tmp/srv.out")
+	[ -n "$port" ] && break
+	kill -0 "$srv" 2>/dev/null || fail "server exited"
+	sleep 0.05
+done
+[ -n "$port" ] || fail "server did not say its port"
 until_listed -l "^$srv +smcr-perf +[0-9]+ +listen " || fail "server not listening"
 # -d 100: they live until the SIGKILL below or the cleanup, however long the listings take
 # (a process of this user that does not answer, another test's, costs each one 2 s)
@@ -41,7 +50,12 @@ until_listed "" "^$cli +smcr-perf +[0-9]+ +smcr +client " || fail "client not li
 until_listed "" "^$srv +smcr-perf +[0-9]+ +tcp +server " || fail "TCP client not listed"
 
 # text: the SMC-R client's data connection and the server's two kinds
-"$stat" > "$tmp/text1"
+for _ in $(seq 200); do
+	"$stat" > "$tmp/text1"
+	grep -Eq "^$cli +smcr-perf +[0-9]+ +smcr +client " "$tmp/text1" &&
+		grep -Eq "^$srv +smcr-perf +[0-9]+ +smcr +server " "$tmp/text1" && break
+	sleep 0.05
+done
 grep -Eq "^$cli +smcr-perf +[0-9]+ +smcr +client " "$tmp/text1" || fail "no smcr client line"
 grep -Eq "^$srv +smcr-perf +[0-9]+ +smcr +server " "$tmp/text1" || fail "no smcr server line"
 grep -Eq "^$srv +smcr-perf +[0-9]+ +tcp +server .* PEERNOSMC/NONE " "$tmp/text1" ||
@@ -72,9 +86,11 @@ assert ctr["conns"]["smcr"] >= 1 and ctr["conns"]["tcp"] >= 1, ctr
 assert ctr["fallback_local"].get("PEERNOSMC", 0) >= 1, ctr
 print("json ok: client sent", sent1, "then", sent2)
 PY
-"$stat" -l | grep -Eq "^$srv +smcr-perf +[0-9]+ +listen " || fail "-l: no listener"
-"$stat" -L | grep -Eq "^$cli +smcr-perf +[0-9]+ +client +ACTIVE +[1-9][0-9]* +[0-9]+ +ACTIVE +[^ ]+ +[0-9]+ +[1-9][0-9]* +[1-9][0-9]* +[0-9]+ [0-9a-f:]+ [0-9a-f:]+$" || fail "-L: no link group"
-"$stat" -d | grep -Eq "^$srv +smcr-perf +shm +1 " || fail "-d: no device"
+# (polled: a process whose answer does not come within smcr-stat's 2 s, a busy one on a
+# loaded machine, is left out of that one listing)
+until_listed -l "^$srv +smcr-perf +[0-9]+ +listen " || fail "-l: no listener"
+until_listed -L "^$cli +smcr-perf +[0-9]+ +client +ACTIVE +[1-9][0-9]* +[0-9]+ +ACTIVE +[^ ]+ +[0-9]+ +[1-9][0-9]* +[1-9][0-9]* +[0-9]+ [0-9a-f:]+ [0-9a-f:]+$" || fail "-L: no link group"
+until_listed -d "^$srv +smcr-perf +shm +1 " || fail "-d: no device"
 
 # counters: move, then --reset gives zero
 s1=$("$stat" -s -p "$srv")

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <malloc.h>
 #include <string.h>
@@ -40,6 +41,7 @@ struct shared {
 	 * WARM (no handshake in flight) and once the client is done */
 	struct core_engine_stats srv_st_warm, srv_st_end;
 	int srv_fds_warm, srv_fds_end;
+	int srv_msg_warm, srv_msg_end; /* of which links' message memory (memfd smcr-msg) */
 	_Atomic int client_at_warm, server_warm_done, server_end_done;
 };
 static struct shared *sh;
@@ -179,10 +181,30 @@ static void snapshot(bool end)
 	}
 }
 
+/* fds that are a link's message memory (src/core/link.c: memfd "smcr-msg"). */
+static int msg_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+	while (d && (e = readdir(d))) {
+		char p[300], t[300];
+		snprintf(p, sizeof(p), "/proc/self/fd/%s", e->d_name);
+		ssize_t k = readlink(p, t, sizeof(t) - 1);
+		if (k > 0) {
+			t[k] = 0;
+			n += strncmp(t, "/memfd:smcr-msg", 15) == 0;
+		}
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
 /* The server's engine once the closes are done: no connection object, and no socket
  * object but the listener's (a closed socket's last reference may be a watch the progress
  * thread releases a moment later, with its hidden TCP fd). */
-static void srv_snapshot(struct core_engine_stats *st, int *fds)
+static void srv_snapshot(struct core_engine_stats *st, int *fds, int *msg)
 {
 	for (int i = 0; i < 2000; i++) {
 		core_engine_stats(sock_engine(), st);
@@ -191,6 +213,7 @@ static void srv_snapshot(struct core_engine_stats *st, int *fds)
 		usleep(1000);
 	}
 	*fds = it_count_fds();
+	*msg = msg_fds();
 	if (getenv("IT_LIST_FDS"))
 		it_list_fds("server");
 }
@@ -204,7 +227,7 @@ static int seq_server(void *arg)
 		if (i == WARM) {
 			for (int k = 0; k < 10000 && !sh->client_at_warm; k++)
 				usleep(1000);
-			srv_snapshot(&sh->srv_st_warm, &sh->srv_fds_warm);
+			srv_snapshot(&sh->srv_st_warm, &sh->srv_fds_warm, &sh->srv_msg_warm);
 			sh->server_warm_done = 1;
 		}
 		int fd = smcr_accept(lfd, NULL, NULL);
@@ -216,7 +239,7 @@ static int seq_server(void *arg)
 	}
 	for (int i = 0; i < 20000 && !sh->client_done; i++)
 		usleep(1000);
-	srv_snapshot(&sh->srv_st_end, &sh->srv_fds_end);
+	srv_snapshot(&sh->srv_st_end, &sh->srv_fds_end, &sh->srv_msg_end);
 	sh->server_end_done = 1;	/* the client (and the LG with it) may go now */
 	return 0;
 }
@@ -271,7 +294,14 @@ static void test_1000_sequential_no_growth(void **state)
 	assert_true(sh->server_warm_done && sh->server_end_done);
 	assert_true(sh->srv_st_end.rmbs <= sh->srv_st_warm.rmbs + 1);
 	assert_int_equal(sh->srv_st_end.conns, 0);
-	assert_int_equal(sh->srv_fds_end - sh->srv_fds_warm,
+	/* The server offered the client a second link after the first contact (ADD LINK,
+	 * same device: src/core/addlink.c); the client rejects it and the server retires
+	 * the half-built link, whose message memory goes when the link group's timer next
+	 * frees retired links: before the warm-up snapshot, after it, or only with the link
+	 * group. So links' memory may shrink by that link between the snapshots (never grow),
+	 * and every other fd balances with the RMBs. */
+	assert_true(sh->srv_msg_end <= sh->srv_msg_warm);
+	assert_int_equal((sh->srv_fds_end - sh->srv_msg_end) - (sh->srv_fds_warm - sh->srv_msg_warm),
 			 (int)sh->srv_st_end.rmbs - (int)sh->srv_st_warm.rmbs);
 	assert_int_equal(sh->socks_end, sh->socks_warm);
 	assert_int_equal(sh->st_end.lgs, 1);

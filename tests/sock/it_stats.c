@@ -216,6 +216,7 @@ static void test_stats_sigusr2(void **state)
 	snprintf(out, sizeof(out), "/tmp/smcr-stats-srv-%d.out", (int)getpid());
 	/* a: SIGUSR2 at its default: the library writes a line and the server lives on */
 	char *sargv[] = { srv, "-p", "0", "-n", "1", NULL };
+	unlink(out); /* the port read must be this server's (part b) */
 	pid_t s = spawn(srv, sargv, "use smc server * *", out, false);
 	int pn = server_port(out);
 	assert_true(pn > 0);
@@ -235,7 +236,11 @@ static void test_stats_sigusr2(void **state)
 	assert_true(line_of(s, "exit", line, sizeof(line)));
 	expect(line, "bytes_smcr", "{\"sent\":3000,\"received\":3000}");
 
-	/* b: the program ignores SIGUSR2 (inherited): no handler of ours, no line */
+	/* b: the program ignores SIGUSR2 (inherited): no handler of ours, no line. The
+	 * output file goes first: it still says part a's port, and read before this server
+	 * rewrote it, it sent the signal to a child that had not yet set SIG_IGN (then the
+	 * default action ended it). */
+	unlink(out);
 	s = spawn(srv, sargv, "use smc server * *", out, true);
 	pn = server_port(out);
 	assert_true(pn > 0);
