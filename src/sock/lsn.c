@@ -27,9 +27,13 @@
  *     fallback, nothing was read), a client silent after its Proposal after the CLC wait.
  *   - accept pops the oldest ready child and applies accept4's flags to it.
  *
- * Bound: connections are taken from the kernel only while pending + ready < the listen()
- * backlog (at least 1, at most LSN_MAX) and pending < LSN_HS_MAX; the rest wait in the
- * kernel's queue (itself bounded by the backlog), as TCP's do.
+ * Bound: connections are taken from the kernel while ready < the listen() backlog (at
+ * least 1, at most LSN_MAX) and pending < LSN_HS_MAX. Handshakes in flight do not count
+ * against the backlog (a kernel TCP server's backlog holds established connections, and
+ * clients that stall in their handshake must not hold the next ones back: slowloris); they
+ * are bounded by LSN_HS_MAX, what a listener may spend on them in memory and fds, and each
+ * ends at its timer. The rest wait in the kernel's queue (itself bounded by the backlog),
+ * as TCP's do.
  *
  * Ownership: the listener's queue (pending and ready lists) holds one reference to each
  * child, and a child holds one to its listener (c->lsn) until it leaves the queue. Whoever
@@ -58,7 +62,7 @@
 #include "util/clock.h"
 #include "util/log.h"
 
-#define LSN_MAX 4096	 /* pending + ready at most (SOMAXCONN) */
+#define LSN_MAX 4096	 /* ready at most (SOMAXCONN) */
 #define LSN_HS_MAX 256	 /* handshakes running at once per listener */
 
 /* Children a blocking accept drives itself while it waits (no hand-off to the progress
@@ -491,8 +495,7 @@ void lsn_child_done_locked(struct sock *c)
 		pthread_mutex_unlock(&ls->lq_lock);
 		return; /* not ours any more (listener closed, or already done) */
 	}
-	bool refill = ls->lq_npending + ls->lq_nready + 1 >= ls->lq_max ||
-		      ls->lq_npending + 1 >= LSN_HS_MAX;
+	bool refill = ls->lq_npending + 1 >= LSN_HS_MAX;
 	bool keep = (st == SS_SMC || st == SS_TCP) && !ls->lq_closed && !c->closing;
 	if (keep)
 		lsn_ready_locked(ls, c);
@@ -613,7 +616,7 @@ static void lsn_fill(struct sock *ls, struct lsn_drive *d)
 {
 	for (;;) {
 		pthread_mutex_lock(&ls->lq_lock);
-		bool room = !ls->lq_closed && ls->lq_npending + ls->lq_nready < ls->lq_max &&
+		bool room = !ls->lq_closed && ls->lq_nready < ls->lq_max &&
 			    ls->lq_npending < LSN_HS_MAX && (d || !ls->lq_waiters);
 		int lfd = ls->lq_fd;
 		pthread_mutex_unlock(&ls->lq_lock);
@@ -814,7 +817,7 @@ static int lsn_accept_loop(struct sock *ls, struct sockaddr *addr, socklen_t *al
 				sig_drain_in(&ls->sig); /* POLLIN off until the next completion */
 				ls->lq_quiet = false;
 			}
-			bool was_full = ls->lq_npending + ls->lq_nready + 1 >= ls->lq_max;
+			bool was_full = ls->lq_nready + 1 >= ls->lq_max;
 			pthread_mutex_unlock(&ls->lq_lock);
 			if (was_full)
 				lsn_fill_later(ls);

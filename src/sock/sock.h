@@ -191,7 +191,7 @@ struct sock {
 	struct sock *lq_pending;	  /* (lq_lock) children handshaking */
 	struct sock *lq_ready, *lq_ready_tail; /* (lq_lock) completed, in completion order */
 	unsigned lq_npending, lq_nready;  /* (lq_lock) */
-	unsigned lq_max;		  /* (lq_lock) pending + ready bound (listen backlog) */
+	unsigned lq_max;		  /* (lq_lock) ready bound (listen backlog) */
 	bool lq_closed;			  /* (lq_lock) smcr_close ran: children are dropped */
 	bool lq_shut;			  /* (lq_lock) shutdown() stopped the listener: EINVAL */
 	unsigned lq_waiters;		  /* (lq_lock) blocking accepts polling the listener

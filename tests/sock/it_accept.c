@@ -838,6 +838,72 @@ static void test_accept_loop_keeps_watch(void **state)
 	finish();
 }
 
+
+/* ---- stalled handshakes beyond the backlog ----
+ *
+ * Handshakes in flight do not count against the listen() backlog (only connections ready
+ * for accept do): with a backlog of 2, four clients that send half a Proposal and stall
+ * hold four handshakes, and a fifth, normal client is still taken from the kernel and
+ * served over SMC-R while all four wait. A kernel TCP server is not stalled by clients
+ * that send nothing either. The CLC wait is 20 s so that no load lets a staller's drop
+ * come before the normal client: the order, not a time, is judged. */
+
+static int one_accept_server(void *arg)
+{
+	(void)arg;
+	it_child_env(0);
+	int fd = smcr_accept(lfd, NULL, NULL);
+	IT_CHECK(fd >= 0);
+	struct smcr_info in;
+	IT_CHECK(it_info(fd, &in));
+	sh->srv_mode[0] = in.mode;
+	char b[5];
+	IT_CHECK(it_read_all(fd, b, 5));
+	IT_CHECK(it_write_all(fd, b, 5));
+	IT_CHECK(smcr_close(fd) == 0);
+	sh->srv_n = 1;
+	for (int i = 0; i < 40000 && !sh->stage; i++)
+		usleep(1000);
+	return 0;
+}
+
+static void test_stallers_beyond_backlog(void **state)
+{
+	(void)state;
+	start_clc("2000", "20000");
+	assert_int_equal(smcr_listen(lfd, 2), 0);
+	pid_t s = it_fork(one_accept_server, NULL);
+	struct clc_msg m;
+	memset(&m, 0, sizeof(m));
+	m.type = CLC_PROPOSAL;
+	clc_proposal_init(&m.proposal);
+	m.proposal.ipv4_subnet = 0x7f000000;
+	m.proposal.ipv4_prefix_len = 8;
+	uint8_t b[CLC_MSG_MAX_LEN];
+	size_t n = 0;
+	assert_int_equal(clc_encode(&m, b, sizeof(b), &n), 0);
+	enum { NSTALL = 4 };
+	int st[NSTALL];
+	for (int i = 0; i < NSTALL; i++) {
+		st[i] = it_raw_connect(port);
+		assert_true(st[i] >= 0);
+		assert_int_equal(write(st[i], b, 20), 20);
+	}
+	pid_t c = it_fork(normal_client, NULL);
+	assert_int_equal(it_wait(c, 60000), 0);
+	assert_int_equal(sh->srv_mode[0], SMCR_MODE_SMCR);
+	/* every staller is still waiting: none was dropped (nor answered) to make room */
+	for (int i = 0; i < NSTALL; i++) {
+		struct pollfd p = { .fd = st[i], .events = POLLIN };
+		assert_int_equal(poll(&p, 1, 0), 0);
+	}
+	for (int i = 0; i < NSTALL; i++)
+		close(st[i]);
+	sh->stage = 1;
+	assert_int_equal(it_wait(s, 60000), 0);
+	finish();
+}
+
 int main(void)
 {
 	sh = it_shared(sizeof(*sh));
@@ -845,6 +911,7 @@ int main(void)
 		cmocka_unit_test(test_silent_client_does_not_delay_next),
 		cmocka_unit_test(test_silent_before_first_accept),
 		cmocka_unit_test(test_half_proposal_dropped_next_served),
+		cmocka_unit_test(test_stallers_beyond_backlog),
 		cmocka_unit_test(test_nonblocking_epoll_many_clients),
 		cmocka_unit_test(test_accept4_flags),
 		cmocka_unit_test(test_blocking_accept_eintr),
