@@ -373,7 +373,6 @@ static struct core_engine *call_begin(struct sock *s, int dir, bool nowait)
 		return NULL;
 	uint64_t now = smcr_now_ns();
 	pthread_mutex_lock(&s->lock);
-	waitpol_call_start(&s->wpol[dir], now);
 	uint64_t b = waitpol_spin_ns(&s->wpol[dir], sock_waitpol_cfg());
 	pthread_mutex_unlock(&s->lock);
 	if (b)
@@ -381,38 +380,12 @@ static struct core_engine *call_begin(struct sock *s, int dir, bool nowait)
 	return e;
 }
 
-/* The call's end: the lease the policy grants after it (only while every wait of the
- * process is ours, and only within the progress thread's next look: a timer it keeps
- * anyway), else the CQs armed again and polled once more, so nothing is left unseen. */
-static struct prog_timer lease_tmr;
-static pthread_once_t lease_once = PTHREAD_ONCE_INIT;
-
-static void lease_fire(void *arg, uint32_t events)
+/* The call's end: the CQs armed again and polled once more (the lease of call_begin
+ * ends), so nothing is left unseen. */
+static void call_end(struct core_engine *e)
 {
-	(void)arg;
-	(void)events; /* the hook that runs after the timers polls and arms */
-}
-
-static void lease_init(void)
-{
-	progress_timer_init(&lease_tmr, lease_fire, NULL);
-}
-
-static void call_end(struct core_engine *e, struct sock *s, int dir)
-{
-	if (!e)
-		return;
-	uint64_t now = smcr_now_ns();
-	pthread_mutex_lock(&s->lock);
-	waitpol_call_end(&s->wpol[dir], now);
-	uint64_t until = waitpol_lease_until(&s->wpol[dir], sock_waitpol_cfg(), now, UINT64_MAX);
-	pthread_mutex_unlock(&s->lock);
-	if (until) {
-		pthread_once(&lease_once, lease_init);
-		if (progress_timer_arm_quiet(&lease_tmr, until) < 0)
-			until = 0; /* the progress thread would need a kick: no lease */
-	}
-	(void)core_engine_lease(e, now, until);
+	if (e)
+		(void)core_engine_lease(e, smcr_now_ns(), 0);
 }
 
 /* core said "not now" (-SMCR_E_AGAIN): a call that may not block fails with EAGAIN, one that
@@ -539,7 +512,7 @@ static ssize_t smc_send(struct sock *s, const struct iovec *uiov, int cnt, int f
 				break;
 		}
 	}
-	call_end(eng, s, 1);
+	call_end(eng);
 	sock_sync_after_call(s);
 	if (done > 0)
 		return (ssize_t)done; /* an error after some bytes shows at the next call */
@@ -615,7 +588,7 @@ static ssize_t smc_recv(struct sock *s, const struct iovec *uiov, int cnt, int f
 		if (rc < 0)
 			break;
 	}
-	call_end(eng, s, 0);
+	call_end(eng);
 	sock_rx_flush(s);
 	sock_sync_after_call(s);
 	if (done > 0)

@@ -8,7 +8,6 @@
 #include "sock/wait.h"
 
 #include <errno.h>
-#include <stdatomic.h>
 
 #include "sock/sock.h"
 #include "sock/sys.h"
@@ -17,10 +16,8 @@
 
 #define BUSY_POLL_MAX_US 100000u
 
-static _Atomic bool all_ours;
-/* Written once (cfg_init), read-only after: one for smcr_* programs, one for a process
- * whose every wait is ours. */
-static struct waitpol_cfg cfg, cfg_ours;
+/* Written once (cfg_init), read-only after. */
+static struct waitpol_cfg cfg;
 static pthread_once_t cfg_once = PTHREAD_ONCE_INIT;
 
 static void cfg_init(void)
@@ -31,21 +28,13 @@ static void cfg_init(void)
 		.busy_poll_ns = smcr_env_num_or("SMCR_BUSY_POLL_US", 0, BUSY_POLL_MAX_US, 0) * 1000,
 		.lost_gap_ns = WAITPOL_LOST_GAP_NS,
 		.off_max_waits = WAITPOL_OFF_MAX_WAITS,
-		.lease_max_ns = WAITPOL_LEASE_MAX_NS,
 	};
-	cfg_ours = cfg;
-	cfg_ours.waits_ours = true;
 }
 
 const struct waitpol_cfg *sock_waitpol_cfg(void)
 {
 	pthread_once(&cfg_once, cfg_init);
-	return atomic_load_explicit(&all_ours, memory_order_relaxed) ? &cfg_ours : &cfg;
-}
-
-void sock_wait_all_ours(bool yes)
-{
-	atomic_store_explicit(&all_ours, yes, memory_order_relaxed);
+	return &cfg;
 }
 
 /* The policy of this thread's poll and epoll waits (one state per thread: the waits of

@@ -36,12 +36,6 @@ int sock_wait_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout,
 int sock_wait_epoll(int epfd, struct epoll_event *evs, int max, long long timeout_ns,
 		    const sigset_t *sigmask);
 
-/* Tells the socket layer that every wait of the process goes through it (the
- * interposer is loaded and wraps every poll/select/epoll call): only then may the wait
- * policy leave the completion queues unarmed after a call returned (waitpol.h,
- * waits_ours). Call once, before the first socket, from the interposer's constructor. */
-void sock_wait_all_ours(bool yes);
-
 /* The wait policy's configuration (read once: $SMCR_BUSY_POLL_US, the floor of every
  * spin, 0-100000 µs, default 0; the defaults of waitpol.h otherwise). */
 const struct waitpol_cfg *sock_waitpol_cfg(void);

@@ -65,41 +65,6 @@ void waitpol_note(struct waitpol *w, const struct waitpol_cfg *cfg, const struct
 		stop(w, cfg);
 }
 
-void waitpol_call_start(struct waitpol *w, uint64_t now_ns)
-{
-	if (!w->last_end_ns)
-		return;
-	uint64_t gap = now_ns > w->last_end_ns ? now_ns - w->last_end_ns : 0;
-	/* one long pause must not hide the bursts around it for long */
-	if (gap > 8 * WAITPOL_LEASE_MAX_NS)
-		gap = 8 * WAITPOL_LEASE_MAX_NS;
-	uint64_t a = w->gap_avg_ns;
-	a = a ? a - a / 8 + gap / 8 : gap;
-	w->gap_avg_ns = a ? a : 1;
-}
-
-void waitpol_call_end(struct waitpol *w, uint64_t now_ns)
-{
-	w->last_end_ns = now_ns ? now_ns : 1;
-}
-
-uint64_t waitpol_lease_until(const struct waitpol *w, const struct waitpol_cfg *cfg,
-			     uint64_t now_ns, uint64_t due_by_ns)
-{
-	if (!cfg->waits_ours || !cfg->lease_max_ns || !w->gap_avg_ns ||
-	    w->gap_avg_ns >= cfg->lease_max_ns / 2)
-		return 0;
-	uint64_t len = 4 * w->gap_avg_ns;
-	if (len > cfg->lease_max_ns)
-		len = cfg->lease_max_ns;
-	uint64_t until = now_ns + len;
-	if (due_by_ns < until)
-		until = due_by_ns;
-	if (until <= now_ns || until - now_ns < cfg->spin_min_ns)
-		return 0;
-	return until;
-}
-
 void waitpol_sleep_note(uint64_t *avg, uint64_t slept_ns)
 {
 	if (slept_ns > 16 * WAITPOL_DIRECT_MISS_NS)

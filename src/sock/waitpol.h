@@ -38,25 +38,19 @@ struct waitpol_cfg {
 	uint64_t lost_gap_ns;	/* a gap between two looks at the clock in a spin longer than
 				   this: the spinner lost its CPU */
 	unsigned off_max_waits;	/* the longest run of waits without a spin */
-	uint64_t lease_max_ns;	/* the longest lease after a call (0: never lease) */
-	bool waits_ours;	/* every wait of the process goes through smcr (the interposer
-				   is on): only then may a lease outlive the call that made it */
 };
 
-/* The defaults (sock fills busy_poll_ns and waits_ours). */
+/* The defaults (sock fills busy_poll_ns). */
 #define WAITPOL_SPIN_MIN_NS 2000ull
 #define WAITPOL_SPIN_MAX_NS 50000ull
 #define WAITPOL_LOST_GAP_NS 200000ull
 #define WAITPOL_OFF_MAX_WAITS 64u
-#define WAITPOL_LEASE_MAX_NS 1000000ull
 
 struct waitpol {
 	uint64_t budget_ns;	/* the next spin (before busy_poll_ns's floor) */
 	unsigned off_waits;	/* waits left without a spin */
 	unsigned off_len;	/* the next run of "off" waits */
 	bool probing;		/* the next wait is the probe that ends an "off" run */
-	uint64_t gap_avg_ns;	/* moving average (1/8) of the gaps between calls, 0: none */
-	uint64_t last_end_ns;	/* when the previous call ended, 0: none */
 };
 
 /* What one wait observed. */
@@ -72,19 +66,6 @@ void waitpol_init(struct waitpol *w, const struct waitpol_cfg *cfg);
 uint64_t waitpol_spin_ns(const struct waitpol *w, const struct waitpol_cfg *cfg);
 /* Feeds one wait's observation. */
 void waitpol_note(struct waitpol *w, const struct waitpol_cfg *cfg, const struct waitpol_obs *o);
-
-/* Calls: now_ns at the start of each call (measures the gap since the previous call's
- * end) and at its end. */
-void waitpol_call_start(struct waitpol *w, uint64_t now_ns);
-void waitpol_call_end(struct waitpol *w, uint64_t now_ns);
-/* Until when the CQs may stay unarmed after the call that ends at now_ns (0: arm now).
- * Non-zero only when cfg->waits_ours, the recent gaps between calls were short (below
- * half of lease_max_ns) and due_by_ns (when the thread that sleeps on the CQ fds will
- * look again without being woken: the progress thread's next deadline) covers it: the
- * lease ends at the earlier of now + 4 x the gap average, now + lease_max_ns and
- * due_by_ns, and is 0 if that leaves less than spin_min_ns. */
-uint64_t waitpol_lease_until(const struct waitpol *w, const struct waitpol_cfg *cfg,
-			     uint64_t now_ns, uint64_t due_by_ns);
 
 /* The direct sleeper's gate (sock/engine.c "Direct wake"): one thread at a time sleeps on
  * the CQ fds, and only a thread whose recent sleeps were short, so an idle thread blocked

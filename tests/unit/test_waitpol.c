@@ -22,7 +22,6 @@ static struct waitpol_cfg cfg_default(void)
 		.spin_max_ns = WAITPOL_SPIN_MAX_NS,
 		.lost_gap_ns = WAITPOL_LOST_GAP_NS,
 		.off_max_waits = WAITPOL_OFF_MAX_WAITS,
-		.lease_max_ns = WAITPOL_LEASE_MAX_NS,
 	};
 }
 
@@ -210,65 +209,6 @@ static void test_busy_poll_is_a_floor(void **state)
 	assert_int_equal(waitpol_spin_ns(&w, &c), 300 * US);
 }
 
-static void test_lease_only_when_every_wait_is_ours(void **state)
-{
-	(void)state;
-	struct waitpol_cfg c = cfg_default();
-	struct waitpol w;
-	waitpol_init(&w, &c);
-	uint64_t t = T0;
-	/* a stream: calls 20 µs apart */
-	for (int i = 0; i < 50; i++) {
-		waitpol_call_start(&w, t);
-		t += 5 * US;
-		waitpol_call_end(&w, t);
-		t += 20 * US;
-	}
-	assert_int_equal(waitpol_lease_until(&w, &c, t, UINT64_MAX), 0);
-	c.waits_ours = true;
-	uint64_t u = waitpol_lease_until(&w, &c, t, UINT64_MAX);
-	/* four gaps of about 20 µs */
-	assert_true(u > t + 70 * US && u <= t + 80 * US);
-	/* the progress thread's next look bounds it */
-	assert_int_equal(waitpol_lease_until(&w, &c, t, t + 30 * US), t + 30 * US);
-	/* too little left to be worth it */
-	assert_int_equal(waitpol_lease_until(&w, &c, t, t + 1 * US), 0);
-	assert_int_equal(waitpol_lease_until(&w, &c, t, t - 1), 0);
-	/* leasing off */
-	c.lease_max_ns = 0;
-	assert_int_equal(waitpol_lease_until(&w, &c, t, UINT64_MAX), 0);
-}
-
-static void test_lease_bounded_and_gone_for_slow_calls(void **state)
-{
-	(void)state;
-	struct waitpol_cfg c = cfg_default();
-	c.waits_ours = true;
-	struct waitpol w;
-	waitpol_init(&w, &c);
-	/* no call seen yet: no lease */
-	assert_int_equal(waitpol_lease_until(&w, &c, T0, UINT64_MAX), 0);
-	uint64_t t = T0;
-	/* calls 400 µs apart: 4 x 400 µs > lease_max: capped */
-	for (int i = 0; i < 60; i++) {
-		waitpol_call_start(&w, t);
-		waitpol_call_end(&w, t);
-		t += 400 * US;
-	}
-	assert_int_equal(waitpol_lease_until(&w, &c, t, UINT64_MAX), t + WAITPOL_LEASE_MAX_NS);
-	/* calls 10 ms apart: the average climbs past half the cap: no lease */
-	for (int i = 0; i < 60; i++) {
-		waitpol_call_start(&w, t);
-		waitpol_call_end(&w, t);
-		t += 10 * MS;
-	}
-	assert_int_equal(waitpol_lease_until(&w, &c, t, UINT64_MAX), 0);
-	/* a clock seen going back counts as no gap, never as a huge one */
-	waitpol_call_end(&w, t);
-	waitpol_call_start(&w, t - 5 * MS);
-	assert_true(w.gap_avg_ns < 8 * WAITPOL_LEASE_MAX_NS);
-}
-
 /* The direct sleeper's gate: never a thread's first sleep; short sleeps open it; a long
  * idle sleep or a few wake-ups for others' traffic close it. */
 static void test_direct_gate(void **state)
@@ -311,8 +251,6 @@ int main(void)
 		cmocka_unit_test(test_idle_connection_burns_next_to_nothing),
 		cmocka_unit_test(test_lost_cpu_stops_at_once_and_backs_off_longer),
 		cmocka_unit_test(test_busy_poll_is_a_floor),
-		cmocka_unit_test(test_lease_only_when_every_wait_is_ours),
-		cmocka_unit_test(test_lease_bounded_and_gone_for_slow_calls),
 		cmocka_unit_test(test_direct_gate),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
