@@ -32,6 +32,10 @@ void it_child_env(int role)
 	if (dv && strcmp(dv, "shm2") == 0) {
 		/* two shm devices: link groups of two links (docs/FAILOVER.md) */
 		setenv("SMCR_DEVICES", "shm shm", 1);
+	} else if (dv && strcmp(dv, "verbs") == 0) {
+		/* real verbs (the guests' rxe0, tests/vm/scenario-smcr.sh): both ends of a test
+		 * on one device, as rxe's loopback allows */
+		setenv("SMCR_DEVICES", "verbs", 1);
 	} else if (!dv || strcmp(dv, "emu") != 0) {
 		setenv("SMCR_DEVICES", "shm", 1);
 	} else {

@@ -3,7 +3,8 @@
 #   a (10.0.0.1): the provider conformance suite on rxe0 (both sides of each pair on the
 #      one device; the "peer killed" test is two processes on it), then its two-host mode
 #      as the near end (conformance verbs --remote: each test's other end on b's rxe0,
-#      over the guests' network), then the servers: vm_sha (4 MiB, SHA-256), smcr-perf,
+#      over the guests' network), the socket layer's SHA-256 tests it_data and it_stream
+#      with both ends on rxe0 (IT_DEVICE=verbs), then the servers: vm_sha (4 MiB, SHA-256), smcr-perf,
 #      and a last vm_sha that b uses as its "done".
 #   b (10.0.0.2): the two-host conformance's far end (--serve), then
 #      vm_sha client (must be mode smcr, digest equal), smcr-perf stream and
@@ -32,6 +33,10 @@ if [ "$role" = a ]; then
 	check "CQs grow with their QPs (rxe0)" "$B/tests/conformance/test_verbs_cq_grow"
 	check "conformance verbs, two hosts (near end here, far end on b)" \
 		"$B/tests/conformance/conformance" verbs --remote 10.0.0.2 5400
+	# the socket layer's SHA-256 integration tests, both ends on rxe0 (IT_DEVICE=verbs)
+	for t in it_data it_stream; do
+		check "$t over verbs (rxe0)" env IT_DEVICE=verbs SMCR_TEST_QUICK=1 timeout 600 "$B/tests/sock/$t"
+	done
 	check "vm_sha server 4 MiB" sh -c "'$B/tests/vm/vm_sha' server 5000 >/tmp/sha1.out; cat /tmp/sha1.out"
 	check "server mode smcr" expect_mode /tmp/sha1.out smcr
 	check "vm_sha server (end of b's runs)" sh -c "'$B/tests/vm/vm_sha' server 5001 >/tmp/sha2.out; cat /tmp/sha2.out"
