@@ -34,7 +34,10 @@ static void dev_mem_child(void)
 		free(n);
 	}
 	dev_mem_head = NULL;
-	pthread_mutex_init(&dev_mem_lock, NULL);
+	/* the forking thread took it in prepare; it is the child's only thread: unlocked,
+	 * not re-initialised (a lock left held in the child's record of it would make every
+	 * later lock order in the child look inverted to TSan) */
+	pthread_mutex_unlock(&dev_mem_lock);
 }
 /* At load, before any buffer exists (not at the first allocation): the handlers' order
  * across modules is then the constructors', fixed, not the order of first use. */

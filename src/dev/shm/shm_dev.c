@@ -69,9 +69,12 @@ static void shm_atfork_child(void)
 		for (uint32_t i = 0; i < sd->qp_hi; i++)
 			if (sd->qps[i] && sd->qps[i]->peer_cq_fd >= 0)
 				close(sd->qps[i]->peer_cq_fd);
+		/* taken by this thread in prepare, as shm_devs_lock below: unlocked, so the
+		 * child holds none of them (the device itself stays inert) */
+		pthread_mutex_unlock(&sd->lock);
 	}
-	pthread_mutex_init(&shm_devs_lock, NULL);
 	shm_devs = NULL;
+	pthread_mutex_unlock(&shm_devs_lock);
 }
 /* At load (see dev_mem.c): registered before any device or thread exists. */
 __attribute__((constructor)) static void shm_atfork_init(void)
