@@ -297,6 +297,30 @@ static int wait_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t h
 	return rc;
 }
 
+/* poll's timeout in ms (-1: none) for a deadline still ahead of now, capped so an int
+ * holds it. */
+static int deadline_ms(uint64_t deadline, uint64_t now)
+{
+	if (deadline == UINT64_MAX)
+		return -1;
+	uint64_t d = (deadline - now + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS;
+	return d > 1000000 ? 1000000 : (int)d;
+}
+
+/* What a sleep that returned n (errno err) means to its wait: -SMCR_E_SOCK_INTR on a
+ * signal (tl_intr_restart set from im), -SMCR_E_SOCK_AGAIN at the deadline, else 0 (look
+ * again). */
+static int sleep_outcome(int n, int err, struct sock_intr_mark im, uint64_t deadline)
+{
+	if (n < 0 && err == EINTR) {
+		tl_intr_restart = sock_intr_restarts(im);
+		return -SMCR_E_SOCK_INTR;
+	}
+	if (n == 0 && deadline != UINT64_MAX && smcr_now_ns() >= deadline)
+		return -SMCR_E_SOCK_AGAIN;
+	return 0;
+}
+
 /* wait_for's sleep: the spin ended without the event, the CQs are armed. direct: the
  * caller owns the direct sleep (sock_direct_begin) and polls the engine after this
  * returns, whatever it returns; *mine: the program fd woke us (or the sleep was not
@@ -322,11 +346,7 @@ static int sleep_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t 
 	now = smcr_now_ns();
 	if (deadline != UINT64_MAX && now >= deadline)
 		return -SMCR_E_SOCK_AGAIN;
-	int ms = -1;
-	if (deadline != UINT64_MAX) {
-		uint64_t d = (deadline - now + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS;
-		ms = d > 1000000 ? 1000000 : (int)d;
-	}
+	int ms = deadline_ms(deadline, now);
 	LOG_DBG("data", "fd %d: sleep for %s%s (ev 0x%x)", s->fd, rx ? "in" : "out",
 		direct ? " (direct)" : "", core_conn_events(s->conn));
 	int n;
@@ -349,13 +369,7 @@ static int sleep_for(struct sock *s, unsigned want, uint64_t deadline, uint32_t 
 	}
 	LOG_DBG("data", "fd %d: woke for %s (ev 0x%x, n %d, mine %d)", s->fd, rx ? "in" : "out",
 		core_conn_events(s->conn), n, *mine);
-	if (n < 0 && err == EINTR) {
-		tl_intr_restart = sock_intr_restarts(im);
-		return -SMCR_E_SOCK_INTR;
-	}
-	if (n == 0 && deadline != UINT64_MAX && smcr_now_ns() >= deadline)
-		return -SMCR_E_SOCK_AGAIN;
-	return 0;
+	return sleep_outcome(n, err, im, deadline);
 }
 
 /* A blocking data call on a host where spinning pays (the policy's budget is not 0)
@@ -616,24 +630,13 @@ static ssize_t smc_recv(struct sock *s, const struct iovec *uiov, int cnt, int f
  * set). */
 static int early_wait(int fd, short ev, uint64_t deadline)
 {
-	int ms = -1;
-	if (deadline != UINT64_MAX) {
-		uint64_t now = smcr_now_ns();
-		if (now >= deadline)
-			return -SMCR_E_SOCK_AGAIN;
-		uint64_t d = (deadline - now + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS;
-		ms = d > 1000000 ? 1000000 : (int)d;
-	}
+	uint64_t now = smcr_now_ns();
+	if (deadline != UINT64_MAX && now >= deadline)
+		return -SMCR_E_SOCK_AGAIN;
 	struct sock_intr_mark im = sock_intr_mark();
 	struct pollfd p = { .fd = fd, .events = ev };
-	int n = sock_sys.poll(&p, 1, ms);
-	if (n < 0 && errno == EINTR) {
-		tl_intr_restart = sock_intr_restarts(im);
-		return -SMCR_E_SOCK_INTR;
-	}
-	if (n == 0 && deadline != UINT64_MAX && smcr_now_ns() >= deadline)
-		return -SMCR_E_SOCK_AGAIN;
-	return 0;
+	int n = sock_sys.poll(&p, 1, deadline_ms(deadline, now));
+	return sleep_outcome(n, errno, im, deadline);
 }
 
 /* SMC-R came and pend still holds bytes (hs.c could not put them all into the ring): they

@@ -384,6 +384,20 @@ static void test_silent_before_first_accept(void **state)
 
 /* ---- half a Proposal, then a stall ---- */
 
+/* A loopback client's Proposal, encoded into b (CLC_MSG_MAX_LEN bytes); its first 20
+ * bytes (eyecatcher, header, part of the peer ID) are what a staller sends. */
+static void proposal_bytes(uint8_t *b)
+{
+	struct clc_msg m;
+	memset(&m, 0, sizeof(m));
+	m.type = CLC_PROPOSAL;
+	clc_proposal_init(&m.proposal);
+	m.proposal.ipv4_subnet = 0x7f000000;
+	m.proposal.ipv4_prefix_len = 8;
+	size_t n = 0;
+	assert_int_equal(clc_encode(&m, b, CLC_MSG_MAX_LEN, &n), 0);
+}
+
 static void test_half_proposal_dropped_next_served(void **state)
 {
 	(void)state;
@@ -394,16 +408,8 @@ static void test_half_proposal_dropped_next_served(void **state)
 	start_clc("2000", "3000");
 	pid_t s = it_fork(echo_server, (void *)(intptr_t)1);
 	usleep(100 * 1000);
-	/* a Proposal's first 20 bytes: eyecatcher, header, part of the peer ID */
-	struct clc_msg m;
-	memset(&m, 0, sizeof(m));
-	m.type = CLC_PROPOSAL;
-	clc_proposal_init(&m.proposal);
-	m.proposal.ipv4_subnet = 0x7f000000;
-	m.proposal.ipv4_prefix_len = 8;
 	uint8_t b[CLC_MSG_MAX_LEN];
-	size_t n = 0;
-	assert_int_equal(clc_encode(&m, b, sizeof(b), &n), 0);
+	proposal_bytes(b);
 	uint64_t t0 = now_ns();
 	int staller = it_raw_connect(port);
 	assert_int_equal(write(staller, b, 20), 20);
@@ -873,15 +879,8 @@ static void test_stallers_beyond_backlog(void **state)
 	start_clc("2000", "20000");
 	assert_int_equal(smcr_listen(lfd, 2), 0);
 	pid_t s = it_fork(one_accept_server, NULL);
-	struct clc_msg m;
-	memset(&m, 0, sizeof(m));
-	m.type = CLC_PROPOSAL;
-	clc_proposal_init(&m.proposal);
-	m.proposal.ipv4_subnet = 0x7f000000;
-	m.proposal.ipv4_prefix_len = 8;
 	uint8_t b[CLC_MSG_MAX_LEN];
-	size_t n = 0;
-	assert_int_equal(clc_encode(&m, b, sizeof(b), &n), 0);
+	proposal_bytes(b);
 	enum { NSTALL = 4 };
 	int st[NSTALL];
 	for (int i = 0; i < NSTALL; i++) {
