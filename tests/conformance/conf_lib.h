@@ -2,6 +2,7 @@
 #ifndef SMCR_TESTS_CONF_LIB_H
 #define SMCR_TESTS_CONF_LIB_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "dev/dev.h"
@@ -59,5 +60,31 @@ uint64_t raddr(struct side *s, uint64_t off);
 int wait_state(struct dev_qp *q, enum dev_qp_state st, int ms);
 int wait_event(struct dev_device *d, enum dev_event_type t, uint32_t qpn, int ms);
 int count_fds(void);
+
+/* A hardware RC provider (verbs): where dev.h's rules 5-7 are stricter than RC itself
+ * (they hold for the software providers), the suite checks RC's own behaviour instead:
+ * the responder of an RNR or a too-long SEND is not told the requester gave up, a QP
+ * moved to ERR sends nothing to its peer, a dead peer is noticed by the side that sends
+ * (retry exceeded, no async event), and src_qp is defined only for UD (dev.h). */
+bool rc_hw(void);
+/* Hardware RC, a peer that no longer answers: the signaled SEND wr_id just posted on q
+ * fails with retry exceeded, or stays outstanding for wait_ms (then q is taken down as the
+ * engine would, and it flushes); never a success. Ends with q in ERR. */
+void hw_silent_peer(struct dev_qp *q, struct dev_cq *scq, uint64_t wr_id, int wait_ms,
+		    const char *what);
+/* The "peer killed" test's check, the same in both of the suite's modes: the process that
+ * owned q's peer QP was SIGKILLed at t0 (smcr_now_ns) while sending to us. A software
+ * provider notices by itself (QP_FATAL, rule 5); on hardware RC our next SEND finds out
+ * (hw_silent_peer, waiting up to hw_wait_ms). Then q is in ERR and each of its nrecv
+ * receive WRs comes back once (arrived before the kill, or flushed). */
+void peer_gone_check(struct side *s, struct dev_qp *q, int nrecv, uint64_t t0, int hw_wait_ms);
+
+/* What the peer process of the "peer killed" test (`conformance <provider> --peer`) and
+ * its parent exchange over their pipes, in both directions: this end's QP and RMB. */
+struct conf_peer_ends {
+	struct dev_gid gid;
+	uint32_t qpn, rkey;
+	uint64_t addr;
+};
 
 #endif

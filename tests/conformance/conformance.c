@@ -51,16 +51,6 @@ static const struct conf_provider conf_providers[] = {
 };
 static const char *self_path;
 
-/* A hardware RC provider (verbs): where dev.h's rules 5-7 are stricter than RC itself
- * (they hold for the software providers), the suite checks RC's own behaviour instead:
- * the responder of an RNR or a too-long SEND is not told the requester gave up, a QP
- * moved to ERR sends nothing to its peer, a dead peer is noticed by the side that sends
- * (retry exceeded, no async event), and src_qp is defined only for UD (dev.h). */
-static bool rc_hw(void)
-{
-	return strcmp(prov->name, "verbs") == 0;
-}
-
 /* What the loop provider (tests/lib/loopdev.h: in-process, synchronous, for the engine's
  * deterministic tests) does not model: the suite says so and moves on, for that provider
  * only. Every other test holds for it as for shm and emu. */
@@ -559,31 +549,6 @@ static void t_dereg_invalidates(void **state)
 	assert_int_equal(wait_state(f->qb, DEV_QPS_ERR, WAIT_MS), 0);
 }
 
-/* Hardware RC, a peer that no longer answers (in ERR, or destroyed): the signaled WR wr_id
- * just posted on q either fails with retry exceeded (RC's transport timeout) or, where the
- * device never gives up (rxe's loopback on Linux 6.12 was seen to retry for 20 s and more),
- * stays outstanding; never a success. Then q is taken down the way the engine takes a link
- * down when its TESTLINK goes unanswered (modify to ERR): the WR flushes. */
-static void hw_silent_peer(struct dev_qp *q, struct dev_cq *scq, uint64_t wr_id, const char *what)
-{
-	struct dev_wc wc;
-	uint64_t t0 = smcr_now_ns();
-	int n = wait_wc(scq, &wc, 5000);
-	print_message("[   INFO   ] %s: %s after %llu ms\n", what,
-		      n == 1 ? dev_wc_status_str(wc.status) : "no completion",
-		      (unsigned long long)((smcr_now_ns() - t0) / SMCR_NS_PER_MS));
-	if (n == 1) {
-		assert_int_equal(wc.wr_id, wr_id);
-		assert_int_equal(wc.status, DEV_WC_RETRY_EXC_ERR);
-	} else {
-		assert_int_equal(n, 0);
-		struct dev_qp_attr e = { .qp_state = DEV_QPS_ERR };
-		assert_int_equal(dev_modify_qp(q, &e, DEV_QP_STATE), 0);
-		expect_wc(scq, wr_id, DEV_WC_WR_FLUSH_ERR, DEV_WC_SEND);
-	}
-	assert_int_equal(wait_state(q, DEV_QPS_ERR, WAIT_MS), 0);
-}
-
 /* Flush on ERR (rule 4): modify to ERR flushes every posted WR, later ones flush at once,
  * and the peer QP goes to ERR with QP_FATAL (its peer is gone, rule 5). */
 static void t_flush_on_err(void **state)
@@ -603,7 +568,7 @@ static void t_flush_on_err(void **state)
 		struct dev_sge sb = lsge(&f->b, 0, 8);
 		assert_int_equal(post_send(f->qb, DEV_WR_SEND, DEV_SEND_SIGNALED, &sb, 1, 0, 0, 0,
 					   201), 0);
-		hw_silent_peer(f->qb, f->b.scq, 201, "peer in ERR");
+		hw_silent_peer(f->qb, f->b.scq, 201, 5000, "peer in ERR");
 	} else {
 		assert_int_equal(wait_state(f->qb, DEV_QPS_ERR, WAIT_MS), 0);
 		assert_int_equal(wait_event(f->b.dev, DEV_EVENT_QP_FATAL, f->qb->qp_num, WAIT_MS), 0);
@@ -832,7 +797,7 @@ static int peer_main(int rfd, int wfd)
 	struct dev_qp *q;
 	if (dev_create_qp(s.pd, &ia, &q))
 		return 3;
-	struct { struct dev_gid gid; uint32_t qpn, rkey; uint64_t addr; } me, them;
+	struct conf_peer_ends me, them;
 	me.gid = s.gid;
 	me.qpn = q->qp_num;
 	me.rkey = s.rmr->rkey;
@@ -894,7 +859,7 @@ static void t_peer_killed(void **state)
 	}
 	close(p2c[0]);
 	close(c2p[1]);
-	struct { struct dev_gid gid; uint32_t qpn, rkey; uint64_t addr; } me, them;
+	struct conf_peer_ends me, them;
 	me.gid = a.gid;
 	me.qpn = q->qp_num;
 	me.rkey = a.rmr->rkey;
@@ -919,33 +884,7 @@ static void t_peer_killed(void **state)
 	uint64_t t0 = smcr_now_ns();
 	int status;
 	assert_int_equal(waitpid(pid, &status, 0), pid);
-	if (rc_hw()) {
-		/* RC: the side that sends notices (retry exceeded); no async event */
-		struct dev_sge sb = lsge(&a, 0, 8);
-		assert_int_equal(post_send(q, DEV_WR_SEND, DEV_SEND_SIGNALED, &sb, 1, 0, 0, 0, 999),
-				 0);
-		hw_silent_peer(q, a.scq, 999, "dead peer");
-	} else {
-		assert_int_equal(wait_event(a.dev, DEV_EVENT_QP_FATAL, q->qp_num, WAIT_MS), 0);
-	}
-	uint64_t ms = (smcr_now_ns() - t0) / SMCR_NS_PER_MS;
-	/* A figure, not an assert (the wait above bounds it): shm notices the hang-up at once
-	 * on an idle machine, a loaded one delays any process. */
-	print_message("[   INFO   ] QP in ERR %llu ms after SIGKILL\n", (unsigned long long)ms);
-	assert_int_equal(atomic_load(&q->state), DEV_QPS_ERR);
-	/* Each of our 64 receive WRs comes back once: with a message that arrived before the
-	 * kill, or flushed. (Not "some are flushed": a peer that ran ahead while this process
-	 * was descheduled can have filled all 64 before the kill; seen under a parallel
-	 * ctest.) */
-	struct dev_wc wc;
-	int flushed = 0, arrived = 0;
-	while (wait_wc(a.rcq, &wc, 100) == 1) {
-		flushed += wc.status == DEV_WC_WR_FLUSH_ERR;
-		arrived += wc.status == DEV_WC_SUCCESS;
-	}
-	print_message("[   INFO   ] receive WRs after the kill: %d arrived, %d flushed\n", arrived,
-		      flushed);
-	assert_int_equal(arrived + flushed, 64);
+	peer_gone_check(&a, q, 64, t0, 5000);
 	close(p2c[1]);
 	close(c2p[0]);
 	kill(grandchild, SIGKILL);	/* it was alive all along: our QP died anyway */

@@ -6,7 +6,8 @@
 #      over the guests' network), the socket layer's SHA-256 tests it_data and it_stream
 #      with both ends on rxe0 (IT_DEVICE=verbs), then the servers: vm_sha (4 MiB, SHA-256), smcr-perf,
 #      and a last vm_sha that b uses as its "done".
-#   b (10.0.0.2): the two-host conformance's far end (--serve), then
+#   b (10.0.0.2): the two-host conformance's far end (--serve; its port-events test takes
+#      b's eth0 down and up), then
 #      vm_sha client (must be mode smcr, digest equal), smcr-perf stream and
 #      pingpong over smcr and over tcp in turns (3 rounds each), the last vm_sha client
 #      (SMCR_DEVICES=verbs:rxe0/1: one port named).
@@ -45,7 +46,10 @@ if [ "$role" = a ]; then
 	wait $perf 2>/dev/null
 	cat /tmp/perf-server.out
 else
-	check "conformance verbs, two hosts (far end here)" timeout 600 "$B/tests/conformance/conformance" verbs --serve 5400
+	# port events: the far end takes its port down and up by taking eth0 down and up (the
+	# control connection over eth0 waits meanwhile)
+	check "conformance verbs, two hosts (far end here)" env SMCR_CONF_PORT_DOWN='ip link set eth0 down' \
+		SMCR_CONF_PORT_UP='ip link set eth0 up' timeout 600 "$B/tests/conformance/conformance" verbs --serve 5400
 	check "vm_sha client 4 MiB" sh -c "'$B/tests/vm/vm_sha' client 10.0.0.1 5000 4194304 >/tmp/sha1.out; rc=\$?; cat /tmp/sha1.out; exit \$rc"
 	check "client mode smcr" expect_mode /tmp/sha1.out smcr
 	# figures: smcr against tcp to the same server, in turns (ratios only: TCG is slow)
