@@ -1,7 +1,7 @@
 /* failbench.c: smcr-failbench, the two targets of two-link groups (docs/FAILOVER.md,
  * docs/PERFORMANCE.md "Two links and failover"), on emu devices over two veth pairs between
- * two network namespaces (tests/lib/emu_netns.h and a second pair, as
- * tests/core/test_core_failover_netns.c); the two engines run in this process, the devices'
+ * two network namespaces (tests/lib/emu_netns.h, emu_netns_setup2; the fixture of
+ * tests/lib/twolink.h tl_setup_netns, as tests/core/test_core_failover_netns.c); the two engines run in this process, the devices'
  * TCP in the namespaces.
  *
  *   tput   N connections streaming client to server for D seconds, side by side in one
@@ -30,83 +30,25 @@
 
 #include "dev/emu/emu.h"
 #include "lib/emu_netns.h"
-#include "lib/runcmd.h"
 #include "lib/twolink.h"
 #include "util/clock.h"
 #include "util/err.h"
 
 static struct emu_netns nn;
-static char if2[2][16];
 static unsigned port_base;
-
-static int sh(const char *cmd)
-{
-	struct runcmd r;
-	if (runcmd(&r, "%s", cmd))
-		return -1;
-	int st = r.status;
-	if (st)
-		fprintf(stderr, "'%s': %s", cmd, r.err ? r.err : "");
-	runcmd_free(&r);
-	return st ? -1 : 0;
-}
 
 static int veth(int pair, bool up)
 {
-	if (pair == 0)
-		return emu_netns_link(&nn, 0, up);
-	char cmd[160];
-	snprintf(cmd, sizeof(cmd), "ip -n %s link set %s %s", nn.ns[0], if2[0], up ? "up" : "down");
-	return sh(cmd);
+	return emu_netns_path(&nn, pair, up);
 }
 
-static void tick(struct tl_fix *f)
-{
-	f->now = smcr_now_ns();
-	tl_at(f, f->now);
-}
-
+/* Engines with ndev devices (the first ndev paths; every carrier up first: the last round's
+ * veth comes back slowly), one connection, the group with ndev links. */
 static int setup(struct tl_fix *f, int ndev)
 {
-	static char cs[2][128], ss[2][128];
-	unsigned port = port_base++;
-	for (int i = 0; i < 2; i++) {
-		snprintf(cs[i], sizeof(cs[i]), "emu:netns=%s,if=%s,port=%u", nn.ns[0],
-			 i ? if2[0] : nn.ifname[0], port);
-		snprintf(ss[i], sizeof(ss[i]), "emu:netns=%s,if=%s,port=%u", nn.ns[1],
-			 i ? if2[1] : nn.ifname[1], port);
-	}
-	const char *cli[2] = { cs[0], cs[1] }, *srv[2] = { ss[0], ss[1] };
-	if (tl_setup_specs(f, cli, ndev, srv, ndev))
+	if (tl_setup_netns(f, &nn, ndev, port_base++) || !tl_connect(f, 0))
 		return -1;
-	/* every device's carrier up first (the last round's veth comes back slowly): a link
-	 * group started while one is down would put both links on one path */
-	uint64_t by = smcr_now_ns() + 10 * TL_SEC;
-	for (bool all = false; !all;) {
-		all = true;
-		for (int i = 0; i < ndev; i++) {
-			struct dev_port_attr a, b;
-			if (dev_query_port(f->ce->devs[i].dev, 1, &a) ||
-			    dev_query_port(f->se->devs[i].dev, 1, &b) || a.state != DEV_PORT_ACTIVE ||
-			    b.state != DEV_PORT_ACTIVE)
-				all = false;
-		}
-		if (smcr_now_ns() > by)
-			return -1;
-		if (!all)
-			usleep(1000);
-	}
-	f->now = smcr_now_ns();
-	if (!tl_connect(f, 0))
-		return -1;
-	uint64_t until = smcr_now_ns() + 10 * TL_SEC;
-	while (tl_links(f->ce) != (unsigned)ndev || tl_links(f->se) != (unsigned)ndev) {
-		tick(f);
-		usleep(200);
-		if (smcr_now_ns() > until)
-			return -1;
-	}
-	return 0;
+	return tl_wait_links(f, (unsigned)ndev, 10 * TL_SEC);
 }
 
 static uint8_t sbuf[1 << 20], rbuf[1 << 20];
@@ -160,7 +102,7 @@ static double tput(int ndev, unsigned nconn, double d, size_t size, unsigned *li
 			got += pump(f->pp[i].cli, f->pp[i].srv, size);
 		if (t >= tw)
 			bytes += got;
-		tick(f);
+		tl_tick(f);
 		sched_yield();
 	}
 	tl_teardown(f);
@@ -192,11 +134,11 @@ static int pause_round(uint64_t *pause, uint64_t *detect, uint64_t *rtt, uint64_
 		if (core_conn_send(b->cli, &(struct iovec){ sbuf, 1 }, 1, 0) != 1)
 			return -1;
 		while (core_conn_recv(b->srv, &(struct iovec){ rbuf, 1 }, 1, 0) != 1)
-			tick(f);
+			tl_tick(f);
 		if (core_conn_send(b->srv, &(struct iovec){ sbuf, 1 }, 1, 0) != 1)
 			return -1;
 		while (core_conn_recv(b->cli, &(struct iovec){ rbuf, 1 }, 1, 0) != 1)
-			tick(f);
+			tl_tick(f);
 		rt[i] = smcr_now_ns() - t;
 	}
 	qsort(rt, 200, sizeof(rt[0]), cmp_u64);
@@ -221,7 +163,7 @@ static int pause_round(uint64_t *pause, uint64_t *detect, uint64_t *rtt, uint64_
 				first_after = now - cut;
 			last = now;
 		}
-		tick(f);
+		tl_tick(f);
 		if (!down && t >= cut) {
 			if (veth(pair, false))
 				return -1;
@@ -279,24 +221,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	char why[256];
-	if (emu_netns_setup(&nn, why, sizeof(why))) {
+	if (emu_netns_setup2(&nn, why, sizeof(why))) {
 		fprintf(stderr, "smcr-failbench: %s\n", why);
 		return 77;
 	}
-	snprintf(if2[0], sizeof(if2[0]), "smcrC%d", (int)getpid());
-	snprintf(if2[1], sizeof(if2[1]), "smcrD%d", (int)getpid());
-	char cmd[6][200];
-	snprintf(cmd[0], 200, "ip -n %s link add %s type veth peer name %s", nn.ns[0], if2[0], if2[1]);
-	snprintf(cmd[1], 200, "ip -n %s link set %s netns %s", nn.ns[0], if2[1], nn.ns[1]);
-	snprintf(cmd[2], 200, "ip -n %s addr add 10.89.0.1/24 dev %s", nn.ns[0], if2[0]);
-	snprintf(cmd[3], 200, "ip -n %s addr add 10.89.0.101/24 dev %s", nn.ns[1], if2[1]);
-	snprintf(cmd[4], 200, "ip -n %s link set %s up", nn.ns[0], if2[0]);
-	snprintf(cmd[5], 200, "ip -n %s link set %s up", nn.ns[1], if2[1]);
-	for (int i = 0; i < 6; i++)
-		if (sh(cmd[i])) {
-			emu_netns_teardown(&nn);
-			return 77;
-		}
 	if (dev_emu_register()) {
 		emu_netns_teardown(&nn);
 		return 1;

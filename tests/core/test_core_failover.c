@@ -38,20 +38,34 @@
 #include "wire/cdc.h"
 #include "wire/llc.h"
 
-static int setup(void **state)
+/* Two engines with two loop devices each, no connection yet; *state owns it (teardown). */
+static struct tl_fix *engines(void **state)
 {
 	struct tl_fix *f = calloc(1, sizeof(*f));
-	if (!f || tl_setup(f, 2, 2) || !tl_connect(f, 0) || !tl_connect(f, 1))
+	*state = f;
+	if (f && tl_setup(f, 2, 2)) {
+		free(f);
+		*state = f = NULL;
+	}
+	return f;
+}
+
+/* engines, two connections, the group with its two links (one connection on each) */
+static int setup(void **state)
+{
+	struct tl_fix *f = engines(state);
+	if (!f || !tl_connect(f, 0) || !tl_connect(f, 1))
 		return -1;
 	if (tl_links(f->ce) != 2 || tl_links(f->se) != 2)
 		return -1;
-	*state = f;
 	return 0;
 }
 
 static int teardown(void **state)
 {
 	struct tl_fix *f = *state;
+	if (!f)
+		return 0;
 	tl_teardown(f);
 	free(f);
 	return 0;
@@ -75,10 +89,15 @@ static long rcv(struct core_conn *c, void *b, size_t n, unsigned flags)
 	return core_conn_recv(c, &v, 1, flags);
 }
 
-static void cut(struct core_link *l)
+static void cut_qp(struct dev_qp *qp)
 {
 	struct loopdev_path p = { .cut = true };
-	loopdev_link_set(l->qp, &p);
+	loopdev_link_set(qp, &p);
+}
+
+static void cut(struct core_link *l)
+{
+	cut_qp(l->qp);
 }
 
 /* Reads everything readable of c into buf at *got (up to max). */
@@ -418,9 +437,8 @@ static void test_noslot(void **state)
  * ends on both sides and the group goes on with link 1. */
 static void test_in_add_link(void **state)
 {
-	struct tl_fix *f = calloc(1, sizeof(*f));
-	*state = f;
-	assert_int_equal(tl_setup(f, 2, 2), 0);
+	struct tl_fix *f = engines(state);
+	assert_non_null(f);
 	tl_hold(f->ls, LLC_CONFIRM_LINK, false, 2);	/* the one on the new link */
 	assert_true(tl_connect(f, 0));
 	struct dev_qp *held = f->ls->held;
@@ -428,8 +446,7 @@ static void test_in_add_link(void **state)
 	struct core_lgr *slg = tl_lg(f->se), *clg = tl_lg(f->ce);
 	assert_int_equal(slg->al_step, AL_WAIT_CONFIRM);
 	uint64_t t = f->now;
-	struct loopdev_path p = { .cut = true };
-	loopdev_link_set(held, &p);	/* the new path breaks */
+	cut_qp(held);	/* the new path breaks */
 	tl_at(f, t + LOOPDEV_TIMEOUT_NS);
 	assert_int_equal(slg->flow, CORE_FLOW_NONE);
 	assert_int_equal(clg->flow, CORE_FLOW_NONE);
@@ -448,17 +465,15 @@ static void test_in_add_link(void **state)
  * link is left, the group ends and its connections are reset. */
 static void test_old_link_in_add_link(void **state)
 {
-	struct tl_fix *f = calloc(1, sizeof(*f));
-	*state = f;
-	assert_int_equal(tl_setup(f, 2, 2), 0);
+	struct tl_fix *f = engines(state);
+	assert_non_null(f);
 	tl_hold(f->ls, LLC_ADD_LINK_CONT, false, 1);
 	assert_true(tl_connect(f, 0));
 	struct dev_qp *held = f->ls->held;
 	assert_non_null(held);
 	assert_ptr_equal(held, lk(f->se, 0)->qp);
 	uint64_t t = f->now;
-	struct loopdev_path p = { .cut = true };
-	loopdev_link_set(held, &p);
+	cut_qp(held);
 	tl_at(f, t + LOOPDEV_TIMEOUT_NS);
 	assert_null(tl_lg(f->se));
 	char b[4];

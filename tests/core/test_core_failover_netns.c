@@ -1,6 +1,6 @@
 /* test_core_failover_netns.c: two paths between two network namespaces (docs/FAILOVER.md):
- * the namespaces of tests/lib/emu_netns.h joined by two veth pairs (10.88.0.0/24 and
- * 10.89.0.0/24), two emu devices per engine (one on each veth, each in its namespace; the
+ * the namespaces of tests/lib/emu_netns.h joined by two veth pairs (emu_netns_setup2:
+ * 10.88.0.0/24 and 10.89.0.0/24), two emu devices per engine (one on each veth, each in its namespace; the
  * engines themselves run in this process). Four connections (two on each link), eight streams
  * (each connection both ways), checked byte by byte, while one veth after the other goes down
  * and up again (emu follows the carrier: a port event; the links on it fail over, and the
@@ -31,36 +31,41 @@
 
 #include "dev/emu/emu.h"
 #include "lib/emu_netns.h"
-#include "lib/runcmd.h"
 #include "lib/twolink.h"
 #include "util/clock.h"
 #include "util/err.h"
 
 static struct emu_netns nn;
-static char if2[2][16];		/* the second veth pair's ends */
-
-static int sh(const char *fmt, const char *a, const char *b, const char *c)
-{
-	struct runcmd r;
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), fmt, a, b, c);
-	if (runcmd(&r, "%s", cmd))
-		return -1;
-	int st = r.status;
-	if (st)
-		fprintf(stderr, "'%s': %s", cmd, r.err ? r.err : "");
-	runcmd_free(&r);
-	return st ? -1 : 0;
-}
-
-static int link2(int side, bool up)
-{
-	return sh("ip -n %s link set %s %s", nn.ns[side], if2[side], up ? "up" : "down");
-}
 
 static int veth(int pair, bool up)
 {
-	return pair == 0 ? emu_netns_link(&nn, 0, up) : link2(0, up);
+	return emu_netns_path(&nn, pair, up);
+}
+
+/* Both runs start alike: two emu devices per engine (one per path), a first connection,
+ * and the group with its two links. Returns the fixture (pair 0 connected). */
+static struct tl_fix *two_paths_up(void)
+{
+	assert_int_equal(dev_emu_register(), 0);
+	unsigned port = 20000u + (unsigned)(smcr_now_ns() / 1000 + (uint64_t)getpid()) % 40000u;
+	struct tl_fix *f = calloc(1, sizeof(*f));
+	assert_non_null(f);
+	assert_int_equal(tl_setup_netns(f, &nn, 2, port), 0);
+	assert_true(tl_connect(f, 0));
+	assert_int_equal(tl_wait_links(f, 2, 10 * TL_SEC), 0);
+	return f;
+}
+
+/* Both paths back up after both were down: every device's carrier, then pair 0 connected
+ * again on a new group that gets its two links. */
+static void both_up_again(struct tl_fix *f, bool (*connect0)(struct tl_fix *))
+{
+	assert_int_equal(veth(0, true), 0);
+	assert_int_equal(veth(1, true), 0);
+	assert_int_equal(tl_wait_ports(f, 2, 10 * TL_SEC), 0);
+	f->now = smcr_now_ns();
+	assert_true(connect0(f));
+	assert_int_equal(tl_wait_links(f, 2, 10 * TL_SEC), 0);
 }
 
 struct stream {
@@ -89,41 +94,15 @@ static bool step(struct stream *s, bool sending)
 	return moved || r > 0;
 }
 
-static void tick(struct tl_fix *f)
+static bool connect_pair0(struct tl_fix *f)
 {
-	f->now = smcr_now_ns();
-	tl_at(f, f->now);
-}
-
-static void wait_links(struct tl_fix *f, unsigned want, uint64_t max_ns)
-{
-	uint64_t deadline = smcr_now_ns() + max_ns;
-	while (tl_links(f->ce) != want || tl_links(f->se) != want) {
-		tick(f);
-		usleep(200);
-		assert_true(smcr_now_ns() < deadline);
-	}
+	return tl_connect(f, 0);
 }
 
 static void test_two_veths(void **state)
 {
 	(void)state;
-	assert_int_equal(dev_emu_register(), 0);
-	unsigned port = 20000u + (unsigned)(smcr_now_ns() / 1000 + (uint64_t)getpid()) % 40000u;
-	char cs[2][128], ss[2][128];
-	for (int i = 0; i < 2; i++) {
-		snprintf(cs[i], sizeof(cs[i]), "emu:netns=%s,if=%s,port=%u", nn.ns[0],
-			 i ? if2[0] : nn.ifname[0], port);
-		snprintf(ss[i], sizeof(ss[i]), "emu:netns=%s,if=%s,port=%u", nn.ns[1],
-			 i ? if2[1] : nn.ifname[1], port);
-	}
-	const char *cli[2] = { cs[0], cs[1] }, *srv[2] = { ss[0], ss[1] };
-	struct tl_fix *f = calloc(1, sizeof(*f));
-	assert_non_null(f);
-	assert_int_equal(tl_setup_specs(f, cli, 2, srv, 2), 0);
-	f->now = smcr_now_ns();
-	assert_true(tl_connect(f, 0));
-	wait_links(f, 2, 10 * TL_SEC);
+	struct tl_fix *f = two_paths_up();
 	for (unsigned i = 1; i < 4; i++)
 		assert_true(tl_connect(f, i));
 	/* both links carry connections */
@@ -154,7 +133,7 @@ static void test_two_veths(void **state)
 			else if (now - last_move[i] > stall)
 				stall = now - last_move[i];
 		}
-		tick(f);
+		tl_tick(f);
 		/* Leave the CPU to emu's threads: on a loaded machine a device thread that does
 		 * not run for its transport timeout (1.4 s) fails its QPs, both links at once. */
 		usleep(moved ? 200 : 500);
@@ -182,7 +161,7 @@ static void test_two_veths(void **state)
 			(void)step(&st[i], false);
 			done &= st[i].got == st[i].sent;
 		}
-		tick(f);
+		tl_tick(f);
 		assert_true(smcr_now_ns() < drain_until);
 	}
 	struct core_engine_stats sc, ss_;
@@ -200,7 +179,7 @@ static void test_two_veths(void **state)
 	assert_true(sc.failovers >= 1);
 	for (int i = 0; i < 8; i++)
 		assert_true(st[i].got > 0);
-	wait_links(f, 2, 20 * TL_SEC);	/* the last path back: two links again */
+	assert_int_equal(tl_wait_links(f, 2, 20 * TL_SEC), 0);	/* the last path back: two links */
 
 	/* both paths down: the group ends, every connection is reset */
 	for (int i = 0; i < 8; i += 2)
@@ -210,7 +189,7 @@ static void test_two_veths(void **state)
 	assert_int_equal(veth(1, false), 0);
 	uint64_t bound = smcr_now_ns() + 20 * TL_SEC;
 	while ((tl_lg(f->ce) || tl_lg(f->se)) && smcr_now_ns() < bound) {
-		tick(f);
+		tl_tick(f);
 		usleep(500);
 	}
 	assert_null(tl_lg(f->ce));
@@ -226,27 +205,15 @@ static void test_two_veths(void **state)
 		assert_int_equal(smcr_err_errno((int)r), ECONNRESET);
 	}
 	/* both up: a new connection, a new group with two links */
-	assert_int_equal(veth(0, true), 0);
-	assert_int_equal(veth(1, true), 0);
-	uint64_t up_by = smcr_now_ns() + 10 * TL_SEC;
-	while (smcr_now_ns() < up_by) {	/* the carrier back on both devices */
-		struct dev_port_attr a0, a1;
-		if (!dev_query_port(f->ce->devs[0].dev, 1, &a0) && !dev_query_port(f->ce->devs[1].dev, 1, &a1) &&
-		    a0.state == DEV_PORT_ACTIVE && a1.state == DEV_PORT_ACTIVE)
-			break;
-		usleep(1000);
-	}
 	for (int i = 0; i < 4; i++) {
 		f->pp[i].now = f->now;
 		cp_release(&f->pp[i]);
 	}
-	f->now = smcr_now_ns();
-	assert_true(tl_connect(f, 0));
-	wait_links(f, 2, 10 * TL_SEC);
+	both_up_again(f, connect_pair0);
 	struct stream s1 = { f->pp[0].cli, f->pp[0].srv, 7, 0, 0, { 0 }, { 0 } };
 	while (s1.got < 1000000) {
 		(void)step(&s1, s1.sent < 1000000);
-		tick(f);
+		tl_tick(f);
 	}
 	tl_teardown(f);
 	free(f);
@@ -271,21 +238,12 @@ struct slot {
 	uint8_t sbuf[65536], rbuf[65536];
 };
 
-static uint64_t veth_tx_bytes(int side, const char *ifn)
-{
-	struct runcmd r;
-	if (runcmd(&r, "ip netns exec %s cat /sys/class/net/%s/statistics/tx_bytes", nn.ns[side], ifn))
-		return 0;
-	uint64_t v = r.status == 0 && r.out ? strtoull(r.out, NULL, 10) : 0;
-	runcmd_free(&r);
-	return v;
-}
-
-/* bytes side 0 sent on each veth (the pair's counter; emu's data is real TCP on it) */
+/* bytes both sides sent on each veth pair (the interfaces' counters; emu's data is real TCP
+ * on them) */
 static void veth_counters(uint64_t v[2])
 {
-	v[0] = veth_tx_bytes(0, nn.ifname[0]) + veth_tx_bytes(1, nn.ifname[1]);
-	v[1] = veth_tx_bytes(0, if2[0]) + veth_tx_bytes(1, if2[1]);
+	for (int path = 0; path < 2; path++)
+		v[path] = emu_netns_tx_bytes(&nn, 0, path) + emu_netns_tx_bytes(&nn, 1, path);
 }
 
 /* New connections that fell back to TCP, both ends agreeing (allowed while the veths
@@ -399,25 +357,13 @@ static bool slots_idle(const struct slot *sl)
 	return true;
 }
 
-/* Every device's carrier up (a veth just made or brought up reports it a moment later): a
- * group started before would build its second link on the one path there is. */
-static void wait_ports(struct tl_fix *f)
+static struct slot *slots;
+
+/* The long run's first connection after both paths came back: slot 0's next stream. */
+static bool start_slot0(struct tl_fix *f)
 {
-	uint64_t by = smcr_now_ns() + 10 * TL_SEC;
-	for (;;) {
-		bool all = true;
-		for (int i = 0; i < 2; i++) {
-			struct dev_port_attr a, b;
-			if (dev_query_port(f->ce->devs[i].dev, 1, &a) ||
-			    dev_query_port(f->se->devs[i].dev, 1, &b) || a.state != DEV_PORT_ACTIVE ||
-			    b.state != DEV_PORT_ACTIVE)
-				all = false;
-		}
-		if (all)
-			return;
-		assert_true(smcr_now_ns() < by);
-		usleep(1000);
-	}
+	slot_start(f, &slots[0]);
+	return true;
 }
 
 static void test_long_run(void **state)
@@ -427,26 +373,10 @@ static void test_long_run(void **state)
 	 * without receipt, 2 s for the answer): no stream waits longer, and a group with no
 	 * path left ends within it */
 	const uint64_t bound = CORE_TESTLINK_NS + CORE_LLC_WAIT_NS;
-	assert_int_equal(dev_emu_register(), 0);
 	cp_set_realtime(true);
-	unsigned port = 20000u + (unsigned)(smcr_now_ns() / 1000 + (uint64_t)getpid()) % 40000u;
-	char cs[2][128], ss[2][128];
-	for (int i = 0; i < 2; i++) {
-		snprintf(cs[i], sizeof(cs[i]), "emu:netns=%s,if=%s,port=%u", nn.ns[0],
-			 i ? if2[0] : nn.ifname[0], port);
-		snprintf(ss[i], sizeof(ss[i]), "emu:netns=%s,if=%s,port=%u", nn.ns[1],
-			 i ? if2[1] : nn.ifname[1], port);
-	}
-	const char *cli[2] = { cs[0], cs[1] }, *srv[2] = { ss[0], ss[1] };
-	struct tl_fix *f = calloc(1, sizeof(*f));
-	struct slot *sl = calloc(NSLOT, sizeof(*sl));
-	assert_non_null(f);
+	struct tl_fix *f = two_paths_up();
+	struct slot *sl = slots = calloc(NSLOT, sizeof(*sl));
 	assert_non_null(sl);
-	assert_int_equal(tl_setup_specs(f, cli, 2, srv, 2), 0);
-	wait_ports(f);
-	f->now = smcr_now_ns();
-	assert_true(tl_connect(f, 0));
-	wait_links(f, 2, 10 * TL_SEC);
 	f->pp[0].now = f->now;
 	cp_release(&f->pp[0]);
 	for (int i = 0; i < NSLOT; i++) {
@@ -474,7 +404,7 @@ static void test_long_run(void **state)
 		bool moved = false;
 		for (int i = 0; i < NSLOT; i++)
 			moved |= slot_step(f, &sl[i], &stall, true);
-		tick(f);
+		tl_tick(f);
 		usleep(moved ? 200 : 500);
 		uint64_t t = smcr_now_ns();
 		if (down < 0 && !in_window && tl_links(f->ce) == 2 && tl_links(f->se) == 2) {
@@ -519,7 +449,7 @@ static void test_long_run(void **state)
 		for (int i = 0; i < NSLOT; i++)
 			if (sl[i].pp->cli)
 				(void)slot_step(f, &sl[i], &stall, false);
-		tick(f);
+		tl_tick(f);
 		usleep(200);
 		assert_true(smcr_now_ns() < drain_until);
 	}
@@ -557,14 +487,14 @@ static void test_long_run(void **state)
 		sl[i].size = 1ull << 40;	/* no end: it is cut */
 		for (int k = 0; k < 4; k++) {
 			(void)slot_step(f, &sl[i], &stall, false);
-			tick(f);
+			tl_tick(f);
 		}
 	}
 	uint64_t cut = smcr_now_ns();
 	assert_int_equal(veth(0, false), 0);
 	assert_int_equal(veth(1, false), 0);
 	while ((tl_lg(f->ce) || tl_lg(f->se)) && smcr_now_ns() < cut + bound) {
-		tick(f);
+		tl_tick(f);
 		usleep(500);
 	}
 	uint64_t ended = smcr_now_ns() - cut;
@@ -594,19 +524,7 @@ static void test_long_run(void **state)
 		cp_release(sl[i].pp);
 	}
 	/* both up: new connections, a new group with two links again, streams checked */
-	assert_int_equal(veth(0, true), 0);
-	assert_int_equal(veth(1, true), 0);
-	uint64_t up_by = smcr_now_ns() + 10 * TL_SEC;
-	while (smcr_now_ns() < up_by) {	/* the carrier back on both devices */
-		struct dev_port_attr a0, a1;
-		if (!dev_query_port(f->ce->devs[0].dev, 1, &a0) && !dev_query_port(f->ce->devs[1].dev, 1, &a1) &&
-		    a0.state == DEV_PORT_ACTIVE && a1.state == DEV_PORT_ACTIVE)
-			break;
-		usleep(1000);
-	}
-	f->now = smcr_now_ns();
-	slot_start(f, &sl[0]);
-	wait_links(f, 2, 10 * TL_SEC);
+	both_up_again(f, start_slot0);
 	for (int i = 1; i < 4; i++)
 		slot_start(f, &sl[i]);
 	assert_ptr_not_equal(f->pp[1].cli->link, f->pp[2].cli->link);	/* both links */
@@ -614,7 +532,7 @@ static void test_long_run(void **state)
 		for (int i = 0; i < 4; i++)
 			if (sl[i].pp->cli)
 				(void)slot_step(f, &sl[i], &stall, false);
-		tick(f);
+		tl_tick(f);
 	}
 	for (int i = 0; i < NSLOT; i++) {
 		EVP_MD_CTX_free(sl[i].hs);
@@ -629,20 +547,8 @@ static void test_long_run(void **state)
 int main(int argc, char **argv)
 {
 	char why[256];
-	if (emu_netns_setup(&nn, why, sizeof(why))) {
+	if (emu_netns_setup2(&nn, why, sizeof(why))) {
 		printf("skipped: %s\n", why);
-		return 77;
-	}
-	snprintf(if2[0], sizeof(if2[0]), "smcrC%d", (int)getpid());
-	snprintf(if2[1], sizeof(if2[1]), "smcrD%d", (int)getpid());
-	if (sh("ip -n %s link add %s type veth peer name %s", nn.ns[0], if2[0], if2[1]) ||
-	    sh("ip -n %s link set %s netns %s", nn.ns[0], if2[1], nn.ns[1]) ||
-	    sh("ip -n %s addr add 10.89.0.1/24 dev %s%s", nn.ns[0], if2[0], "") ||
-	    sh("ip -n %s addr add 10.89.0.101/24 dev %s%s", nn.ns[1], if2[1], "") ||
-	    sh("ip -n %s link set %s up%s", nn.ns[0], if2[0], "") ||
-	    sh("ip -n %s link set %s up%s", nn.ns[1], if2[1], "")) {
-		printf("skipped: cannot make the second veth pair\n");
-		emu_netns_teardown(&nn);
 		return 77;
 	}
 	const struct CMUnitTest tests[] = {

@@ -1,7 +1,9 @@
-/* emu_netns.c: network namespaces joined by a veth pair for the emu provider's tests
- * (emu_netns.h). Commands run as "ip ..." children (no shell). */
+/* emu_netns.c: network namespaces joined by one or two veth pairs for the emu provider's
+ * tests and the two-path tests (emu_netns.h). Commands run as "ip ..." children (no shell). */
 #define _GNU_SOURCE
 #include "emu_netns.h"
+
+#include "runcmd.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *ip_path(void)
+const char *emu_netns_ip_path(void)
 {
 	static const char *const where[] = { "/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip" };
 	for (size_t i = 0; i < sizeof where / sizeof where[0]; i++)
@@ -32,7 +34,7 @@ static const char *ip_path(void)
  * async-signal-safe calls between fork and exec: tests call it with threads running. */
 static int run_ip(const char *a0, ...)
 {
-	const char *path = ip_path();
+	const char *path = emu_netns_ip_path();
 	if (!path)
 		return -1;
 	const char *argv[24];
@@ -68,6 +70,8 @@ static void names(struct emu_netns *p, long pid)
 	for (int s = 0; s < 2; s++) {
 		snprintf(p->ns[s], sizeof p->ns[s], "smcr-emu-%ld-%c", pid, 'a' + s);
 		snprintf(p->ifname[s], sizeof p->ifname[s], "smcr%c%ld", 'A' + s, pid);
+		snprintf(p->if2[s], sizeof p->if2[s], "smcr%c%ld", 'C' + s, pid);
+		snprintf(p->ip2[s], sizeof p->ip2[s], "10.89.0.%d", s * 100 + 1);
 		for (int i = 0; i < EMU_NETNS_ADDRS; i++)
 			snprintf(p->ip[s][i], sizeof p->ip[s][i], "10.88.0.%d", s * 100 + 1 + i);
 	}
@@ -144,7 +148,7 @@ int emu_netns_setup(struct emu_netns *p, char *why, size_t whylen)
 		snprintf(why, whylen, "not root: cannot make network namespaces");
 		return -1;
 	}
-	if (!ip_path() || run_ip("-V", NULL) != 0) {
+	if (!emu_netns_ip_path() || run_ip("-V", NULL) != 0) {
 		snprintf(why, whylen, "no \"ip\" command (iproute2)");
 		return -1;
 	}
@@ -218,4 +222,67 @@ int emu_netns_link(struct emu_netns *p, int side, int up)
 {
 	return run_ip("-n", p->ns[side], "link", "set", p->ifname[side], up ? "up" : "down",
 		      NULL) == 0 ? 0 : -1;
+}
+
+/* Both ends of a pair running (carrier up), waited for up to 2 s. */
+static int wait_running(const struct emu_netns *p, const char *if0, const char *if1)
+{
+	for (int t = 0; t < 200; t++) {
+		if (in_ns_running(p->ns[0], if0) && in_ns_running(p->ns[1], if1))
+			return 0;
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	return -1;
+}
+
+int emu_netns_setup2(struct emu_netns *p, char *why, size_t whylen)
+{
+	if (emu_netns_setup(p, why, whylen))
+		return -1;
+	char cidr[2][24];
+	for (int s = 0; s < 2; s++)
+		snprintf(cidr[s], sizeof cidr[s], "%s/24", p->ip2[s]);
+	int rc = run_ip("-n", p->ns[0], "link", "add", p->if2[0], "type", "veth", "peer", "name",
+			p->if2[1], "netns", p->ns[1], NULL);
+	for (int s = 0; s < 2 && !rc; s++) {
+		rc = run_ip("-n", p->ns[s], "addr", "add", cidr[s], "dev", p->if2[s], NULL);
+		if (!rc)
+			rc = run_ip("-n", p->ns[s], "link", "set", p->if2[s], "up", NULL);
+	}
+	if (rc || wait_running(p, p->if2[0], p->if2[1])) {
+		snprintf(why, whylen, "cannot make the second veth pair, or it did not come up");
+		emu_netns_teardown(p);
+		return -1;
+	}
+	return 0;
+}
+
+const char *emu_netns_path_if(const struct emu_netns *p, int side, int path)
+{
+	return path ? p->if2[side] : p->ifname[side];
+}
+
+const char *emu_netns_path_ip(const struct emu_netns *p, int side, int path)
+{
+	return path ? p->ip2[side] : p->ip[side][0];
+}
+
+int emu_netns_path(struct emu_netns *p, int path, int up)
+{
+	return run_ip("-n", p->ns[0], "link", "set", emu_netns_path_if(p, 0, path),
+		      up ? "up" : "down", NULL) == 0 ? 0 : -1;
+}
+
+unsigned long long emu_netns_tx_bytes(const struct emu_netns *p, int side, int path)
+{
+	/* "ip netns exec" mounts the namespace's own /sys: this process's shows its own
+	 * namespace's interfaces only */
+	struct runcmd r;
+	if (runcmd(&r, "ip netns exec %s cat /sys/class/net/%s/statistics/tx_bytes", p->ns[side],
+		   emu_netns_path_if(p, side, path)))
+		return 0;
+	unsigned long long v = r.status == 0 && r.out ? strtoull(r.out, NULL, 10) : 0;
+	runcmd_free(&r);
+	return v;
 }

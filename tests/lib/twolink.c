@@ -1,8 +1,13 @@
 /* twolink.c: see twolink.h. */
+#define _GNU_SOURCE
 #include "twolink.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "util/clock.h"
 
 static struct core_link *link_of(struct core_engine *e, const struct core_trace_ev *ev)
 {
@@ -188,4 +193,60 @@ long tl_move(struct tl_fix *fx, struct core_conn *tx, struct core_conn *rx, uint
 	free(s);
 	free(r);
 	return n;
+}
+
+int tl_setup_netns(struct tl_fix *fx, const struct emu_netns *nn, int ndev, unsigned port)
+{
+	char cs[2][128], ss[2][128];
+	for (int i = 0; i < 2; i++) {
+		snprintf(cs[i], sizeof(cs[i]), "emu:netns=%s,if=%s,port=%u", nn->ns[0],
+			 emu_netns_path_if(nn, 0, i), port);
+		snprintf(ss[i], sizeof(ss[i]), "emu:netns=%s,if=%s,port=%u", nn->ns[1],
+			 emu_netns_path_if(nn, 1, i), port);
+	}
+	const char *cli[2] = { cs[0], cs[1] }, *srv[2] = { ss[0], ss[1] };
+	if (tl_setup_specs(fx, cli, ndev, srv, ndev))
+		return -1;
+	if (tl_wait_ports(fx, ndev, 10 * TL_SEC))
+		return -1;
+	fx->now = smcr_now_ns();
+	return 0;
+}
+
+int tl_wait_ports(struct tl_fix *fx, int ndev, uint64_t max_ns)
+{
+	uint64_t by = smcr_now_ns() + max_ns;
+	for (;;) {
+		bool all = true;
+		for (int i = 0; i < ndev; i++) {
+			struct dev_port_attr a, b;
+			if (dev_query_port(fx->ce->devs[i].dev, 1, &a) ||
+			    dev_query_port(fx->se->devs[i].dev, 1, &b) || a.state != DEV_PORT_ACTIVE ||
+			    b.state != DEV_PORT_ACTIVE)
+				all = false;
+		}
+		if (all)
+			return 0;
+		if (smcr_now_ns() > by)
+			return -1;
+		usleep(1000);
+	}
+}
+
+void tl_tick(struct tl_fix *fx)
+{
+	fx->now = smcr_now_ns();
+	tl_at(fx, fx->now);
+}
+
+int tl_wait_links(struct tl_fix *fx, unsigned want, uint64_t max_ns)
+{
+	uint64_t by = smcr_now_ns() + max_ns;
+	while (tl_links(fx->ce) != want || tl_links(fx->se) != want) {
+		tl_tick(fx);
+		usleep(200);
+		if (smcr_now_ns() > by)
+			return -1;
+	}
+	return 0;
 }

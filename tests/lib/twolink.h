@@ -12,6 +12,7 @@
 
 #include "core/core_int.h"
 #include "lib/core_pair.h"
+#include "lib/emu_netns.h"
 #include "lib/loopdev.h"
 
 #define TL_MS 1000000ull
@@ -75,4 +76,18 @@ void tl_release(struct dev_qp *qp);
  * (cp_stream_check); returns bytes moved, or -1. */
 long tl_move(struct tl_fix *fx, struct core_conn *tx, struct core_conn *rx, uint64_t off,
 	     size_t len, uint64_t seed);
+
+/* Two paths in real time (emu over the two veth pairs of emu_netns_setup2, the engines in
+ * this process, each device's TCP in its namespace): ndev (1 or 2) emu devices per engine,
+ * device i on path i, on the given emu port; waits until every device's port is active
+ * (a veth just made or brought up reports its carrier a moment later, and a group started
+ * before would put both links on one path). 0, or -1 (fixture not made, or ports not up
+ * within 10 s). */
+int tl_setup_netns(struct tl_fix *fx, const struct emu_netns *nn, int ndev, unsigned port);
+/* Every device of both engines (the first ndev) with its port active within max_ns: 0/-1. */
+int tl_wait_ports(struct tl_fix *fx, int ndev, uint64_t max_ns);
+/* One progress round at the real time (smcr_now_ns). */
+void tl_tick(struct tl_fix *fx);
+/* Progresses until both engines' group has want active links: 0, or -1 after max_ns. */
+int tl_wait_links(struct tl_fix *fx, unsigned want, uint64_t max_ns);
 #endif
