@@ -431,20 +431,24 @@ int link_send_long(struct core_link *l, const uint8_t *msg, size_t len)
 		SMCR_LOG_RL(SMCR_LOG_WARN, CORE_UNIT, "link %u: no send slot for an LLC message", l->id);
 		return slot;
 	}
-	memcpy(link_slot_buf(l, slot), msg, CORE_MSG_BUF);
-	memcpy(tx_tail(l), msg + CORE_MSG_BUF, len - CORE_MSG_BUF);
+	/* up to 64 bytes fit the slot alone; past that the rest goes in the tail */
+	size_t head = len < CORE_MSG_BUF ? len : CORE_MSG_BUF;
+	memcpy(link_slot_buf(l, slot), msg, head);
+	if (len > head)
+		memcpy(tx_tail(l), msg + head, len - head);
 	struct dev_send_wr wr;
 	struct dev_sge sge[2];
 	link_slot_send_wr(l, slot, &wr, &sge[0]);
-	sge[0].length = CORE_MSG_BUF;
+	sge[0].length = (uint32_t)head;
 	sge[1].addr = (uint64_t)(uintptr_t)tx_tail(l);
-	sge[1].length = (uint32_t)(len - CORE_MSG_BUF);
+	sge[1].length = (uint32_t)(len - head);
 	sge[1].lkey = l->msgmr->lkey;
 	wr.sg_list = sge;
-	wr.num_sge = 2;
+	wr.num_sge = len > head ? 2 : 1;
 	wr.send_flags &= ~(unsigned)DEV_SEND_INLINE;	/* from registered memory */
 	pthread_mutex_lock(&l->tx_lock);
-	l->long_slot = slot;
+	if (wr.num_sge == 2)
+		l->long_slot = slot;
 	pthread_mutex_unlock(&l->tx_lock);
 	int rc = link_post(l, &wr);
 	if (rc) {
