@@ -51,8 +51,12 @@
  * with its RKey list, DELETE RKEY with many keys). As Linux does, each receive of a v2 link
  * gets a second SGE into one tail buffer the link's receives share, and a long send takes
  * its bytes past the slot from one tail buffer for sending: 16 KiB per link, not 8 KiB per
- * receive. Sharing is safe because the peer's long messages belong to LLC flows, each of
- * which waits for its answer before the next (docs/protocol/procedures.md 3.1). */
+ * receive. A shared tail holds one long message at a time: a second one arriving before
+ * the first is handled would overwrite it. Linux shares its tail the same way; its long
+ * messages (ADD LINK v2, long DELETE RKEY / REQUEST ADD LINK) are each a flow's request or
+ * answer, and a flow waits for its answer (docs/protocol/procedures.md 3.1), so two in
+ * flight at once is not expected. A send waits for the previous long send's completion
+ * (link_send_long). */
 #define CORE_V2_TAIL (8192 - CORE_MSG_BUF)
 #define CORE_CQE_PER_DEV 8192		/* one CQ per device for every QP on it */
 #define CORE_LG_SLOTS 256		/* conn slots 1..255; alert token = gen << 8 | slot */
