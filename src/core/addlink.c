@@ -16,14 +16,31 @@
 
 #include <string.h>
 
+/* v2: a device qualifies for a further link when its RoCE v2 GID's address lies in the
+ * subnet of the LG's first contact (Linux looks for a net device with an address there;
+ * with the second NICs on another subnet it finds none and offers the same device). */
+static bool v2_dev_ok(const struct core_lgr *lg, const struct core_dev *cd)
+{
+	if (!cd->has_v2)
+		return false;
+	if (!lg->v2_plen)
+		return true;
+	uint32_t ip;
+	if (!dev_gid_ipv4(&cd->gid_v2.gid, &ip))
+		return false;
+	uint32_t m = ~0u << (32 - lg->v2_plen);
+	return (ip & m) == lg->v2_net;
+}
+
 /* A usable device of the engine other than the one the existing link is on, with the
- * same GID type (SMC-R v1: RoCE GIDs on the same network, docs/protocol/procedures.md 3.2). */
+ * same GID type (SMC-R v1: RoCE GIDs on the same network, docs/protocol/procedures.md 3.2;
+ * v2: v2_dev_ok). */
 static struct core_dev *alt_dev(struct core_lgr *lg, const struct core_link *old)
 {
 	struct core_engine *e = lg->eng;
 	for (int i = 0; i < e->ndevs; i++) {
 		struct core_dev *cd = &e->devs[i];
-		if (cd == old->cdev || !cd->cq)
+		if (cd == old->cdev || !cd->cq || (lg->v2 && !v2_dev_ok(lg, cd)))
 			continue;
 		struct dev_port_attr pa;
 		if (dev_query_port(cd->dev, cd->port_num, &pa) || pa.state != DEV_PORT_ACTIVE)
@@ -138,12 +155,50 @@ void al_replace_asym(struct core_lgr *lg, uint64_t now)
 	link_down(v, -SMCR_E_CORE_LINK_DOWN, CORE_DOWN_ASYM, now);
 }
 
+/* The ADD LINK v2 extension (docs/parts/wire-v2.md 7.3): the new link's GID and, for every
+ * RMB of ours, its rkey on the link the message travels on (via), its rkey and address on
+ * the new link (nl). In v2 these replace the continuations: both the request and the
+ * accepting response carry them. */
+static void v2_ext_fill(struct core_lgr *lg, struct core_link *via, struct core_link *nl,
+			struct llc2_add_link_ext *x)
+{
+	memset(x, 0, sizeof(*x));
+	x->v2_direct = true;	/* smcr claims direct reach (wire-v2.md "Not done") */
+	memcpy(x->target_gid.b, link_gid(nl)->gid.raw, WIRE_GID_LEN);
+	for (struct core_rmb *r = lg->rmbs; r && x->num_rkeys < LLC2_AL_MAX_RKEYS; r = r->next) {
+		struct dev_mr *on_via = lgr_rmb_mr(r, via), *on_new = lgr_rmb_mr(r, nl);
+		if (!on_via || !on_new)
+			continue;
+		struct llc_alc_pair *p = &x->rt[x->num_rkeys++];
+		p->rkey = on_via->rkey;
+		p->rkey_new = on_new->rkey;
+		p->vaddr_new = (uint64_t)(uintptr_t)on_new->addr;
+	}
+}
+
+/* The peer's RMBs on the new link nl, from an ADD LINK v2 extension received on l: each
+ * found by its rkey on l; a pair for an RMB we never heard of is ignored (as the
+ * continuations, al_on_add_link_cont). */
+static void v2_ext_save(struct core_lgr *lg, struct core_link *l, struct core_link *nl,
+			const struct llc2_add_link_ext *x)
+{
+	for (unsigned i = 0; i < x->num_rkeys && i < LLC2_AL_MAX_RKEYS; i++) {
+		int t = lgr_rtoken_find(lg, l->slot, x->rt[i].rkey);
+		if (t < 0)
+			continue;
+		lg->rtok[t].rkey[nl->slot] = x->rt[i].rkey_new;
+		lg->rtok[t].vaddr[nl->slot] = x->rt[i].vaddr_new;
+		lg->rtok[t].links |= (uint8_t)(1u << nl->slot);
+	}
+}
+
 bool al_server_start(struct core_lgr *lg, uint64_t now)
 {
 	struct core_engine *e = lg->eng;
 	struct core_link *old = lgr_link_any(lg);
 	int slot = free_slot(lg);
-	if (lg->v2 || lg->role != CORE_SERVER || !old || slot < 0 || lgr_links_active(lg) >= 2)
+	if ((lg->v2 && lg->max_links < 2) || lg->role != CORE_SERVER || !old || slot < 0 ||
+	    lgr_links_active(lg) >= 2)
 		return false;
 	struct core_dev *cd = alt_dev(lg, old);
 	if (!cd)
@@ -159,7 +214,15 @@ bool al_server_start(struct core_lgr *lg, uint64_t now)
 	m.add_link.link_num = num;
 	m.add_link.mtu = (uint8_t)cd->port.active_mtu;
 	m.add_link.psn = nl->psn;
-	if (llc_send(old, &m)) {
+	int rc;
+	if (lg->v2) {
+		static _Thread_local struct llc2_add_link_ext x;
+		v2_ext_fill(lg, old, nl, &x);
+		rc = llc_send_add_link_v2(old, &m, &x);
+	} else {
+		rc = llc_send(old, &m);
+	}
+	if (rc) {
 		lgr_link_retire(lg, nl, now);
 		return false;
 	}
@@ -198,19 +261,23 @@ static int send_cont(struct core_lgr *lg, struct core_link *via, bool resp)
 }
 
 /* The client side of a server's ADD LINK request (docs/protocol/procedures.md 3.2). */
-static void cli_add_link(struct core_link *l, struct llc_msg *m, const uint8_t *raw, uint64_t now)
+static void cli_add_link(struct core_link *l, struct llc_msg *m, const uint8_t *raw,
+			 const struct llc2_msg *v2, uint64_t now)
 {
 	struct core_lgr *lg = l->lg;
 	struct core_engine *e = lg->eng;
 	const struct llc_add_link *al = &m->add_link;
 	int slot = free_slot(lg);
 	struct core_dev *cd = alt_dev(lg, l);
+	/* v2 compares the GID only (a routed peer's MAC is a gateway's), as Linux */
 	bool same_path = !memcmp(&al->gid, &l->peer_gid, sizeof(al->gid)) &&
-			 !memcmp(&al->mac, &l->peer_mac, sizeof(al->mac));
+			 (lg->v2 || !memcmp(&al->mac, &l->peer_mac, sizeof(al->mac)));
 	struct core_link *nl = NULL;
 	const char *why = NULL;
-	if (lg->v2)
-		why = "v2 link group";
+	if (lg->v2 && lg->max_links < 2)
+		why = "v2 link group of one link";
+	else if (lg->v2 && (!v2 || !v2->has_ext))
+		why = "ADD LINK v2 without its extension";
 	else if (lg->flow != CORE_FLOW_NONE)
 		why = "another LLC flow runs";
 	else if (lgr_links_active(lg) >= 2 || slot < 0)
@@ -239,7 +306,18 @@ static void cli_add_link(struct core_link *l, struct llc_msg *m, const uint8_t *
 				r.add_link.link_num = al->link_num;
 				r.add_link.mtu = mtu;
 				r.add_link.psn = nl->psn;
-				if (llc_send(l, &r))
+				int rc;
+				if (lg->v2) {
+					/* our RMBs in the response; the server's from its request */
+					static _Thread_local struct llc2_add_link_ext x;
+					v2_ext_fill(lg, l, nl, &x);
+					rc = llc_send_add_link_v2(l, &r, &x);
+					if (!rc)
+						v2_ext_save(lg, l, nl, &v2->ext);
+				} else {
+					rc = llc_send(l, &r);
+				}
+				if (rc)
 					why = "response not sent";
 			}
 		}
@@ -266,13 +344,19 @@ static void cli_add_link(struct core_link *l, struct llc_msg *m, const uint8_t *
 		 cd == l->cdev ? "same" : "second");
 	lg->flow = CORE_FLOW_ADD_LINK_CLI;
 	lg->al_link = nl;
+	if (lg->v2) {
+		/* no continuations in v2: the CONFIRM LINK on the new link comes next */
+		flow_wait(lg, AL_WAIT_CONFIRM, CORE_AL_CONFIRM_WAIT_NS, now);
+		return;
+	}
 	lg->al_next = lg->rmbs;
 	lg->al_left = lg->nrmbs;
 	lg->al_peer_left = 0;
 	flow_wait(lg, AL_WAIT_CONT, e->p.llc_wait_ns, now);
 }
 
-void al_on_add_link(struct core_link *l, struct llc_msg *m, const uint8_t *raw, uint64_t now)
+void al_on_add_link(struct core_link *l, struct llc_msg *m, const uint8_t *raw,
+		    const struct llc2_msg *v2, uint64_t now)
 {
 	struct core_lgr *lg = l->lg;
 	struct core_engine *e = lg->eng;
@@ -295,7 +379,7 @@ void al_on_add_link(struct core_link *l, struct llc_msg *m, const uint8_t *raw, 
 			}
 			return;
 		}
-		cli_add_link(l, m, raw, now);
+		cli_add_link(l, m, raw, v2, now);
 		return;
 	}
 	struct core_link *nl = lg->al_link;
@@ -319,6 +403,20 @@ void al_on_add_link(struct core_link *l, struct llc_msg *m, const uint8_t *raw, 
 		     &m->add_link.mac) ||
 	    link_rts(nl)) {
 		al_abort(lg, true, now);
+		return;
+	}
+	if (lg->v2) {
+		/* the client's RMBs came in its response; CONFIRM LINK on the new link */
+		if (!v2 || !v2->has_ext) {
+			al_abort(lg, true, now);
+			return;
+		}
+		v2_ext_save(lg, l, nl, &v2->ext);
+		if (llc_send_confirm_link(nl, false)) {
+			al_abort(lg, true, now);
+			return;
+		}
+		flow_wait(lg, AL_WAIT_CONFIRM, CORE_AL_CONFIRM_WAIT_NS, now);
 		return;
 	}
 	lg->al_next = lg->rmbs;

@@ -27,6 +27,7 @@
 #include "wire/clc.h"
 #include "wire/clc_v2.h"
 #include "wire/llc.h"
+#include "wire/llc_v2.h"
 
 #define CORE_UNIT "core"
 #define CORE_NEVER UINT64_MAX
@@ -46,6 +47,17 @@
  * 8192 CQEs per device below are not a bound on links. */
 #define CORE_RECV_BUFS 160
 #define CORE_MSG_BUF 64			/* slot / receive buffer stride (>= 44) */
+/* A v2 LG's LLC messages can be longer (docs/parts/wire-v2.md 7: up to 8192 bytes; ADD LINK
+ * with its RKey list, DELETE RKEY with many keys). As Linux does, each receive of a v2 link
+ * gets a second SGE into one tail buffer the link's receives share, and a long send takes
+ * its bytes past the slot from one tail buffer for sending: 16 KiB per link, not 8 KiB per
+ * receive. A shared tail holds one long message at a time: a second one arriving before
+ * the first is handled would overwrite it. Linux shares its tail the same way; its long
+ * messages (ADD LINK v2, long DELETE RKEY / REQUEST ADD LINK) are each a flow's request or
+ * answer, and a flow waits for its answer (docs/protocol/procedures.md 3.1), so two in
+ * flight at once is not expected. A send waits for the previous long send's completion
+ * (link_send_long). */
+#define CORE_V2_TAIL (8192 - CORE_MSG_BUF)
 #define CORE_CQE_PER_DEV 8192		/* one CQ per device for every QP on it */
 #define CORE_LG_SLOTS 256		/* conn slots 1..255; alert token = gen << 8 | slot */
 #define CORE_RTOKENS_MAX 255		/* peer RMBs remembered per LG (docs/protocol/procedures.md 6) */
@@ -161,6 +173,11 @@ struct core_link {
 	/* message buffers: CORE_SEND_SLOTS send slots then CORE_RECV_BUFS receive buffers */
 	struct dev_mem *msgmem;		/* [I] */
 	struct dev_mr *msgmr;		/* [I] LOCAL_WRITE */
+	/* v2 LGs only (CORE_V2_TAIL): in msgmem after the receive buffers, the receive tail,
+	 * then the send tail; v2_rx assembles a long message for llc_rx. */
+	bool v2_tails;			/* [I] */
+	uint8_t *v2_rx;			/* [I] 8192 bytes, heap; [E] contents */
+	int long_slot;			/* [L] the slot whose SEND uses the send tail; -1 none */
 	bool inline_msgs;		/* [I] post LLC/CDC inline */
 	uint32_t max_inline;		/* [I] granted inline bytes for data WRITEs */
 	uint32_t max_sge;		/* [I] granted send SGEs */
@@ -296,6 +313,12 @@ struct core_lgr {
 	bool v2;
 	uint8_t max_conns;		/* v2.1 negotiated (0 for release 0 and v1) */
 	uint8_t max_links;
+	/* [I] v2: the IPv4 subnet (host order) of the first contact's local address, from
+	 * its interface's prefix; a further link goes on a device with a RoCE v2 GID in it, as
+	 * Linux chooses (docs/PROTOCOL.md "Linux's second link"). v2_plen 0: no prefix known,
+	 * any device with a RoCE v2 GID. */
+	uint32_t v2_net;
+	uint8_t v2_plen;
 };
 
 /* The GID entry (and its index) a link of this LG uses. */
@@ -580,7 +603,7 @@ const char *conn_state_name_locked(struct core_conn *c);
 
 /* ---- lgr.c ---- (eng->lock held unless noted) */
 int lgr_create(struct core_engine *e, enum core_role role, struct core_dev *cdev,
-	       const struct wire_peer_id *peer_id, struct core_lgr **out);
+	       const struct wire_peer_id *peer_id, bool v2, struct core_lgr **out);
 struct core_lgr *lgr_find_server(struct core_engine *e, const struct clc_proposal *p);
 struct core_lgr *lgr_find_server_v2(struct core_engine *e, const struct wire_gid *gid);
 struct core_lgr *lgr_find_client(struct core_engine *e, const struct clc_accept *a, bool v2);
@@ -634,6 +657,9 @@ int link_rts(struct core_link *l);
 void link_destroy(struct core_link *l);
 /* Sends one 44-byte message (LLC or CDC) with no conn accounting. */
 int link_send_msg(struct core_link *l, const uint8_t msg[44]);
+/* Sends one LLC message of 44..8192 bytes (v2 links only past 44: the send tail);
+ * -SMCR_E_AGAIN while an earlier long message's send has not completed. */
+int link_send_long(struct core_link *l, const uint8_t *msg, size_t len);
 /* Reserves a slot + SQ room for nwr WRs (the last being the slot's SEND). -SMCR_E_AGAIN if
  * none (data sends leave CORE_LLC_RESERVE slots to LLC). Returns the slot index. A data
  * sender passes waiter = its connection's LG slot (c->slot, 1..255; 0: LLC, no waiter): on
@@ -670,6 +696,9 @@ void llc_flow_link_down(struct core_lgr *lg, struct core_link *l, struct core_li
 			uint64_t now);
 void llc_timers(struct core_lgr *lg, uint64_t now);	/* from lgr_timer_fn */
 int llc_send_confirm_link(struct core_link *l, bool resp);
+/* ADD LINK v2 (request or response) with its extension (docs/parts/wire-v2.md 7.3). */
+int llc_send_add_link_v2(struct core_link *l, const struct llc_msg *m,
+			 const struct llc2_add_link_ext *ext);
 void llc_start_add_link_offer(struct core_lgr *lg, uint64_t now);
 void llc_fill_gid_mac(struct core_link *l, struct wire_gid *gid, struct wire_mac *mac);
 /* Entries for every other active link of r in a CONFIRM RKEY (docs/protocol/wire-formats.md
@@ -680,7 +709,9 @@ void llc_rkey_others(struct core_lgr *lg, struct core_link *on, struct core_rmb 
 /* ---- addlink.c ---- (eng->lock held) */
 /* Server: starts the ADD LINK flow if the LG is single and a second link can be built. */
 bool al_server_start(struct core_lgr *lg, uint64_t now);
-void al_on_add_link(struct core_link *l, struct llc_msg *m, const uint8_t *raw, uint64_t now);
+/* v2 (non-NULL): the whole v2 message, its extension with the RKey list included. */
+void al_on_add_link(struct core_link *l, struct llc_msg *m, const uint8_t *raw,
+		    const struct llc2_msg *v2, uint64_t now);
 void al_on_add_link_cont(struct core_link *l, struct llc_msg *m, uint64_t now);
 /* A CONFIRM LINK on a link that is not the first contact's; true if it was the flow's. */
 bool al_on_confirm_link(struct core_link *l, struct llc_msg *m, uint64_t now);

@@ -330,6 +330,26 @@ static void mask6(uint8_t out[16], const uint8_t in[16], unsigned len)
 	}
 }
 
+/* A v2 LG's subnet (core_lgr.v2_net): the prefix of the first contact's interface that
+ * holds its local IPv4 address. */
+static void v2_subnet(const struct core_conn *c, struct core_lgr *lg)
+{
+	uint32_t a4;
+	if (!c->v2 || !sa_ipv4(&c->local, &a4))
+		return;
+	for (int i = 0; i < c->nprefixes; i++) {
+		const struct core_ip_prefix *p = &c->prefixes[i];
+		if (p->family != AF_INET || p->len == 0 || p->len > 32)
+			continue;
+		uint32_t m = ~0u << (32 - p->len);
+		if ((be32_load(p->addr) & m) == (a4 & m)) {
+			lg->v2_net = a4 & m;
+			lg->v2_plen = p->len;
+			return;
+		}
+	}
+}
+
 /* The local prefixes to use: the configured ones of the family, else the address itself
  * with a full-length prefix. Returns the count written to out. */
 static int local_prefixes(const struct core_conn *c, bool v4, struct core_ip_prefix *out)
@@ -361,10 +381,25 @@ static int local_prefixes(const struct core_conn *c, bool v4, struct core_ip_pre
 }
 
 /* The v2.1 limits smcr offers and accepts (wire-v2.md 6): its connections per LG (at least
- * Linux's minimum), one link per LG (a v2 LG gets no ADD LINK: docs/PROTOCOL.md v2 section), no supplemental
- * features (Linux's one is SMC-D's emulated ISM). */
-#define HS_V2_MAX_LINKS 1
+ * Linux's minimum), max links by its devices (below), no supplemental features (Linux's one
+ * is SMC-D's emulated ISM). */
 #define HS_V2_FEATURES 0
+
+/* Max links smcr offers (client) or allows (server) in v2: 2 when the engine has two
+ * active devices with a RoCE v2 GID (two paths: ADD LINK v2 can build a second link,
+ * addlink.c), else 1 (Linux then sends no ADD LINK at first contact). */
+static uint8_t v2_max_links(const struct core_engine *e)
+{
+	unsigned n = 0;
+	for (int i = 0; i < e->ndevs; i++) {
+		struct dev_port_attr pa;
+		if (e->devs[i].has_v2 && e->devs[i].cq &&
+		    dev_query_port(e->devs[i].dev, e->devs[i].port_num, &pa) == 0 &&
+		    pa.state == DEV_PORT_ACTIVE)
+			n++;
+	}
+	return n >= 2 ? 2 : 1;
+}
 
 static uint8_t v2_max_conns(const struct core_engine *e)
 {
@@ -438,7 +473,7 @@ static int build_proposal(struct core_conn *c, struct core_dev *cd)
 		ueid_table(e, x.eids);
 		memcpy(x.roce_gid.b, cd->gid_v2.gid.raw, WIRE_GID_LEN);
 		x.max_conns = v2_max_conns(e);
-		x.max_links = HS_V2_MAX_LINKS;
+		x.max_links = v2_max_links(e);
 		x.feature_mask = HS_V2_FEATURES;
 		if (clc_proposal_offer(&p, true, true, &x)) {
 			LOG_ERR(CORE_UNIT, "v2 Proposal layout failed");
@@ -571,7 +606,7 @@ static void on_proposal(struct core_conn *c, const struct clc_proposal *p, uint6
 	struct core_dev *cd;
 	struct core_lgr *lg;
 	if (ver == CLC_VERSION_2) {
-		decl = clc_v2x_server_pick(&x, v2_max_conns(e), HS_V2_MAX_LINKS, HS_V2_FEATURES,
+		decl = clc_v2x_server_pick(&x, v2_max_conns(e), v2_max_links(e), HS_V2_FEATURES,
 					   &c->v2_fce);
 		if (decl) {
 			hs_fallback(c, decl, 0, true, false, now, false);
@@ -624,7 +659,7 @@ static void on_proposal(struct core_conn *c, const struct clc_proposal *p, uint6
 			return;
 		}
 	} else {
-		rc = lgr_create(e, CORE_SERVER, cd, &p->peer_id, &lg);
+		rc = lgr_create(e, CORE_SERVER, cd, &p->peer_id, c->v2, &lg);
 		if (rc) {
 			hs_fallback(c, decline_code(rc, 0x09990002u), 0, true, false, now, false);
 			return;
@@ -632,6 +667,7 @@ static void on_proposal(struct core_conn *c, const struct clc_proposal *p, uint6
 		lg->v2 = c->v2;
 		lg->max_conns = c->v2_fce.max_conns;
 		lg->max_links = c->v2_fce.max_links;
+		v2_subnet(c, lg);
 		/* The client's port, for matching later connections (docs/protocol/procedures.md
 		 * 2.5). */
 		lg->links[0]->peer_gid = c->v2 ? x.roce_gid : p->gid;
@@ -662,7 +698,7 @@ static void on_accept(struct core_conn *c, const struct clc_accept *a, uint64_t 
 	c->peer_id = a->peer_id;
 	if (a->first_contact) {
 		struct core_lgr *lg;
-		rc = lgr_create(e, CORE_CLIENT, cd, &a->peer_id, &lg);
+		rc = lgr_create(e, CORE_CLIENT, cd, &a->peer_id, c->v2, &lg);
 		if (rc) {
 			hs_fallback(c, decline_code(rc, 0x09990002u), 0, true, false, now, false);
 			return;
@@ -670,6 +706,7 @@ static void on_accept(struct core_conn *c, const struct clc_accept *a, uint64_t 
 		lg->v2 = c->v2;
 		lg->max_conns = c->v2_fce.max_conns;
 		lg->max_links = c->v2_fce.max_links;
+		v2_subnet(c, lg);
 		c->first_contact = true;
 		lg->fc_conn = c;
 		conn_hold(c);

@@ -12,7 +12,7 @@
 static void lgr_timer_fn(struct core_timer *t, uint64_t now);
 
 int lgr_create(struct core_engine *e, enum core_role role, struct core_dev *cdev,
-	       const struct wire_peer_id *peer_id, struct core_lgr **out)
+	       const struct wire_peer_id *peer_id, bool v2, struct core_lgr **out)
 {
 	struct core_lgr *lg = calloc(1, sizeof(*lg));
 	if (!lg)
@@ -30,6 +30,7 @@ int lgr_create(struct core_engine *e, enum core_role role, struct core_dev *cdev
 	lg->state = CORE_LG_SETUP;
 	lg->peer_id = *peer_id;
 	lg->cdev = cdev;
+	lg->v2 = v2;	/* before the first link: a v2 link posts its receives with the tail */
 	lg->idle_deadline = CORE_NEVER;
 	lg->token_gen = core_rand32(e) & 0xFFFF;
 	lg->next_link_num = 2;	/* 1 is the first contact's (link.c) */

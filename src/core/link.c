@@ -32,14 +32,34 @@ uint8_t *link_stage_buf(struct core_link *l, int slot)
 
 uint32_t link_stage_lkey(struct core_link *l) { return l->stagemr->lkey; }
 
+/* A v2 link's two tails (CORE_V2_TAIL each) after the receive buffers. */
+static uint8_t *rx_tail(struct core_link *l)
+{
+	return (uint8_t *)l->msgmem->addr + (CORE_SEND_SLOTS + CORE_RECV_BUFS) * CORE_MSG_BUF;
+}
+
+static uint8_t *tx_tail(struct core_link *l)
+{
+	return rx_tail(l) + CORE_V2_TAIL;
+}
+
 static int post_recv_one(struct core_link *l, unsigned i)
 {
-	struct dev_sge sge = {
-		.addr = (uint64_t)(uintptr_t)recv_buf(l, i),
-		.length = CORE_MSG_BUF,
-		.lkey = l->msgmr->lkey,
+	struct dev_sge sge[2] = {
+		{
+			.addr = (uint64_t)(uintptr_t)recv_buf(l, i),
+			.length = CORE_MSG_BUF,
+			.lkey = l->msgmr->lkey,
+		},
+		{
+			/* v2: what a long LLC message has past its first 64 bytes */
+			.addr = l->v2_tails ? (uint64_t)(uintptr_t)rx_tail(l) : 0,
+			.length = CORE_V2_TAIL,
+			.lkey = l->msgmr->lkey,
+		},
 	};
-	struct dev_recv_wr wr = { .wr_id = wr_id(l, CORE_WR_RECV, i), .sg_list = &sge, .num_sge = 1 };
+	struct dev_recv_wr wr = { .wr_id = wr_id(l, CORE_WR_RECV, i), .sg_list = sge,
+				  .num_sge = l->v2_tails ? 2 : 1 };
 	return dev_post_recv(l->qp, &wr, NULL);
 }
 
@@ -77,9 +97,20 @@ int link_create(struct core_lgr *lg, struct core_dev *cd, unsigned slot, struct 
 	l->testlink_deadline = CORE_NEVER;
 	l->drain_deadline = CORE_NEVER;
 	l->slots_free = CORE_SEND_SLOTS;
+	l->long_slot = -1;
+	l->v2_tails = lg->v2;
 	pthread_mutex_init(&l->tx_lock, NULL);
 
-	rc = dev_mem_alloc((CORE_SEND_SLOTS + CORE_RECV_BUFS) * CORE_MSG_BUF, "smcr-msg", &l->msgmem);
+	if (l->v2_tails) {
+		l->v2_rx = malloc(LLC2_MAX_LEN);
+		if (!l->v2_rx) {
+			rc = -SMCR_E_NOMEM;
+			goto fail;
+		}
+	}
+	rc = dev_mem_alloc((CORE_SEND_SLOTS + CORE_RECV_BUFS) * CORE_MSG_BUF +
+				   (l->v2_tails ? 2 * CORE_V2_TAIL : 0),
+			   "smcr-msg", &l->msgmem);
 	if (rc)
 		goto fail;
 	rc = dev_reg_mr(pd, l->msgmem->addr, l->msgmem->len, DEV_ACCESS_LOCAL_WRITE, &l->msgmr);
@@ -94,7 +125,7 @@ int link_create(struct core_lgr *lg, struct core_dev *cd, unsigned slot, struct 
 			.max_send_wr = CORE_SQ_DEPTH,
 			.max_recv_wr = CORE_RECV_BUFS,
 			.max_send_sge = 2,
-			.max_recv_sge = 1,
+			.max_recv_sge = l->v2_tails ? 2 : 1,
 			.max_inline_data = cd->attr.max_inline_data,
 		},
 	};
@@ -152,6 +183,7 @@ fail_mem:
 	dev_mem_put(l->msgmem);
 fail:
 	pthread_mutex_destroy(&l->tx_lock);
+	free(l->v2_rx);
 	free(l);
 	LOG_WARN(CORE_UNIT, "link setup failed: %s", smcr_err_msg(rc));
 	return -SMCR_E_CORE_RDYLNK;
@@ -228,6 +260,7 @@ void link_destroy(struct core_link *l)
 		}
 	}
 	pthread_mutex_destroy(&l->tx_lock);
+	free(l->v2_rx);
 	free(l);
 }
 
@@ -324,10 +357,20 @@ static void trace_post(const struct core_link *l, const struct dev_send_wr *wr)
 			ev.len += wr->sg_list[i].length;
 		ev.solicited = wr->send_flags & DEV_SEND_SOLICITED;
 		if (wr->opcode == DEV_WR_SEND) {
-			if (wr->num_sge != 1)
-				continue; /* LLC and CDC messages are one 44-byte piece */
+			static _Thread_local uint8_t whole[LLC2_MAX_LEN];
 			ev.kind = CORE_TRACE_SEND;
-			ev.msg = (const uint8_t *)(uintptr_t)wr->sg_list[0].addr;
+			if (wr->num_sge == 1) {
+				ev.msg = (const uint8_t *)(uintptr_t)wr->sg_list[0].addr;
+			} else if (wr->num_sge == 2 && ev.len <= sizeof(whole)) {
+				/* a long v2 LLC message (link_send_long): slot and tail as one */
+				size_t a = wr->sg_list[0].length;
+				memcpy(whole, (const void *)(uintptr_t)wr->sg_list[0].addr, a);
+				memcpy(whole + a, (const void *)(uintptr_t)wr->sg_list[1].addr,
+				       wr->sg_list[1].length);
+				ev.msg = whole;
+			} else {
+				continue; /* LLC and CDC messages are one piece, or slot and tail */
+			}
 		} else {
 			ev.kind = CORE_TRACE_WRITE;
 			ev.remote_addr = wr->rdma.remote_addr;
@@ -367,6 +410,56 @@ int link_send_msg(struct core_link *l, const uint8_t msg[44])
 	return rc;
 }
 
+int link_send_long(struct core_link *l, const uint8_t *msg, size_t len)
+{
+	if (len <= LLC_MSG_LEN)
+		return link_send_msg(l, msg);
+	if (!l->v2_tails || len > CORE_MSG_BUF + CORE_V2_TAIL)
+		return -SMCR_E_INTERNAL;
+	if (l->state == CORE_LINK_DOWN)
+		return -SMCR_E_CORE_LINK_DOWN;
+	pthread_mutex_lock(&l->tx_lock);
+	bool busy = l->long_slot >= 0;
+	pthread_mutex_unlock(&l->tx_lock);
+	if (busy) {
+		SMCR_LOG_RL(SMCR_LOG_WARN, CORE_UNIT, "link %u: a long LLC message still in flight",
+			    l->id);
+		return -SMCR_E_AGAIN;
+	}
+	int slot = link_slot_get(l, 1, true, 0);
+	if (slot < 0) {
+		SMCR_LOG_RL(SMCR_LOG_WARN, CORE_UNIT, "link %u: no send slot for an LLC message", l->id);
+		return slot;
+	}
+	/* up to 64 bytes fit the slot alone; past that the rest goes in the tail */
+	size_t head = len < CORE_MSG_BUF ? len : CORE_MSG_BUF;
+	memcpy(link_slot_buf(l, slot), msg, head);
+	if (len > head)
+		memcpy(tx_tail(l), msg + head, len - head);
+	struct dev_send_wr wr;
+	struct dev_sge sge[2];
+	link_slot_send_wr(l, slot, &wr, &sge[0]);
+	sge[0].length = (uint32_t)head;
+	sge[1].addr = (uint64_t)(uintptr_t)tx_tail(l);
+	sge[1].length = (uint32_t)(len - head);
+	sge[1].lkey = l->msgmr->lkey;
+	wr.sg_list = sge;
+	wr.num_sge = len > head ? 2 : 1;
+	wr.send_flags &= ~(unsigned)DEV_SEND_INLINE;	/* from registered memory */
+	pthread_mutex_lock(&l->tx_lock);
+	if (wr.num_sge == 2)
+		l->long_slot = slot;
+	pthread_mutex_unlock(&l->tx_lock);
+	int rc = link_post(l, &wr);
+	if (rc) {
+		pthread_mutex_lock(&l->tx_lock);
+		l->long_slot = -1;
+		pthread_mutex_unlock(&l->tx_lock);
+		link_slot_abandon(l, slot);
+	}
+	return rc;
+}
+
 /* ---- completions ------------------------------------------------------------------------- */
 
 static void slot_complete(struct core_link *l, unsigned idx, bool ok)
@@ -384,6 +477,8 @@ static void slot_complete(struct core_link *l, unsigned idx, bool ok)
 	l->slots[idx].busy = false;
 	l->sq_used -= l->slots[idx].covers;
 	l->slots_free++;
+	if (l->long_slot == (int)idx)
+		l->long_slot = -1;	/* the send tail is free again */
 	waiters = l->slot_waiters;
 	l->slot_waiters = false;
 	pthread_mutex_unlock(&l->tx_lock);
@@ -445,6 +540,13 @@ void link_handle_wc(struct core_engine *e, const struct dev_wc *wc, uint64_t now
 	 * count it as completed). LLC messages of a failed link are not. */
 	if (l->state != CORE_LINK_DOWN || (cdc && l->lg->state != CORE_LG_DEAD)) {
 		size_t len = wc->byte_len > CORE_MSG_BUF ? CORE_MSG_BUF : wc->byte_len;
+		if (!cdc && l->v2_tails && wc->byte_len > CORE_MSG_BUF) {
+			/* a long v2 LLC message: its first bytes here, the rest in the tail */
+			len = wc->byte_len > LLC2_MAX_LEN ? LLC2_MAX_LEN : wc->byte_len;
+			memcpy(l->v2_rx, buf, CORE_MSG_BUF);
+			memcpy(l->v2_rx + CORE_MSG_BUF, rx_tail(l), len - CORE_MSG_BUF);
+			buf = l->v2_rx;
+		}
 		if (l->lg->eng->p.trace) {
 			struct core_trace_ev ev = { .kind = CORE_TRACE_RECV, .msg = buf, .len = len };
 			trace_fill(l, &ev);

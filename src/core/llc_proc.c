@@ -48,6 +48,28 @@ static int llc_send_v2(struct core_link *l, const struct llc_msg *m)
 	return link_send_msg(l, buf);
 }
 
+int llc_send_add_link_v2(struct core_link *l, const struct llc_msg *m,
+			 const struct llc2_add_link_ext *ext)
+{
+	static _Thread_local struct llc2_msg m2;	/* 4 KiB of RKeys: not on the stack */
+	static _Thread_local uint8_t buf[LLC2_MAX_LEN];
+	memset(&m2, 0, sizeof(m2));
+	m2.type = LLC2_ADD_LINK;
+	m2.resp = m->resp;
+	m2.base = *m;
+	m2.base.add_link.rej_reason = 0;	/* byte 2 is the length's in v2 */
+	m2.has_ext = true;
+	m2.ext = *ext;
+	size_t n = 0;
+	int rc = llc2_encode(&m2, buf, sizeof(buf), &n);
+	if (rc) {
+		LOG_ERR(CORE_UNIT, "LLC v2 ADD LINK encode: %s", smcr_err_msg(rc));
+		return rc;
+	}
+	CORE_CTR_INC(l->lg->eng, ctr_llc_tx);
+	return link_send_long(l, buf, n);
+}
+
 static int llc_send_v1(struct core_link *l, const struct llc_msg *m)
 {
 	uint8_t buf[LLC_MSG_LEN];
@@ -167,7 +189,7 @@ static void on_confirm_link(struct core_link *l, struct llc_msg *m, const uint8_
 
 static void on_add_link(struct core_link *l, struct llc_msg *m, const uint8_t *raw, uint64_t now)
 {
-	al_on_add_link(l, m, raw, now);
+	al_on_add_link(l, m, raw, NULL, now);
 }
 
 static void on_add_link_cont(struct core_link *l, struct llc_msg *m, const uint8_t *raw,
@@ -351,6 +373,10 @@ static void llc_rx_v2(struct core_link *l, const uint8_t *buf, size_t len, uint6
 		(void)llc_send(l, &r);
 		return;
 	}
+	case LLC2_ADD_LINK:
+		/* with its extension: the RKey list replaces v1's continuations */
+		al_on_add_link(l, &m2.base, buf, &m2, now);
+		return;
 	default:
 		break;
 	}
@@ -393,9 +419,9 @@ void llc_rx(struct core_link *l, const uint8_t *buf, size_t len, uint64_t now)
 
 void llc_start_add_link_offer(struct core_lgr *lg, uint64_t now)
 {
-	/* A v2 LG negotiated at most one link (smcr offers and accepts max links 1): Linux
-	 * offers no ADD LINK then, nor does smcr. */
-	if (lg->v2)
+	/* A v2 LG that negotiated one link (smcr offers max links 1 without a second v2
+	 * device): Linux offers no ADD LINK then, nor does smcr. */
+	if (lg->v2 && lg->max_links < 2)
 		return;
 	/* Queued as a flag: llc_flow_kick starts it when no other flow runs. */
 	lg->want_add_link = true;

@@ -18,7 +18,11 @@
  * nothing the peer sends may make the server read or write outside its buffers.
  * An input whose size is not a multiple of 44 runs on a v2 link group instead (devices with
  * RoCE v2 GIDs and a common user EID: the SMC-R v2 LLC paths, docs/parts/wire-v2.md 9); the
- * bytes past the last whole record only select that.
+ * bytes past the last whole record only select that. On a v2 link group a record whose
+ * byte 0 is a v2 type (high nibble 2) and whose length field (bytes 1-2, little-endian) is
+ * 45..LONG_MAX and fits in the input is sent that long (link_send_long: the peer's long v2
+ * LLC messages, ADD LINK with its RKey list among them, through the receive tail); the next
+ * record starts after it.
  * Seed corpus: tests/fuzz/corpus/fuzz_lgr_msgs/ (v2_*: v2 LLC messages on a v2 LG). */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -35,6 +39,8 @@
 #include "wire/cdc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define LONG_MAX_LEN 4200	/* an ADD LINK v2 with 255 RKeys is 4152 bytes */
 
 static struct core_engine *ce, *se;
 static struct core_engine *ce1, *se1, *ce2, *se2;	/* v1; v2 (loop:gid=v2, one UEID) */
@@ -92,12 +98,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct core_conn *cli = pp.cli, *srv = pp.srv;
 	uint8_t rbuf[4096], sbuf[100];
 	memset(sbuf, 0x33, sizeof(sbuf));
-	size_t nrec = size / 44;
-	if (nrec > 64)
-		nrec = 64;
-	for (size_t k = 0; k < nrec; k++) {
+	size_t off = 0;
+	for (size_t k = 0; k < 64 && off + 44 <= size; k++) {
 		uint8_t msg[44];
-		memcpy(msg, data + 44 * k, 44);
+		const uint8_t *rec = data + off;
+		size_t rlen = 44;
+		if (v2 && (rec[0] >> 4) == 2) {
+			size_t want = (size_t)rec[1] | (size_t)rec[2] << 8;
+			if (want > 44 && want <= LONG_MAX_LEN && off + want <= size)
+				rlen = want;
+		}
+		off += rlen;
+		memcpy(msg, rec, 44);
 		pthread_mutex_lock(&cli->lock);
 		struct core_link *l = cli->link;
 		uint32_t token = cli->peer_token;
@@ -122,7 +134,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (cdc_encode(&m, msg))
 				abort();
 		}
-		(void)link_send_msg(l, msg);
+		if (rlen > 44)
+			(void)link_send_long(l, rec, rlen);
+		else
+			(void)link_send_msg(l, msg);
 		progress();
 		now += 100 * SMCR_NS_PER_MS;
 		progress();

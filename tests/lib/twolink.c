@@ -32,9 +32,14 @@ static void on_trace(void *ctx, const struct core_trace_ev *ev)
 	x->len = (uint32_t)ev->len;
 	x->now = t->e ? t->e->last_now : 0;
 	x->link = t->e ? link_of(t->e, ev) : NULL;
+	x->big = -1;
 	if (ev->kind != CORE_TRACE_SEND || !ev->msg)
 		return;
 	memcpy(x->msg, ev->msg, ev->len < 44 ? ev->len : 44);
+	if (ev->len > 44 && t->nbig < TL_MAX_BIG && ev->len <= TL_BIG_LEN) {
+		x->big = (int)t->nbig;
+		memcpy(t->big[t->nbig++], ev->msg, ev->len);
+	}
 	if (t->hold_type < 0 || x->msg[0] != (uint8_t)t->hold_type)
 		return;
 	if (x->msg[0] != CDC_TYPE && ((x->msg[3] & 0x80) != 0) != t->hold_resp)
@@ -51,10 +56,14 @@ static void on_trace(void *ctx, const struct core_trace_ev *ev)
 	t->hold_type = -1;
 }
 
+static const char *mk_ueid;	/* tl_setup_v2's, for mk */
+
 static struct core_engine *mk(const char *const *specs, int ndev, struct tl_log *t)
 {
 	struct core_engine_params p;
 	memset(&p, 0, sizeof(p));
+	if (mk_ueid && core_ueid_parse(mk_ueid, &p.ueids))
+		return NULL;
 	const char *devs[2] = { specs[0], specs[ndev > 1 ? 1 : 0] };
 	p.devices = devs;
 	p.ndevices = ndev;
@@ -96,6 +105,15 @@ int tl_setup_specs(struct tl_fix *fx, const char *const *cli, int ncli, const ch
 		return -1;
 	fx->now = clock_base;	/* the loop paths' clock is one per process, never back */
 	return 0;
+}
+
+int tl_setup_v2(struct tl_fix *fx, int ncli, int nsrv, const char *ueid)
+{
+	const char *both[2] = { "loop:gid=v2", "loop:gid=v2" };
+	mk_ueid = ueid;
+	int rc = tl_setup_specs(fx, both, ncli, both, nsrv);
+	mk_ueid = NULL;
+	return rc;
 }
 
 void tl_teardown(struct tl_fix *fx)

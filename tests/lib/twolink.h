@@ -29,7 +29,11 @@ struct tl_ev {
 	uint64_t addr;
 	uint32_t len;
 	uint64_t now;
+	int big;			/* SEND longer than 44 bytes: index in tl_log.big, else -1 */
 };
+
+#define TL_MAX_BIG 16
+#define TL_BIG_LEN 8192
 
 struct tl_log {
 	struct core_engine *e;
@@ -41,6 +45,9 @@ struct tl_log {
 	bool hold_resp;
 	unsigned hold_nth, seen;
 	struct dev_qp *held;		/* the QP put on hold */
+	/* the first TL_MAX_BIG SENDs longer than 44 bytes (v2 LLC), whole */
+	unsigned nbig;
+	uint8_t big[TL_MAX_BIG][TL_BIG_LEN];
 };
 
 struct tl_fix {
@@ -58,6 +65,8 @@ int tl_setup_spec(struct tl_fix *fx, const char *spec, int ncli, int nsrv);
 /* Each device its own spec (cli[0..ncli-1], srv[0..nsrv-1]). */
 int tl_setup_specs(struct tl_fix *fx, const char *const *cli, int ncli, const char *const *srv,
 		   int nsrv);
+/* SMC-R v2: ncli / nsrv "loop:gid=v2" devices each, the user EID ueid on both. */
+int tl_setup_v2(struct tl_fix *fx, int ncli, int nsrv, const char *ueid);
 void tl_teardown(struct tl_fix *fx);
 /* Connects pair i (0..TL_NPP-1) on the fake clock; true if SMC-R on both ends. */
 bool tl_connect(struct tl_fix *fx, unsigned i);

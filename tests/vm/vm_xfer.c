@@ -441,6 +441,7 @@ static int client_one(const struct sockaddr_in *a, uint32_t conn, const char *sp
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	printf("client conn=%u case=%s up=%u down=%u\n", conn, name, up, down);
+	fflush(stdout);	/* a scenario may act on this line while the data moves */
 	unsigned char h[16];
 	put32(h, MAGIC);
 	put32(h + 4, cs);
