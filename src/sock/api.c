@@ -172,7 +172,7 @@ static int connect_smc_locked(struct sock *s, const struct sockaddr *addr, sockl
 			return 0;
 		}
 	}
-	s->early = early;
+	s->early = early ? SOCK_EARLY_OPEN : SOCK_EARLY_NO;
 	if (!nb && !connecting) {
 		/* Blocking: this thread runs the CLC exchange itself on a hidden dup of the TCP
 		 * socket (hs_connect_inline_locked); the program's fd keeps the TCP file until
@@ -201,7 +201,6 @@ static int connect_smc_locked(struct sock *s, const struct sockaddr *addr, sockl
 		if (rc < 0)
 			return rc;
 		s->tcp_connecting = connecting;
-		s->background = nb || early;
 		atomic_store(&s->state, SS_HANDSHAKE);
 		rc = hs_start_locked(s);
 		if (rc < 0) {
@@ -402,7 +401,6 @@ int smcr_accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
 		 * handshake. */
 		int lfl = sock_sys.fcntl(lfd, F_GETFL);
 		bool bg = lfl >= 0 && (lfl & O_NONBLOCK);
-		s->background = bg;
 		rc = sock_install_placeholder_locked(s, true);
 		if (rc == 0) {
 			atomic_store(&s->state, SS_HANDSHAKE);
@@ -769,13 +767,13 @@ int sock_close(struct sock *s)
 	int st = atomic_load(&s->state);
 	if (st == SS_LISTEN && s->lq.on)
 		lsn_close_locked(s); /* connections nobody accepted are reset */
-	if (st == SS_HANDSHAKE && s->early && !s->fd_is_tcp && !s->inline_hs &&
+	if (st == SS_HANDSHAKE && s->early && !s->fd_is_tcp && !hs_inline(s) &&
 	    !(s->linger_set && s->linger_secs == 0)) {
 		/* Undecided: TCP's close would deliver what was written, then a FIN. The
 		 * handshake goes on without the program's fd; its end flushes pend and
 		 * closes gracefully (hs.c, orphan). SO_LINGER 0 (an abortive close, and the
 		 * interposer's before an exec) resets it instead, as TCP's. */
-		s->orphan = true;
+		s->early = SOCK_EARLY_ORPHAN;
 	} else if (st == SS_HANDSHAKE) {
 		hs_abort_locked(s);
 	}

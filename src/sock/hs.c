@@ -79,11 +79,11 @@ static void hs_timer_fn(void *arg, uint32_t unused)
 		sock_put(s);
 }
 
-/* Caller holds the lock. A thread driving the handshake itself (inline_hs) only records
+/* Caller holds the lock. A thread driving the handshake itself (hs_inline) only records
  * the deadline: it sleeps in poll() until then. */
 static void hs_timer_arm_locked(struct sock *s, uint64_t deadline)
 {
-	if (s->inline_hs) {
+	if (hs_inline(s)) {
 		if (deadline < s->hs.inline_deadline)
 			s->hs.inline_deadline = deadline;
 		return;
@@ -430,10 +430,10 @@ static void hs_early_smc_locked(struct sock *s)
 			LOG_DBG("hs", "fd %d: shutdown after the decision failed", s->fd);
 		(void)sock_sys.shutdown(s->tcp, SHUT_WR);
 		s->shut_wr = true;
-		if (!s->orphan)
+		if (s->early != SOCK_EARLY_ORPHAN)
 			sig_shut_wr(&s->sig);
 	}
-	if ((s->early_shut & 1) && !s->orphan) {
+	if ((s->early_shut & 1) && s->early != SOCK_EARLY_ORPHAN) {
 		if (core_conn_shutdown(s->conn, SHUT_RD, smcr_now_ns()) < 0)
 			LOG_DBG("hs", "fd %d: shutdown after the decision failed", s->fd);
 		sig_shut_rd(&s->sig);
@@ -463,7 +463,7 @@ static void hs_early_tcp_locked(struct sock *s, int t)
 			(void)stats_io(false, true, 0, (ssize_t)len);
 	}
 	pend_free(&s->pend);
-	if (s->early_shut && !s->orphan)
+	if (s->early_shut && s->early != SOCK_EARLY_ORPHAN)
 		(void)sock_sys.shutdown(t, (s->early_shut & 3) == 3	? SHUT_RDWR
 						   : (s->early_shut & 2) ? SHUT_WR
 									 : SHUT_RD);
@@ -565,7 +565,7 @@ static void hs_smc_locked(struct sock *s)
 		hs_early_smc_locked(s);
 		ev = core_conn_events(s->conn);
 	}
-	if (s->orphan) {
+	if (s->early == SOCK_EARLY_ORPHAN) {
 		/* closed by the program while undecided: its bytes are on their way, now
 		 * the close it asked for (the watch goes with it) */
 		sock_close_smc_locked(s, false);
@@ -596,7 +596,7 @@ static void hs_fallback_locked(struct sock *s, uint32_t local, uint32_t peer)
 	 * the file, and the file lives on at the program's fd. */
 	hs_unwatch_locked(s);
 	sock_sig_drop_pre_locked(s);
-	if (s->orphan) {
+	if (s->early == SOCK_EARLY_ORPHAN) {
 		/* closed by the program while undecided: its bytes, then a FIN */
 		hs_early_tcp_locked(s, s->tcp);
 		sock_sys.close(s->tcp);
@@ -775,7 +775,8 @@ static void hs_noengine_locked(struct sock *s, enum hs_input in)
 
 static void hs_run_locked(struct sock *s, uint32_t tcp_events)
 {
-	if (atomic_load(&s->state) != SS_HANDSHAKE || (s->closing && !s->orphan))
+	if (atomic_load(&s->state) != SS_HANDSHAKE ||
+	    (s->closing && s->early != SOCK_EARLY_ORPHAN))
 		return;
 	if (tcp_events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 		s->hs.tcp_rdhup = true;
@@ -799,7 +800,7 @@ static void hs_run_locked(struct sock *s, uint32_t tcp_events)
 		}
 		s->tcp_connecting = false;
 		/* TCP is up: an undecided connection is writable now, as TCP's (pend) */
-		if (s->early && s->has_sig && !s->orphan)
+		if (s->early == SOCK_EARLY_OPEN && s->has_sig)
 			sig_unblock_out(&s->sig);
 	}
 	if (s->hs.disc_pending) {
@@ -1071,6 +1072,7 @@ static void hs_prepare_locked(struct sock *s)
 int hs_start_locked(struct sock *s)
 {
 	hs_prepare_locked(s);
+	s->hs.driver = HS_DRV_PROGRESS;
 	/* The first step here, not on the progress thread: a server's Proposal is usually
 	 * there already (its Accept goes out before anything else is set up), a client's
 	 * goes out at once. Later steps come from the watch, added after it: the kernel
@@ -1105,7 +1107,7 @@ static void hs_presig_locked(struct sock *s)
 bool hs_drive_start_locked(struct sock *s)
 {
 	hs_prepare_locked(s);
-	s->inline_hs = true;
+	s->hs.driver = HS_DRV_ACCEPT;
 	s->hs.inline_deadline = UINT64_MAX;
 	hs_run_locked(s, 0);
 	hs_presig_locked(s);
@@ -1122,7 +1124,7 @@ void hs_drive_step_locked(struct sock *s, uint32_t ev)
 int hs_drive_release_locked(struct sock *s)
 {
 	uint64_t d = s->hs.inline_deadline;
-	s->inline_hs = false;
+	s->hs.driver = HS_DRV_PROGRESS;
 	if (atomic_load(&s->state) != SS_HANDSHAKE || s->closing || s->watch)
 		return 0;
 	sock_hold(s); /* the watch's reference, dropped by hs_watch_release */
@@ -1145,8 +1147,7 @@ int hs_drive_release_locked(struct sock *s)
 static void hs_early_detach_locked(struct sock *s)
 {
 	uint64_t d = s->hs.inline_deadline;
-	s->inline_hs = false;
-	s->background = true;
+	s->hs.driver = HS_DRV_PROGRESS;
 	if (s->fd_is_tcp) {
 		int rc = sock_smc_install_locked(s);
 		if (rc < 0) {
@@ -1169,7 +1170,7 @@ static void hs_early_detach_locked(struct sock *s)
 void hs_connect_inline_locked(struct sock *s)
 {
 	hs_prepare_locked(s);
-	s->inline_hs = true;
+	s->hs.driver = HS_DRV_CONNECT;
 	uint32_t ev = 0;
 	for (;;) {
 		s->hs.inline_deadline = UINT64_MAX;
@@ -1186,7 +1187,7 @@ void hs_connect_inline_locked(struct sock *s)
 			 * on the progress thread: go to the background and wait. An event raised
 			 * meanwhile was queued (hs_kick) and runs once we release the lock. */
 			uint64_t d = s->hs.inline_deadline;
-			s->inline_hs = false;
+			s->hs.driver = HS_DRV_PROGRESS;
 			sock_hold(s);
 			if (progress_watch(s->tcp, EPOLLIN | EPOLLRDHUP | EPOLLET, hs_watch_fn, s,
 					   hs_watch_release, &s->watch) < 0) {
@@ -1243,7 +1244,8 @@ void hs_connect_inline_locked(struct sock *s)
 			     (pf.revents & (POLLERR | POLLNVAL) ? EPOLLERR : 0);
 		}
 	}
-	s->inline_hs = false;
+	if (s->hs.driver == HS_DRV_CONNECT)
+		s->hs.driver = HS_DRV_NONE; /* ended here (else detached: the progress thread's) */
 }
 
 void sock_early_settle(int fd)

@@ -563,7 +563,6 @@ static void lsn_new_child(struct sock *ls, int nfd, const struct sockaddr_storag
 	c->laddr = local;
 	c->paddr = *peer;
 	c->have_addrs = true;
-	c->background = true;
 	c->accept_deferred = in.deferred;
 	sock_hold(ls);
 	c->lsn = ls;
@@ -654,7 +653,6 @@ static int lsn_deliver(struct sock *c, struct sockaddr *addr, socklen_t *alen, i
 	c->lsn = NULL;
 	int fd = c->closing ? -1 : c->fd;
 	if (fd >= 0) {
-		c->background = false;
 		bool nb = (flags & SOCK_NONBLOCK) != 0, ce = (flags & SOCK_CLOEXEC) != 0;
 		c->nonblock = nb;
 		c->cloexec_off_at_install = false;
@@ -985,9 +983,8 @@ static int lazy_start_locked(struct sock *s)
 {
 	s->lazy = false;
 	atomic_fetch_sub_explicit(&sock_lazy_pending, 1, memory_order_relaxed);
-	s->background = true; /* the data calls wait for its end themselves (data.c route) */
 	/* undecided: writable at once, as TCP's accepted socket (pend, sock.h) */
-	s->early = !s->decline_only;
+	s->early = s->decline_only ? SOCK_EARLY_NO : SOCK_EARLY_OPEN;
 	int rc = sock_install_placeholder_locked(s, !s->early);
 	if (rc == 0) {
 		atomic_store(&s->state, SS_HANDSHAKE);

@@ -83,10 +83,28 @@ struct sock_epreg {
 	struct epoll_event ev;
 };
 
+/* Who drives a handshake (struct sock_hs.driver; hs_inline: one of the two threads). */
+enum hs_driver {
+	HS_DRV_NONE = 0,  /* not started, or ended by its inline driver */
+	HS_DRV_PROGRESS,  /* the progress thread: a watch on the TCP socket, a timer, calls
+			   * queued by the engine's callback (hs_kick) */
+	HS_DRV_CONNECT,	  /* the thread in a blocking connect (hs_connect_inline_locked) */
+	HS_DRV_ACCEPT,	  /* a thread in a blocking accept, for its listener's child (lsn.c) */
+};
+
+/* An undecided connection (struct sock.early): what the program has of it. */
+enum sock_early {
+	SOCK_EARLY_NO = 0, /* nothing before the decision: the handshake ends first */
+	SOCK_EARLY_OPEN,   /* the program has it as established while the handshake goes
+			    * on (stays so after the decision; read only in SS_HANDSHAKE) */
+	SOCK_EARLY_ORPHAN, /* ... and closed it meanwhile: the handshake goes on with no
+			    * program fd and its end closes the connection gracefully */
+};
+
 /* The handshake's part of a socket (hs.c; lsn.c for a child its accept drives). Every field
  * is written and read under the socket's lock (sock.lock) by the thread that drives the
  * handshake at that moment: the progress thread (its watch, timer and queued calls), the
- * connecting thread (struct sock.inline_hs) or the accepting thread that drives the child
+ * connecting thread (HS_DRV_CONNECT) or the accepting thread that drives the child
  * (lsn.c). Exceptions: kick_pending (atomic: the engine's callback sets it without the lock,
  * hs_kick) and timer (its own lock in progress.c: armed and cancelled under sock.lock, its
  * callback takes sock.lock). Zeroed with the socket (a valid "nothing yet" state). */
@@ -101,6 +119,10 @@ struct sock_hs {
 	/* DISC_BPF: result not read yet (hs.c reads it once TCP is up, before any CLC byte;
 	 * written by connect/accept (api.c) before the handshake starts) */
 	bool disc_pending;
+	/* Who runs the steps now (docs/parts/sock.md "States"). A thread driving the
+	 * handshake itself (HS_DRV_CONNECT, HS_DRV_ACCEPT) polls s->tcp and keeps no watch
+	 * and no timer: hs_run records its next deadline in inline_deadline. */
+	enum hs_driver driver;
 	int status;		     /* the last enum core_clc_status seen (0 none) */
 	uint64_t first_byte_deadline; /* server: fall back if no byte by then (ns) */
 	uint64_t inline_deadline;     /* a driving thread's next deadline (UINT64_MAX none) */
@@ -204,7 +226,6 @@ struct sock {
 	uint8_t disc;			  /* (L) enum disc_mode (discovery.h): how SMC-R was chosen
 					   * (a listener's is copied to what it accepts) */
 	uint32_t disc_reason;		  /* (L) listener: reason for its TCP children */
-	bool background;		  /* (L) nobody waits on cond: report via readiness */
 	bool tcp_connecting;		  /* (L) non-blocking TCP connect not yet complete */
 	_Atomic bool peer_closed_seen;	  /* hs_peer_closed queued its call (once per socket) */
 	struct prog_watch *watch;	  /* (L) the TCP watch (handshake, then FIN/RST) */
@@ -221,9 +242,6 @@ struct sock {
 	bool fd_is_tcp;			  /* (L) */
 	bool sig_pre;			  /* (L) sig opened ahead (inline connect, while the server
 					   * answers), prog not installed yet: ours to close */
-	bool inline_hs;			  /* (L) the connecting thread drives the handshake: no
-					   * timer; hs_run records its next deadline in
-					   * hs.inline_deadline */
 	bool have_addrs;		  /* (L) laddr/paddr known (no getsockname/getpeername) */
 	struct sockaddr_storage laddr, paddr; /* (L) */
 	bool accept_deferred;		  /* a child of a listener with lq.defer (first-byte wait) */
@@ -245,11 +263,11 @@ struct sock {
 	 * background. Its writes go to pend (POLLOUT on the placeholder while pend has
 	 * room), its reads wait for the decision; SS_SMC or SS_TCP writes pend's bytes
 	 * first. early_shut: the program's shutdown of that time (1 SHUT_RD, 2 SHUT_WR),
-	 * applied after the flush. orphan: the program closed it meanwhile; the handshake
-	 * goes on (with no program fd) and its end closes the connection gracefully, so
-	 * the peer reads every byte written and then EOF, as after a TCP close. */
-	bool early;
-	bool orphan;
+	 * applied after the flush. SOCK_EARLY_ORPHAN: the program closed it meanwhile;
+	 * the handshake goes on (with no program fd) and its end closes the connection
+	 * gracefully, so the peer reads every byte written and then EOF, as after a TCP
+	 * close. */
+	enum sock_early early; /* nonzero: given to the program before the decision */
 	uint8_t early_shut;
 	struct pend pend;
 	/* (L) The program's other numbers for this connection (dup, dup2/dup3, F_DUPFD of an
@@ -271,6 +289,13 @@ struct sock {
 	struct sock_hs hs;
 	struct sock_lsn lq;
 };
+
+/* A thread of the program drives s's handshake itself (HS_DRV_CONNECT, HS_DRV_ACCEPT): no
+ * watch, no timer. Caller holds s->lock. */
+static inline bool hs_inline(const struct sock *s)
+{
+	return s->hs.driver == HS_DRV_CONNECT || s->hs.driver == HS_DRV_ACCEPT;
+}
 
 /* ---- objects (sock.c) ---- */
 
@@ -405,7 +430,7 @@ void sock_early_settle(int fd);
  * Returns when s left HANDSHAKE. Caller holds s->lock. */
 void hs_connect_inline_locked(struct sock *s);
 /* A listener's child driven by the accepting thread (lsn.c): the first step now, no watch
- * and no timer (inline_hs: deadlines in hs.inline_deadline); the thread polls s->tcp and
+ * and no timer (HS_DRV_ACCEPT: deadlines in hs.inline_deadline); the thread polls s->tcp and
  * calls hs_drive_step_locked with what poll saw (or 0 at the deadline). Returns true
  * while it still handshakes. hs_drive_release_locked hands it to the progress thread
  * (watch, timer) when the accepting thread leaves. Caller holds s->lock. */
