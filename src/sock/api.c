@@ -161,9 +161,9 @@ static int connect_smc_locked(struct sock *s, const struct sockaddr *addr, sockl
 		return sock_err_sys(errno); /* plain TCP error: the socket stays NEW */
 	bool connecting = rc < 0;
 	s->role = CORE_CLIENT;
-	if (!connecting && s->disc_pending && s->action != RULE_SMC_ONLY) {
+	if (!connecting && s->hs.disc_pending && s->action != RULE_SMC_ONLY) {
 		/* discovery.h: TCP is up; without the option exchange no CLC at all */
-		s->disc_pending = false;
+		s->hs.disc_pending = false;
 		uint32_t why = disc_result(s->fd);
 		if (why) {
 			s->local_reason = why;
@@ -172,7 +172,7 @@ static int connect_smc_locked(struct sock *s, const struct sockaddr *addr, sockl
 			return 0;
 		}
 	}
-	s->early = early;
+	s->early = early ? SOCK_EARLY_OPEN : SOCK_EARLY_NO;
 	if (!nb && !connecting) {
 		/* Blocking: this thread runs the CLC exchange itself on a hidden dup of the TCP
 		 * socket (hs_connect_inline_locked); the program's fd keeps the TCP file until
@@ -201,7 +201,6 @@ static int connect_smc_locked(struct sock *s, const struct sockaddr *addr, sockl
 		if (rc < 0)
 			return rc;
 		s->tcp_connecting = connecting;
-		s->background = nb || early;
 		atomic_store(&s->state, SS_HANDSHAKE);
 		rc = hs_start_locked(s);
 		if (rc < 0) {
@@ -269,7 +268,7 @@ int smcr_connect(int fd, const struct sockaddr *addr, socklen_t len)
 		}
 		s->action = a;
 		s->disc = (uint8_t)dc.mode;
-		s->disc_pending = dc.mode == DISC_BPF;
+		s->hs.disc_pending = dc.mode == DISC_BPF;
 		if (a == RULE_SMC_ONLY && !sock_engine()) {
 			rc = -SMCR_E_SOCK_SMC_ONLY;
 			break;
@@ -312,7 +311,7 @@ int smcr_accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
 	statsrv_ensure();
 	pthread_mutex_lock(&ls->lock);
 	bool listening = atomic_load(&ls->state) == SS_LISTEN;
-	if (listening && ls->lq_want && !atomic_load_explicit(&sock_lazy_accept,
+	if (listening && ls->lq.want && !atomic_load_explicit(&sock_lazy_accept,
 							      memory_order_relaxed)) {
 		/* SMC-R possible: concurrent handshakes, the first completed is returned */
 		pthread_mutex_unlock(&ls->lock);
@@ -402,7 +401,6 @@ int smcr_accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
 		 * handshake. */
 		int lfl = sock_sys.fcntl(lfd, F_GETFL);
 		bool bg = lfl >= 0 && (lfl & O_NONBLOCK);
-		s->background = bg;
 		rc = sock_install_placeholder_locked(s, true);
 		if (rc == 0) {
 			atomic_store(&s->state, SS_HANDSHAKE);
@@ -459,7 +457,7 @@ int smcr_shutdown(int fd, int how)
 	pthread_mutex_lock(&s->lock);
 	switch ((enum sock_state)atomic_load(&s->state)) {
 	case SS_LISTEN:
-		if (s->lq_on) {
+		if (s->lq.on) {
 			/* the listening socket is hidden behind the accept queue (lsn.c) */
 			rc = sock_sys.shutdown(s->tcp, how) < 0 ? sock_err_sys(errno) : 0;
 			if (rc == 0 && how != SHUT_WR)
@@ -767,15 +765,15 @@ int sock_close(struct sock *s)
 	 * again, and the new socket must find the slot free. */
 	sock_unlink(s);
 	int st = atomic_load(&s->state);
-	if (st == SS_LISTEN && s->lq_on)
+	if (st == SS_LISTEN && s->lq.on)
 		lsn_close_locked(s); /* connections nobody accepted are reset */
-	if (st == SS_HANDSHAKE && s->early && !s->fd_is_tcp && !s->inline_hs &&
+	if (st == SS_HANDSHAKE && s->early && !s->fd_is_tcp && !hs_inline(s) &&
 	    !(s->linger_set && s->linger_secs == 0)) {
 		/* Undecided: TCP's close would deliver what was written, then a FIN. The
 		 * handshake goes on without the program's fd; its end flushes pend and
 		 * closes gracefully (hs.c, orphan). SO_LINGER 0 (an abortive close, and the
 		 * interposer's before an exec) resets it instead, as TCP's. */
-		s->orphan = true;
+		s->early = SOCK_EARLY_ORPHAN;
 	} else if (st == SS_HANDSHAKE) {
 		hs_abort_locked(s);
 	}

@@ -63,7 +63,7 @@ static enum route route(int fd, bool nowait, struct sock **sp, int *err)
 	if (st == SS_HANDSHAKE) {
 		pthread_mutex_lock(&s->lock);
 		st = atomic_load(&s->state);
-		if (st == SS_HANDSHAKE && s->early && !s->inline_hs && !s->fd_is_tcp) {
+		if (st == SS_HANDSHAKE && s->early && !hs_inline(s) && !s->fd_is_tcp) {
 			pthread_mutex_unlock(&s->lock);
 			*sp = s;
 			return ROUTE_EARLY;

@@ -39,7 +39,7 @@ int smcr_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	if (!s)
 		return sock_sys.epoll_ctl(epfd, op, fd, ev);
 	pthread_mutex_lock(&s->lock);
-	if ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && s->lq_want &&
+	if ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && s->lq.want &&
 	    atomic_load(&s->state) == SS_LISTEN) {
 		/* a listener's readiness is its accept queue's (lsn.c): set it up first */
 		int arc = lsn_activate_locked(s);

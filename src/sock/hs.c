@@ -70,38 +70,38 @@ static void hs_timer_fn(void *arg, uint32_t unused)
 	struct sock *s = arg;
 	pthread_mutex_lock(&s->lock);
 	/* Re-armed while this call waited for the lock: the new arming keeps the reference. */
-	bool rearmed = progress_timer_armed(&s->timer);
+	bool rearmed = progress_timer_armed(&s->hs.timer);
 	if (!rearmed)
-		s->timer_ref = false;
+		s->hs.timer_ref = false;
 	hs_run_locked(s, 0);
 	pthread_mutex_unlock(&s->lock);
 	if (!rearmed)
 		sock_put(s);
 }
 
-/* Caller holds the lock. A thread driving the handshake itself (inline_hs) only records
+/* Caller holds the lock. A thread driving the handshake itself (hs_inline) only records
  * the deadline: it sleeps in poll() until then. */
 static void hs_timer_arm_locked(struct sock *s, uint64_t deadline)
 {
-	if (s->inline_hs) {
-		if (deadline < s->inline_deadline)
-			s->inline_deadline = deadline;
+	if (hs_inline(s)) {
+		if (deadline < s->hs.inline_deadline)
+			s->hs.inline_deadline = deadline;
 		return;
 	}
-	if (!s->timer_ref) {
+	if (!s->hs.timer_ref) {
 		sock_hold(s);
-		s->timer_ref = true;
+		s->hs.timer_ref = true;
 	}
-	if (progress_timer_arm(&s->timer, deadline) < 0) {
-		s->timer_ref = false;
+	if (progress_timer_arm(&s->hs.timer, deadline) < 0) {
+		s->hs.timer_ref = false;
 		sock_put(s); /* never the last: the caller holds one */
 	}
 }
 
 static void hs_timer_cancel_locked(struct sock *s)
 {
-	if (s->timer_ref && progress_timer_cancel(&s->timer)) {
-		s->timer_ref = false;
+	if (s->hs.timer_ref && progress_timer_cancel(&s->hs.timer)) {
+		s->hs.timer_ref = false;
 		sock_put(s);
 	}
 	/* else: not armed, or its call is waiting for our lock and will drop the reference */
@@ -111,7 +111,7 @@ static void hs_kick_fn(void *arg, uint32_t unused)
 {
 	(void)unused;
 	struct sock *s = arg;
-	atomic_store(&s->kick_pending, false);
+	atomic_store(&s->hs.kick_pending, false);
 	pthread_mutex_lock(&s->lock);
 	hs_run_locked(s, 0);
 	pthread_mutex_unlock(&s->lock);
@@ -120,11 +120,11 @@ static void hs_kick_fn(void *arg, uint32_t unused)
 
 void hs_kick(struct sock *s)
 {
-	if (atomic_exchange(&s->kick_pending, true))
+	if (atomic_exchange(&s->hs.kick_pending, true))
 		return; /* one queued call runs everything that is due */
 	sock_hold(s);
 	if (progress_call(hs_kick_fn, s) < 0) {
-		atomic_store(&s->kick_pending, false);
+		atomic_store(&s->hs.kick_pending, false);
 		LOG_ERR("hs", "fd %d: cannot queue a handshake step", s->fd);
 		sock_put(s);
 	}
@@ -430,10 +430,10 @@ static void hs_early_smc_locked(struct sock *s)
 			LOG_DBG("hs", "fd %d: shutdown after the decision failed", s->fd);
 		(void)sock_sys.shutdown(s->tcp, SHUT_WR);
 		s->shut_wr = true;
-		if (!s->orphan)
+		if (s->early != SOCK_EARLY_ORPHAN)
 			sig_shut_wr(&s->sig);
 	}
-	if ((s->early_shut & 1) && !s->orphan) {
+	if ((s->early_shut & 1) && s->early != SOCK_EARLY_ORPHAN) {
 		if (core_conn_shutdown(s->conn, SHUT_RD, smcr_now_ns()) < 0)
 			LOG_DBG("hs", "fd %d: shutdown after the decision failed", s->fd);
 		sig_shut_rd(&s->sig);
@@ -463,7 +463,7 @@ static void hs_early_tcp_locked(struct sock *s, int t)
 			(void)stats_io(false, true, 0, (ssize_t)len);
 	}
 	pend_free(&s->pend);
-	if (s->early_shut && !s->orphan)
+	if (s->early_shut && s->early != SOCK_EARLY_ORPHAN)
 		(void)sock_sys.shutdown(t, (s->early_shut & 3) == 3	? SHUT_RDWR
 						   : (s->early_shut & 2) ? SHUT_WR
 									 : SHUT_RD);
@@ -565,7 +565,7 @@ static void hs_smc_locked(struct sock *s)
 		hs_early_smc_locked(s);
 		ev = core_conn_events(s->conn);
 	}
-	if (s->orphan) {
+	if (s->early == SOCK_EARLY_ORPHAN) {
 		/* closed by the program while undecided: its bytes are on their way, now
 		 * the close it asked for (the watch goes with it) */
 		sock_close_smc_locked(s, false);
@@ -596,7 +596,7 @@ static void hs_fallback_locked(struct sock *s, uint32_t local, uint32_t peer)
 	 * the file, and the file lives on at the program's fd. */
 	hs_unwatch_locked(s);
 	sock_sig_drop_pre_locked(s);
-	if (s->orphan) {
+	if (s->early == SOCK_EARLY_ORPHAN) {
 		/* closed by the program while undecided: its bytes, then a FIN */
 		hs_early_tcp_locked(s, s->tcp);
 		sock_sys.close(s->tcp);
@@ -647,7 +647,7 @@ static int hs_write_all(int fd, const uint8_t *p, size_t len)
 
 enum hs_input {
 	HS_IN_NONE,    /* nothing new (yet) */
-	HS_IN_MSG,     /* one whole CLC message appended to s->in */
+	HS_IN_MSG,     /* one whole CLC message appended to s->hs.in */
 	HS_IN_EOF,     /* TCP EOF or error */
 	HS_IN_NOT_CLC, /* server: the client's first bytes are not CLC */
 };
@@ -659,8 +659,8 @@ static enum hs_input hs_read(struct sock *s)
 {
 	/* One peek for the header and as much of the message as is there (never more than
 	 * the buffer's room); then exactly the message is read. */
-	uint8_t *hdr = s->in + s->in_len;
-	size_t room = sizeof(s->in) - s->in_len;
+	uint8_t *hdr = s->hs.in + s->hs.in_len;
+	size_t room = sizeof(s->hs.in) - s->hs.in_len;
 	if (room < CLC_HDR_LEN)
 		return HS_IN_EOF; /* the engine consumes every whole message: cannot happen */
 	ssize_t n = sock_sys.recv(s->tcp, hdr, room, MSG_PEEK | MSG_DONTWAIT);
@@ -669,11 +669,11 @@ static enum hs_input hs_read(struct sock *s)
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return HS_IN_NONE;
 	if (n < 0) {
-		s->tcp_reset = true; /* the error is consumed by this read: remembered */
+		s->hs.tcp_reset = true; /* the error is consumed by this read: remembered */
 		return HS_IN_EOF;
 	}
-	s->got_bytes = true;
-	if (s->role == CORE_SERVER && s->in_len == 0 && !s->clc_out) {
+	s->hs.got_bytes = true;
+	if (s->role == CORE_SERVER && s->hs.in_len == 0 && !s->hs.clc_out) {
 		/* The client's first bytes: "SMCR" or "SMCD" (a Linux client may send an SMC-D
 		 * Proposal or a Decline), else a plain TCP client. Only here: once our Accept is
 		 * out we are committed (RFC 7609 3.5), and whatever follows is CLC or a reset. */
@@ -684,7 +684,7 @@ static enum hs_input hs_read(struct sock *s)
 		}
 	}
 	if ((size_t)n < CLC_HDR_LEN)
-		return s->tcp_rdhup ? HS_IN_EOF : HS_IN_NONE;
+		return s->hs.tcp_rdhup ? HS_IN_EOF : HS_IN_NONE;
 	uint16_t msglen = 0;
 	if (clc_peek_header(hdr, CLC_HDR_LEN, NULL, &msglen, NULL) < 0 || msglen < CLC_HDR_LEN)
 		msglen = CLC_HDR_LEN; /* the engine reports the framing error precisely */
@@ -693,14 +693,14 @@ static enum hs_input hs_read(struct sock *s)
 	if (n < (ssize_t)msglen) {
 		/* A part of a message and then EOF: a peek keeps returning the part, so the
 		 * end shows only in the watch's EPOLLRDHUP. */
-		return n == 0 || s->tcp_rdhup ? HS_IN_EOF : HS_IN_NONE;
+		return n == 0 || s->hs.tcp_rdhup ? HS_IN_EOF : HS_IN_NONE;
 	}
-	s->in_more = n > (ssize_t)msglen;
-	n = sock_sys.recv(s->tcp, s->in + s->in_len, msglen, MSG_DONTWAIT);
+	s->hs.in_more = n > (ssize_t)msglen;
+	n = sock_sys.recv(s->tcp, s->hs.in + s->hs.in_len, msglen, MSG_DONTWAIT);
 	if (n != (ssize_t)msglen)
 		return HS_IN_EOF;
-	s->in_len += msglen;
-	trace_clc(s, false, s->in + s->in_len - msglen, msglen);
+	s->hs.in_len += msglen;
+	trace_clc(s, false, s->hs.in + s->hs.in_len - msglen, msglen);
 	return HS_IN_MSG;
 }
 
@@ -710,10 +710,10 @@ static bool hs_clean_eof(struct sock *s)
 {
 	int err = 0;
 	socklen_t l = sizeof(err);
-	if (s->tcp_reset || sock_sys.getsockopt(s->tcp, SOL_SOCKET, SO_ERROR, &err, &l) < 0 ||
+	if (s->hs.tcp_reset || sock_sys.getsockopt(s->tcp, SOL_SOCKET, SO_ERROR, &err, &l) < 0 ||
 	    err) {
 		if (err)
-			s->tcp_reset = true;
+			s->hs.tcp_reset = true;
 		return false;
 	}
 	char b;
@@ -754,8 +754,8 @@ static void hs_noengine_locked(struct sock *s, enum hs_input in)
 		break;
 	}
 	struct clc_msg got;
-	int rc = clc_decode(s->in, s->in_len, &got);
-	s->in_len = 0;
+	int rc = clc_decode(s->hs.in, s->hs.in_len, &got);
+	s->hs.in_len = 0;
 	if (rc == 0 && got.type == CLC_DECLINE) {
 		hs_fallback_locked(s, SMCR_REASON_PEERDECL, got.decline.diag);
 	} else if (rc == 0 && got.type == CLC_PROPOSAL) {
@@ -775,12 +775,13 @@ static void hs_noengine_locked(struct sock *s, enum hs_input in)
 
 static void hs_run_locked(struct sock *s, uint32_t tcp_events)
 {
-	if (atomic_load(&s->state) != SS_HANDSHAKE || (s->closing && !s->orphan))
+	if (atomic_load(&s->state) != SS_HANDSHAKE ||
+	    (s->closing && s->early != SOCK_EARLY_ORPHAN))
 		return;
 	if (tcp_events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-		s->tcp_rdhup = true;
+		s->hs.tcp_rdhup = true;
 	if (tcp_events & EPOLLERR)
-		s->tcp_reset = true;
+		s->hs.tcp_reset = true;
 	uint64_t now = smcr_now_ns();
 	if (s->tcp_connecting) {
 		int err = 0;
@@ -799,12 +800,12 @@ static void hs_run_locked(struct sock *s, uint32_t tcp_events)
 		}
 		s->tcp_connecting = false;
 		/* TCP is up: an undecided connection is writable now, as TCP's (pend) */
-		if (s->early && s->has_sig && !s->orphan)
+		if (s->early == SOCK_EARLY_OPEN && s->has_sig)
 			sig_unblock_out(&s->sig);
 	}
-	if (s->disc_pending) {
+	if (s->hs.disc_pending) {
 		/* discovery.h: the option exchange decides before any CLC byte */
-		s->disc_pending = false;
+		s->hs.disc_pending = false;
 		uint32_t why = disc_result(s->tcp);
 		if (why) {
 			if (s->conn)
@@ -818,7 +819,7 @@ static void hs_run_locked(struct sock *s, uint32_t tcp_events)
 		return;
 	}
 	/* A client's first step writes the Proposal: nothing can have come before it. */
-	bool may_read = !(s->role == CORE_CLIENT && s->hs_status == 0 && !s->got_bytes &&
+	bool may_read = !(s->role == CORE_CLIENT && s->hs.status == 0 && !s->hs.got_bytes &&
 			  !(tcp_events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)));
 	for (int round = 0; round < 16; round++) {
 		enum hs_input in = may_read ? hs_read(s) : HS_IN_NONE;
@@ -835,8 +836,8 @@ static void hs_run_locked(struct sock *s, uint32_t tcp_events)
 		case HS_IN_MSG:
 			break;
 		}
-		if (eof && s->early && s->role == CORE_CLIENT && s->in_len == 0 &&
-		    s->hs_status == CORE_CLC_NEED_INPUT && hs_clean_eof(s)) {
+		if (eof && s->early && s->role == CORE_CLIENT && s->hs.in_len == 0 &&
+		    s->hs.status == CORE_CLC_NEED_INPUT && hs_clean_eof(s)) {
 			/* Undecided, and the server closed (a FIN, no reset) without a word:
 			 * TCP's connection ended by its peer. The program gets exactly that: the
 			 * TCP socket back, EOF on a read (a server that accepts and closes at
@@ -845,28 +846,28 @@ static void hs_run_locked(struct sock *s, uint32_t tcp_events)
 			hs_fallback_locked(s, SMCR_REASON_PEERNOSMC, 0);
 			return;
 		}
-		if (s->role == CORE_SERVER && !s->got_bytes && !eof) {
-			if (now >= s->first_byte_deadline) {
+		if (s->role == CORE_SERVER && !s->hs.got_bytes && !eof) {
+			if (now >= s->hs.first_byte_deadline) {
 				/* Nothing read, nothing sent: the stream is untouched, so TCP is a
 				 * clean choice (a plain client waiting for the server to talk). */
 				core_conn_set_fallback(s->conn, SMCR_REASON_PEERNOSMC);
 				hs_fallback_locked(s, SMCR_REASON_PEERNOSMC, 0);
 				return;
 			}
-			hs_timer_arm_locked(s, s->first_byte_deadline);
+			hs_timer_arm_locked(s, s->hs.first_byte_deadline);
 			return;
 		}
 		struct core_clc_result r;
-		int rc = core_conn_clc_step(s->conn, s->in, s->in_len, eof, now, &r);
+		int rc = core_conn_clc_step(s->conn, s->hs.in, s->hs.in_len, eof, now, &r);
 		if (rc < 0) {
 			hs_fail_locked(s, rc);
 			return;
 		}
-		s->hs_status = (int)r.status;
-		if (r.consumed > s->in_len)
-			r.consumed = s->in_len;
-		memmove(s->in, s->in + r.consumed, s->in_len - r.consumed);
-		s->in_len -= r.consumed;
+		s->hs.status = (int)r.status;
+		if (r.consumed > s->hs.in_len)
+			r.consumed = s->hs.in_len;
+		memmove(s->hs.in, s->hs.in + r.consumed, s->hs.in_len - r.consumed);
+		s->hs.in_len -= r.consumed;
 		if (r.out_len) {
 			trace_clc(s, true, r.out, r.out_len);
 			rc = hs_write_all(s->tcp, r.out, r.out_len);
@@ -874,7 +875,7 @@ static void hs_run_locked(struct sock *s, uint32_t tcp_events)
 				hs_fail_locked(s, rc);
 				return;
 			}
-			s->clc_out = true;
+			s->hs.clc_out = true;
 		}
 		switch (r.status) {
 		case CORE_CLC_SMC:
@@ -901,7 +902,7 @@ static void hs_run_locked(struct sock *s, uint32_t tcp_events)
 			hs_timer_arm_locked(s, r.deadline_ns);
 		if (in != HS_IN_MSG)
 			return; /* nothing read: the peer's answer (if any) comes as an event */
-		if (r.out_len && !s->in_more && !s->tcp_rdhup)
+		if (r.out_len && !s->hs.in_more && !s->hs.tcp_rdhup)
 			return; /* we answered and nothing else was queued behind what we read:
 				 * the peer's reply comes as a new event (a new EPOLLET edge, or
 				 * poll's level), a read now would be an EAGAIN (a system call per
@@ -1063,14 +1064,15 @@ static void hs_prepare_locked(struct sock *s)
 		 * 1 s (lsn.c): that second counts towards the wait */
 		if (s->accept_deferred)
 			w = w > SMCR_NS_PER_S ? w - SMCR_NS_PER_S : 0;
-		s->first_byte_deadline = smcr_now_ns() + w;
+		s->hs.first_byte_deadline = smcr_now_ns() + w;
 	}
-	progress_timer_init(&s->timer, hs_timer_fn, s);
+	progress_timer_init(&s->hs.timer, hs_timer_fn, s);
 }
 
 int hs_start_locked(struct sock *s)
 {
 	hs_prepare_locked(s);
+	s->hs.driver = HS_DRV_PROGRESS;
 	/* The first step here, not on the progress thread: a server's Proposal is usually
 	 * there already (its Accept goes out before anything else is set up), a client's
 	 * goes out at once. Later steps come from the watch, added after it: the kernel
@@ -1097,7 +1099,7 @@ int hs_start_locked(struct sock *s)
 static void hs_presig_locked(struct sock *s)
 {
 	if (atomic_load(&s->state) == SS_HANDSHAKE && s->role == CORE_SERVER && s->conn &&
-	    s->clc_out && s->hs_status == CORE_CLC_NEED_INPUT && !s->has_sig && !s->sig_pre &&
+	    s->hs.clc_out && s->hs.status == CORE_CLC_NEED_INPUT && !s->has_sig && !s->sig_pre &&
 	    sig_open(&s->sig) == 0)
 		s->sig_pre = true;
 }
@@ -1105,8 +1107,8 @@ static void hs_presig_locked(struct sock *s)
 bool hs_drive_start_locked(struct sock *s)
 {
 	hs_prepare_locked(s);
-	s->inline_hs = true;
-	s->inline_deadline = UINT64_MAX;
+	s->hs.driver = HS_DRV_ACCEPT;
+	s->hs.inline_deadline = UINT64_MAX;
 	hs_run_locked(s, 0);
 	hs_presig_locked(s);
 	return atomic_load(&s->state) == SS_HANDSHAKE;
@@ -1114,15 +1116,15 @@ bool hs_drive_start_locked(struct sock *s)
 
 void hs_drive_step_locked(struct sock *s, uint32_t ev)
 {
-	s->inline_deadline = UINT64_MAX;
+	s->hs.inline_deadline = UINT64_MAX;
 	hs_run_locked(s, ev);
 	hs_presig_locked(s);
 }
 
 int hs_drive_release_locked(struct sock *s)
 {
-	uint64_t d = s->inline_deadline;
-	s->inline_hs = false;
+	uint64_t d = s->hs.inline_deadline;
+	s->hs.driver = HS_DRV_PROGRESS;
 	if (atomic_load(&s->state) != SS_HANDSHAKE || s->closing || s->watch)
 		return 0;
 	sock_hold(s); /* the watch's reference, dropped by hs_watch_release */
@@ -1144,9 +1146,8 @@ int hs_drive_release_locked(struct sock *s)
  * timer for the deadline the inline steps recorded. Caller holds lock. */
 static void hs_early_detach_locked(struct sock *s)
 {
-	uint64_t d = s->inline_deadline;
-	s->inline_hs = false;
-	s->background = true;
+	uint64_t d = s->hs.inline_deadline;
+	s->hs.driver = HS_DRV_PROGRESS;
 	if (s->fd_is_tcp) {
 		int rc = sock_smc_install_locked(s);
 		if (rc < 0) {
@@ -1169,24 +1170,24 @@ static void hs_early_detach_locked(struct sock *s)
 void hs_connect_inline_locked(struct sock *s)
 {
 	hs_prepare_locked(s);
-	s->inline_hs = true;
+	s->hs.driver = HS_DRV_CONNECT;
 	uint32_t ev = 0;
 	for (;;) {
-		s->inline_deadline = UINT64_MAX;
+		s->hs.inline_deadline = UINT64_MAX;
 		hs_run_locked(s, ev);
 		if (atomic_load(&s->state) != SS_HANDSHAKE || s->closing)
 			break;
-		if (s->hs_status == CORE_CLC_WAIT_LINK && s->early) {
+		if (s->hs.status == CORE_CLC_WAIT_LINK && s->early) {
 			/* the link comes through the engine: connect returns, TCP is up */
 			hs_early_detach_locked(s);
 			break;
 		}
-		if (s->hs_status == CORE_CLC_WAIT_LINK) {
+		if (s->hs.status == CORE_CLC_WAIT_LINK) {
 			/* The link's messages (CONFIRM LINK, CONFIRM RKEY) come through the engine
 			 * on the progress thread: go to the background and wait. An event raised
 			 * meanwhile was queued (hs_kick) and runs once we release the lock. */
-			uint64_t d = s->inline_deadline;
-			s->inline_hs = false;
+			uint64_t d = s->hs.inline_deadline;
+			s->hs.driver = HS_DRV_PROGRESS;
 			sock_hold(s);
 			if (progress_watch(s->tcp, EPOLLIN | EPOLLRDHUP | EPOLLET, hs_watch_fn, s,
 					   hs_watch_release, &s->watch) < 0) {
@@ -1208,15 +1209,15 @@ void hs_connect_inline_locked(struct sock *s)
 		}
 		/* wait for the peer's next message (or the deadline) without the lock */
 		int ms = -1;
-		if (s->inline_deadline != UINT64_MAX) {
+		if (s->hs.inline_deadline != UINT64_MAX) {
 			uint64_t now = smcr_now_ns();
-			uint64_t d = s->inline_deadline > now ? s->inline_deadline - now : 0;
+			uint64_t d = s->hs.inline_deadline > now ? s->hs.inline_deadline - now : 0;
 			d = (d + SMCR_NS_PER_MS - 1) / SMCR_NS_PER_MS;
 			ms = d > 60000 ? 60000 : (int)d;
 		}
 		struct pollfd pf = { .fd = s->tcp, .events = POLLIN | POLLRDHUP };
 		/* our message went out and the server's answer is due: spin for it first */
-		bool spin = s->clc_out && s->hs_status == CORE_CLC_NEED_INPUT;
+		bool spin = s->hs.clc_out && s->hs.status == CORE_CLC_NEED_INPUT;
 		pthread_mutex_unlock(&s->lock);
 		/* No closeq drain here: this wait is filled already (the signal pair is
 		 * opened in it), and a close past the Accept's arrival delays the Confirm;
@@ -1243,7 +1244,8 @@ void hs_connect_inline_locked(struct sock *s)
 			     (pf.revents & (POLLERR | POLLNVAL) ? EPOLLERR : 0);
 		}
 	}
-	s->inline_hs = false;
+	if (s->hs.driver == HS_DRV_CONNECT)
+		s->hs.driver = HS_DRV_NONE; /* ended here (else detached: the progress thread's) */
 }
 
 void sock_early_settle(int fd)

@@ -38,8 +38,8 @@
  * Ownership: the listener's queue (pending and ready lists) holds one reference to each
  * child, and a child holds one to its listener (c->lsn) until it leaves the queue. Whoever
  * unlinks a child from a list (completion-with-failure, accept, listener close) owns that
- * reference and ends it. Locks: child.lock -> listener.lq_lock -> sig.lock; nothing takes
- * a child's lock while holding lq_lock, and the listener's own lock is never taken while
+ * reference and ends it. Locks: child.lock -> listener.lq.lock -> sig.lock; nothing takes
+ * a child's lock while holding lq.lock, and the listener's own lock is never taken while
  * a child's is held. */
 #define _GNU_SOURCE
 #include "sock/sock.h"
@@ -94,7 +94,7 @@ static void lsn_fill(struct sock *ls, struct lsn_drive *d);
 /* The listener whose children this thread drives inside a blocking accept (NULL
  * elsewhere): a child that completes on this thread while no other is ready needs no
  * POLLIN token on the placeholder (a send, and a recv to drain it when accept pops it):
- * this thread pops it next. lq_quiet records such a completion; an accept that leaves
+ * this thread pops it next. lq.quiet records such a completion; an accept that leaves
  * without popping (EINTR) writes the token then (lsn_quiet_flush). */
 static _Thread_local struct sock *lsn_driving;
 
@@ -172,16 +172,16 @@ static unsigned lsn_bound(int backlog)
 
 void lsn_listen_locked(struct sock *s, int backlog)
 {
-	pthread_mutex_lock(&s->lq_lock);
-	s->lq_max = lsn_bound(backlog);
-	pthread_mutex_unlock(&s->lq_lock);
+	pthread_mutex_lock(&s->lq.lock);
+	s->lq.max = lsn_bound(backlog);
+	pthread_mutex_unlock(&s->lq.lock);
 	pthread_once(&lsn_once, lsn_init);
-	if (atomic_load(&s->state) != SS_LISTEN || s->lq_want)
+	if (atomic_load(&s->state) != SS_LISTEN || s->lq.want)
 		return;
 	/* under the interposer the listener stays the kernel's: accept at first use (below) */
 	if (atomic_load_explicit(&sock_lazy_accept, memory_order_relaxed))
 		return;
-	s->lq_want = lsn_smc_possible(s);
+	s->lq.want = lsn_smc_possible(s);
 }
 
 /* ---- activation ---- */
@@ -218,13 +218,13 @@ _Atomic uint64_t lsn_watch_ctl_total; /* sock.h */
  * keeps EPOLLET: a listener's EPOLLHUP (always reported) then fires once, not forever.
  * Arming re-evaluates readiness (epoll_ctl MOD): connections queued meanwhile give the
  * progress thread an event at once, so none is left in the kernel's queue when the last
- * blocking accept leaves. Caller holds lq_lock. */
+ * blocking accept leaves. Caller holds lq.lock. */
 static void lsn_watch_arm_locked(struct sock *s, bool on)
 {
-	if (!s->lq_watch)
+	if (!s->lq.watch)
 		return;
 	atomic_fetch_add_explicit(&lsn_watch_ctl_total, 1, memory_order_relaxed);
-	if (progress_watch_modify(s->lq_watch, on ? EPOLLIN | EPOLLET : EPOLLET) < 0)
+	if (progress_watch_modify(s->lq.watch, on ? EPOLLIN | EPOLLET : EPOLLET) < 0)
 		SMCR_LOG_RL(SMCR_LOG_WARN, "sock", "listener %d: cannot %s its watch", s->fd,
 			    on ? "arm" : "disarm");
 }
@@ -241,31 +241,31 @@ static void lsn_watch_arm_locked(struct sock *s, bool on)
  * comes first cancels it and finds the watch still disarmed. A connection that arrives
  * while nobody is in accept is taken by the next accept, or by the progress thread at the
  * timer: at most LSN_REARM_NS later than before. The armed timer holds a reference to
- * the listener; lq_rearm_pending (lq_lock) says whether its call still has to re-arm. */
+ * the listener; lq.rearm_pending (lq.lock) says whether its call still has to re-arm. */
 #define LSN_REARM_NS (1000 * 1000ull)
 
 static void lsn_rearm_fire(void *arg, uint32_t unused)
 {
 	(void)unused;
 	struct sock *ls = arg;
-	pthread_mutex_lock(&ls->lq_lock);
-	if (ls->lq_rearm_pending) {
-		ls->lq_rearm_pending = false;
-		if (ls->lq_driving == 0 && !ls->lq_closed)
+	pthread_mutex_lock(&ls->lq.lock);
+	if (ls->lq.rearm_pending) {
+		ls->lq.rearm_pending = false;
+		if (ls->lq.driving == 0 && !ls->lq.closed)
 			lsn_watch_arm_locked(ls, true);
 	}
-	pthread_mutex_unlock(&ls->lq_lock);
+	pthread_mutex_unlock(&ls->lq.lock);
 	sock_put(ls);
 }
 
-/* The last blocking accept leaves. Caller holds lq_lock and a reference to ls. */
+/* The last blocking accept leaves. Caller holds lq.lock and a reference to ls. */
 static void lsn_rearm_later_locked(struct sock *ls)
 {
-	if (ls->lq_rearm_pending)
+	if (ls->lq.rearm_pending)
 		return;
 	sock_hold(ls); /* the timer's */
-	if (progress_timer_arm_quiet(&ls->lq_rearm, smcr_now_ns() + LSN_REARM_NS) == 0) {
-		ls->lq_rearm_pending = true;
+	if (progress_timer_arm_quiet(&ls->lq.rearm, smcr_now_ns() + LSN_REARM_NS) == 0) {
+		ls->lq.rearm_pending = true;
 		return;
 	}
 	sock_put(ls); /* never the last: the caller holds one */
@@ -273,44 +273,44 @@ static void lsn_rearm_later_locked(struct sock *ls)
 }
 
 /* A blocking accept enters, or the listener closes: a re-arm still owed is not done
- * (the watch stays disarmed). Returns true if there was one. Caller holds lq_lock. */
+ * (the watch stays disarmed). Returns true if there was one. Caller holds lq.lock. */
 static bool lsn_rearm_cancel_locked(struct sock *ls)
 {
-	if (!ls->lq_rearm_pending)
+	if (!ls->lq.rearm_pending)
 		return false;
-	ls->lq_rearm_pending = false;
-	if (progress_timer_cancel(&ls->lq_rearm))
+	ls->lq.rearm_pending = false;
+	if (progress_timer_cancel(&ls->lq.rearm))
 		sock_put(ls); /* never the last: the caller holds one */
-	/* else its call waits for lq_lock: it sees nothing pending and drops its reference */
+	/* else its call waits for lq.lock: it sees nothing pending and drops its reference */
 	return true;
 }
 
 /* In a forked child: the parent's armed re-arm never runs here. Returns true if it was
  * armed (the caller then drops the timer's reference, never the last). Caller holds
- * lq_lock. */
+ * lq.lock. */
 static bool lsn_rearm_forget_locked(struct sock *ls)
 {
-	bool was = ls->lq_rearm_pending;
-	ls->lq_rearm_pending = false;
+	bool was = ls->lq.rearm_pending;
+	ls->lq.rearm_pending = false;
 	return was;
 }
 
 int lsn_activate_locked(struct sock *s)
 {
-	if (!s->lq_want || (s->lq_on && s->lq_pid == atomic_load(&lsn_gen)))
+	if (!s->lq.want || (s->lq.on && s->lq.pid == atomic_load(&lsn_gen)))
 		return 0;
-	if (s->lq_on) {
+	if (s->lq.on) {
 		/* A forked child: the placeholder file is shared with the parent and the
 		 * queue's children are the parent's. Forget them (connections inherited across
 		 * fork are not usable, docs/parts/sock.md) and make our own. */
-		pthread_mutex_lock(&s->lq_lock);
-		s->lq_pending = s->lq_ready = s->lq_ready_tail = NULL;
-		s->lq_npending = s->lq_nready = 0;
-		s->lq_driving = 0; /* the parent's threads */
-		s->lq_watch = NULL; /* the parent's; progress forgot it at fork */
+		pthread_mutex_lock(&s->lq.lock);
+		s->lq.pending = s->lq.ready = s->lq.ready_tail = NULL;
+		s->lq.npending = s->lq.nready = 0;
+		s->lq.driving = 0; /* the parent's threads */
+		s->lq.watch = NULL; /* the parent's; progress forgot it at fork */
 		if (lsn_rearm_forget_locked(s)) /* ... and its timers */
 			sock_put(s); /* never the last: the caller holds one */
-		pthread_mutex_unlock(&s->lq_lock);
+		pthread_mutex_unlock(&s->lq.lock);
 		if (s->has_sig) {
 			sig_forget_prog(&s->sig);
 			s->has_sig = false; /* its end is the parent's too: left open */
@@ -342,28 +342,28 @@ int lsn_activate_locked(struct sock *s)
 	 * again until the Proposal). A client that never speaks is reported after the
 	 * kernel's 1 s; the first-byte wait counts it (hs.c), so only when that wait is at
 	 * least 1 s, and never with BPF discovery (a plain client is TCP at once there). */
-	s->lq_defer = false;
+	s->lq.defer = false;
 	if (named && lsn_all_smc(s) && sock_server_first_wait_ns() >= SMCR_NS_PER_S) {
 		int one = 1;
-		s->lq_defer = sock_sys.setsockopt(t, IPPROTO_TCP, TCP_DEFER_ACCEPT, &one,
+		s->lq.defer = sock_sys.setsockopt(t, IPPROTO_TCP, TCP_DEFER_ACCEPT, &one,
 						  sizeof(one)) == 0;
-		s->lq_defer_ns = smcr_now_ns();
+		s->lq.defer_ns = smcr_now_ns();
 	}
-	pthread_mutex_lock(&s->lq_lock);
-	s->lq_fd = t;
-	s->lq_closed = false;
-	progress_timer_init(&s->lq_rearm, lsn_rearm_fire, s); /* not armed here: see above */
-	pthread_mutex_unlock(&s->lq_lock);
-	s->lq_on = true;
-	s->lq_pid = atomic_load(&lsn_gen);
+	pthread_mutex_lock(&s->lq.lock);
+	s->lq.fd = t;
+	s->lq.closed = false;
+	progress_timer_init(&s->lq.rearm, lsn_rearm_fire, s); /* not armed here: see above */
+	pthread_mutex_unlock(&s->lq.lock);
+	s->lq.on = true;
+	s->lq.pid = atomic_load(&lsn_gen);
 	sock_hold(s); /* the watch's, dropped by lsn_watch_release */
 	struct prog_watch *w = NULL;
 	rc = progress_watch(t, EPOLLIN | EPOLLET, lsn_watch_fn, s, lsn_watch_release, &w);
-	pthread_mutex_lock(&s->lq_lock);
-	s->lq_watch = rc < 0 ? NULL : w;
-	if (w && s->lq_driving)
+	pthread_mutex_lock(&s->lq.lock);
+	s->lq.watch = rc < 0 ? NULL : w;
+	if (w && s->lq.driving)
 		lsn_watch_arm_locked(s, false); /* a blocking accept polls it already */
-	pthread_mutex_unlock(&s->lq_lock);
+	pthread_mutex_unlock(&s->lq.lock);
 	if (rc < 0) {
 		sock_put(s);
 		LOG_WARN("sock", "fd %d: cannot watch the listener (%s); accept takes "
@@ -389,7 +389,7 @@ struct lsn_inherit {
 	int linger_secs;
 	struct timeval rcvtimeo, sndtimeo;
 	bool have_local;		/* the listener's own address is every child's */
-	bool deferred;			/* TCP_DEFER_ACCEPT on the listener (lq_defer) */
+	bool deferred;			/* TCP_DEFER_ACCEPT on the listener (lq.defer) */
 	struct sockaddr_storage local;
 };
 
@@ -414,25 +414,25 @@ static void lsn_inherit_of(struct sock *ls, struct lsn_inherit *in)
 	 * reported 1 s after the option at the earliest. So no credit within that second
 	 * (a client that spoke is not waited for anyway): the silent client of it_accept,
 	 * queued before a slow server's first accept, was served as TCP 1 s early. */
-	in->deferred = ls->lq_defer && smcr_now_ns() >= ls->lq_defer_ns + SMCR_NS_PER_S;
+	in->deferred = ls->lq.defer && smcr_now_ns() >= ls->lq.defer_ns + SMCR_NS_PER_S;
 	if (in->have_local)
 		in->local = ls->laddr;
 	pthread_mutex_unlock(&ls->lock);
 }
 
-/* Appends c to the ready list. Caller holds ls->lq_lock. */
+/* Appends c to the ready list. Caller holds ls->lq.lock. */
 static void lsn_ready_locked(struct sock *ls, struct sock *c)
 {
 	c->lq_next = NULL;
-	bool quiet = lsn_driving == ls && ls->lq_nready == 0;
-	if (ls->lq_ready_tail)
-		ls->lq_ready_tail->lq_next = c;
+	bool quiet = lsn_driving == ls && ls->lq.nready == 0;
+	if (ls->lq.ready_tail)
+		ls->lq.ready_tail->lq_next = c;
 	else
-		ls->lq_ready = c;
-	ls->lq_ready_tail = c;
-	ls->lq_nready++;
+		ls->lq.ready = c;
+	ls->lq.ready_tail = c;
+	ls->lq.nready++;
 	if (quiet)
-		ls->lq_quiet = true; /* this thread's accept pops it next (lsn_driving) */
+		ls->lq.quiet = true; /* this thread's accept pops it next (lsn_driving) */
 	else
 		sig_readable(&ls->sig); /* POLLIN, and a new edge per connection; wakes accept */
 }
@@ -440,21 +440,21 @@ static void lsn_ready_locked(struct sock *ls, struct sock *c)
 /* A blocking accept leaves without popping: a quiet completion gets its token now. */
 static void lsn_quiet_flush(struct sock *ls)
 {
-	pthread_mutex_lock(&ls->lq_lock);
-	if (ls->lq_quiet && ls->lq_nready && !ls->lq_closed)
+	pthread_mutex_lock(&ls->lq.lock);
+	if (ls->lq.quiet && ls->lq.nready && !ls->lq.closed)
 		sig_readable(&ls->sig);
-	ls->lq_quiet = false;
-	pthread_mutex_unlock(&ls->lq_lock);
+	ls->lq.quiet = false;
+	pthread_mutex_unlock(&ls->lq.lock);
 }
 
-/* Removes c from the pending list. Caller holds ls->lq_lock. */
+/* Removes c from the pending list. Caller holds ls->lq.lock. */
 static bool lsn_unpend_locked(struct sock *ls, struct sock *c)
 {
-	for (struct sock **pp = &ls->lq_pending; *pp; pp = &(*pp)->lq_next) {
+	for (struct sock **pp = &ls->lq.pending; *pp; pp = &(*pp)->lq_next) {
 		if (*pp == c) {
 			*pp = c->lq_next;
 			c->lq_next = NULL;
-			ls->lq_npending--;
+			ls->lq.npending--;
 			return true;
 		}
 	}
@@ -490,16 +490,16 @@ void lsn_child_done_locked(struct sock *c)
 	int st = atomic_load(&c->state);
 	if (st == SS_HANDSHAKE)
 		return;
-	pthread_mutex_lock(&ls->lq_lock);
+	pthread_mutex_lock(&ls->lq.lock);
 	if (!lsn_unpend_locked(ls, c)) {
-		pthread_mutex_unlock(&ls->lq_lock);
+		pthread_mutex_unlock(&ls->lq.lock);
 		return; /* not ours any more (listener closed, or already done) */
 	}
-	bool refill = ls->lq_npending + 1 >= LSN_HS_MAX;
-	bool keep = (st == SS_SMC || st == SS_TCP) && !ls->lq_closed && !c->closing;
+	bool refill = ls->lq.npending + 1 >= LSN_HS_MAX;
+	bool keep = (st == SS_SMC || st == SS_TCP) && !ls->lq.closed && !c->closing;
 	if (keep)
 		lsn_ready_locked(ls, c);
-	pthread_mutex_unlock(&ls->lq_lock);
+	pthread_mutex_unlock(&ls->lq.lock);
 	if (!keep) {
 		/* Never handed to the program (docs/protocol/procedures.md 2.3). The queue's
 		 * reference may be the last and we hold c's lock: end it on the progress thread. */
@@ -563,7 +563,6 @@ static void lsn_new_child(struct sock *ls, int nfd, const struct sockaddr_storag
 	c->laddr = local;
 	c->paddr = *peer;
 	c->have_addrs = true;
-	c->background = true;
 	c->accept_deferred = in.deferred;
 	sock_hold(ls);
 	c->lsn = ls;
@@ -571,20 +570,20 @@ static void lsn_new_child(struct sock *ls, int nfd, const struct sockaddr_storag
 		c->local_reason = why;
 		atomic_store(&c->state, SS_TCP);
 		stats_conn(STATS_MODE_TCP, why, 0);
-		pthread_mutex_lock(&ls->lq_lock);
+		pthread_mutex_lock(&ls->lq.lock);
 		lsn_ready_locked(ls, c);
-		pthread_mutex_unlock(&ls->lq_lock);
+		pthread_mutex_unlock(&ls->lq.lock);
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
 	/* The handshake reads and writes a hidden dup (the program's number will get the
 	 * SMC-R end over the TCP file, or keep the TCP file on a fallback). */
 	int t = sock_fd_dup_hidden(nfd);
-	pthread_mutex_lock(&ls->lq_lock);
-	c->lq_next = ls->lq_pending;
-	ls->lq_pending = c;
-	ls->lq_npending++;
-	pthread_mutex_unlock(&ls->lq_lock);
+	pthread_mutex_lock(&ls->lq.lock);
+	c->lq_next = ls->lq.pending;
+	ls->lq.pending = c;
+	ls->lq.npending++;
+	pthread_mutex_unlock(&ls->lq.lock);
 	atomic_store(&c->state, SS_HANDSHAKE);
 	if (t < 0) {
 		hs_fail_start_locked(c, sock_err_sys(errno));
@@ -615,11 +614,11 @@ static void lsn_new_child(struct sock *ls, int nfd, const struct sockaddr_storag
 static void lsn_fill(struct sock *ls, struct lsn_drive *d)
 {
 	for (;;) {
-		pthread_mutex_lock(&ls->lq_lock);
-		bool room = !ls->lq_closed && ls->lq_nready < ls->lq_max &&
-			    ls->lq_npending < LSN_HS_MAX && (d || !ls->lq_waiters);
-		int lfd = ls->lq_fd;
-		pthread_mutex_unlock(&ls->lq_lock);
+		pthread_mutex_lock(&ls->lq.lock);
+		bool room = !ls->lq.closed && ls->lq.nready < ls->lq.max &&
+			    ls->lq.npending < LSN_HS_MAX && (d || !ls->lq.waiters);
+		int lfd = ls->lq.fd;
+		pthread_mutex_unlock(&ls->lq.lock);
 		if (!room)
 			return;
 		struct sockaddr_storage peer;
@@ -654,7 +653,6 @@ static int lsn_deliver(struct sock *c, struct sockaddr *addr, socklen_t *alen, i
 	c->lsn = NULL;
 	int fd = c->closing ? -1 : c->fd;
 	if (fd >= 0) {
-		c->background = false;
 		bool nb = (flags & SOCK_NONBLOCK) != 0, ce = (flags & SOCK_CLOEXEC) != 0;
 		c->nonblock = nb;
 		c->cloexec_off_at_install = false;
@@ -712,10 +710,10 @@ static int lsn_wait(struct sock *ls, struct lsn_drive *d, uint64_t deadline)
 	struct pollfd pf[2 + LSN_DRIVE_MAX];
 	int k = 0;
 	pf[k++] = (struct pollfd){ .fd = ls->fd, .events = POLLIN };
-	pthread_mutex_lock(&ls->lq_lock);
-	int lfd = ls->lq_fd;
-	ls->lq_waiters++; /* new connections are ours to take (lsn_fill on the progress thread) */
-	pthread_mutex_unlock(&ls->lq_lock);
+	pthread_mutex_lock(&ls->lq.lock);
+	int lfd = ls->lq.fd;
+	ls->lq.waiters++; /* new connections are ours to take (lsn_fill on the progress thread) */
+	pthread_mutex_unlock(&ls->lq.lock);
 	pf[k++] = (struct pollfd){ .fd = lfd, .events = POLLIN };
 	uint64_t dl = deadline;
 	int j = 0;
@@ -725,11 +723,11 @@ static int lsn_wait(struct sock *ls, struct lsn_drive *d, uint64_t deadline)
 		pthread_mutex_lock(&c->lock);
 		bool live = atomic_load(&c->state) == SS_HANDSHAKE && !c->closing;
 		if (live) {
-			if (c->clc_out && c->hs_status == CORE_CLC_NEED_INPUT)
+			if (c->hs.clc_out && c->hs.status == CORE_CLC_NEED_INPUT)
 				answered = true;
 			pf[k++] = (struct pollfd){ .fd = c->tcp, .events = POLLIN | POLLRDHUP };
-			if (c->inline_deadline < dl)
-				dl = c->inline_deadline;
+			if (c->hs.inline_deadline < dl)
+				dl = c->hs.inline_deadline;
 		}
 		pthread_mutex_unlock(&c->lock);
 		if (live)
@@ -773,9 +771,9 @@ static int lsn_wait(struct sock *ls, struct lsn_drive *d, uint64_t deadline)
 			core_engine_spin_begin(d->held, smcr_now_ns());
 	}
 	int perr = errno;
-	pthread_mutex_lock(&ls->lq_lock);
-	ls->lq_waiters--;
-	pthread_mutex_unlock(&ls->lq_lock);
+	pthread_mutex_lock(&ls->lq.lock);
+	ls->lq.waiters--;
+	pthread_mutex_unlock(&ls->lq.lock);
 	if (n < 0 && perr == EINTR)
 		return -SMCR_E_SOCK_INTR; /* what the listener holds: lsn_accept's re-arm */
 	uint64_t now = smcr_now_ns();
@@ -785,7 +783,7 @@ static int lsn_wait(struct sock *ls, struct lsn_drive *d, uint64_t deadline)
 		uint32_t ev = (re & POLLIN ? EPOLLIN : 0) | (re & POLLRDHUP ? EPOLLRDHUP : 0) |
 			      (re & POLLHUP ? EPOLLHUP : 0) | (re & (POLLERR | POLLNVAL) ? EPOLLERR : 0);
 		pthread_mutex_lock(&c->lock);
-		if (atomic_load(&c->state) == SS_HANDSHAKE && (ev || now >= c->inline_deadline))
+		if (atomic_load(&c->state) == SS_HANDSHAKE && (ev || now >= c->hs.inline_deadline))
 			hs_drive_step_locked(c, ev); /* may complete: ready, or dropped */
 		pthread_mutex_unlock(&c->lock);
 	}
@@ -805,20 +803,20 @@ static int lsn_accept_loop(struct sock *ls, struct sockaddr *addr, socklen_t *al
 	 * returns at once when some are queued): no accept4 answered EAGAIN per call. */
 	bool filled = !nonblock;
 	for (;;) {
-		pthread_mutex_lock(&ls->lq_lock);
-		struct sock *c = ls->lq_ready;
+		pthread_mutex_lock(&ls->lq.lock);
+		struct sock *c = ls->lq.ready;
 		if (c) {
-			ls->lq_ready = c->lq_next;
-			if (!ls->lq_ready)
-				ls->lq_ready_tail = NULL;
+			ls->lq.ready = c->lq_next;
+			if (!ls->lq.ready)
+				ls->lq.ready_tail = NULL;
 			c->lq_next = NULL;
-			ls->lq_nready--;
-			if (!ls->lq_nready) {
+			ls->lq.nready--;
+			if (!ls->lq.nready) {
 				sig_drain_in(&ls->sig); /* POLLIN off until the next completion */
-				ls->lq_quiet = false;
+				ls->lq.quiet = false;
 			}
-			bool was_full = ls->lq_nready + 1 >= ls->lq_max;
-			pthread_mutex_unlock(&ls->lq_lock);
+			bool was_full = ls->lq.nready + 1 >= ls->lq.max;
+			pthread_mutex_unlock(&ls->lq.lock);
 			if (was_full)
 				lsn_fill_later(ls);
 			int fd = lsn_deliver(c, addr, alen, flags);
@@ -828,13 +826,13 @@ static int lsn_accept_loop(struct sock *ls, struct sockaddr *addr, socklen_t *al
 			}
 			continue;
 		}
-		if (ls->lq_closed) {
-			bool shut = ls->lq_shut;
-			pthread_mutex_unlock(&ls->lq_lock);
+		if (ls->lq.closed) {
+			bool shut = ls->lq.shut;
+			pthread_mutex_unlock(&ls->lq.lock);
 			lsn_drive_release(&d);
 			return shut ? -SMCR_E_SOCK_INVAL : -SMCR_E_SOCK_BADF; /* nothing to hand on */
 		}
-		pthread_mutex_unlock(&ls->lq_lock);
+		pthread_mutex_unlock(&ls->lq.lock);
 		if (!filled) {
 			/* Connections the kernel holds: start their handshakes now (some complete
 			 * at once: TCP by rule); a blocking accept drives them itself. */
@@ -877,17 +875,17 @@ int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flag
 	 * The last one out re-arms it; connections still queued then give the progress
 	 * thread an event at once (lsn_watch_arm_locked), as they must: once a process
 	 * accepted on a listener, its handshakes run even while nobody is in accept. */
-	pthread_mutex_lock(&ls->lq_lock);
-	if (ls->lq_driving++ == 0 && !lsn_rearm_cancel_locked(ls))
+	pthread_mutex_lock(&ls->lq.lock);
+	if (ls->lq.driving++ == 0 && !lsn_rearm_cancel_locked(ls))
 		lsn_watch_arm_locked(ls, false);
-	pthread_mutex_unlock(&ls->lq_lock);
+	pthread_mutex_unlock(&ls->lq.lock);
 	lsn_driving = ls;
 	rc = lsn_accept_loop(ls, addr, alen, flags, false, tmo);
 	lsn_driving = NULL;
-	pthread_mutex_lock(&ls->lq_lock);
-	if (--ls->lq_driving == 0 && !ls->lq_closed)
+	pthread_mutex_lock(&ls->lq.lock);
+	if (--ls->lq.driving == 0 && !ls->lq.closed)
 		lsn_rearm_later_locked(ls);
-	pthread_mutex_unlock(&ls->lq_lock);
+	pthread_mutex_unlock(&ls->lq.lock);
 	return rc;
 }
 
@@ -895,35 +893,35 @@ int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flag
 
 void lsn_close_locked(struct sock *ls)
 {
-	if (!ls->lq_on)
+	if (!ls->lq.on)
 		return;
-	if (ls->lq_pid != atomic_load(&lsn_gen)) {
+	if (ls->lq.pid != atomic_load(&lsn_gen)) {
 		/* a forked child closing its copy: the queue, its watch and its connections are
 		 * the parent's (their engine too): touch nothing */
-		pthread_mutex_lock(&ls->lq_lock);
-		ls->lq_closed = true;
-		ls->lq_pending = ls->lq_ready = ls->lq_ready_tail = NULL;
-		ls->lq_npending = ls->lq_nready = 0;
-		ls->lq_watch = NULL;
+		pthread_mutex_lock(&ls->lq.lock);
+		ls->lq.closed = true;
+		ls->lq.pending = ls->lq.ready = ls->lq.ready_tail = NULL;
+		ls->lq.npending = ls->lq.nready = 0;
+		ls->lq.watch = NULL;
 		bool rearm_ref = lsn_rearm_forget_locked(ls);
-		pthread_mutex_unlock(&ls->lq_lock);
+		pthread_mutex_unlock(&ls->lq.lock);
 		if (rearm_ref)
 			sock_put(ls); /* never the last: the closer holds one */
 		return;
 	}
-	pthread_mutex_lock(&ls->lq_lock);
+	pthread_mutex_lock(&ls->lq.lock);
 	(void)lsn_rearm_cancel_locked(ls);
-	if (ls->lq_watch) {
+	if (ls->lq.watch) {
 		/* its release (the listener's reference) may run here: the closer holds one */
-		progress_unwatch(ls->lq_watch);
-		ls->lq_watch = NULL;
+		progress_unwatch(ls->lq.watch);
+		ls->lq.watch = NULL;
 	}
-	ls->lq_closed = true;
-	struct sock *p = ls->lq_pending, *r = ls->lq_ready;
-	ls->lq_pending = ls->lq_ready = ls->lq_ready_tail = NULL;
-	ls->lq_npending = ls->lq_nready = 0;
-	sig_readable(&ls->sig); /* wakes blocked accepts: they see lq_closed */
-	pthread_mutex_unlock(&ls->lq_lock);
+	ls->lq.closed = true;
+	struct sock *p = ls->lq.pending, *r = ls->lq.ready;
+	ls->lq.pending = ls->lq.ready = ls->lq.ready_tail = NULL;
+	ls->lq.npending = ls->lq.nready = 0;
+	sig_readable(&ls->sig); /* wakes blocked accepts: they see lq.closed */
+	pthread_mutex_unlock(&ls->lq.lock);
 	/* As the kernel resets connections nobody accepted. The children's locks come after
 	 * the listener's in no path that takes the listener's while holding a child's. */
 	for (struct sock *lists[2] = { p, r }, **l = lists; l < lists + 2; l++) {
@@ -952,11 +950,11 @@ void lsn_close_locked(struct sock *ls)
 
 void lsn_shutdown_locked(struct sock *ls)
 {
-	if (!ls->lq_on)
+	if (!ls->lq.on)
 		return;
-	pthread_mutex_lock(&ls->lq_lock);
-	ls->lq_shut = true;
-	pthread_mutex_unlock(&ls->lq_lock);
+	pthread_mutex_lock(&ls->lq.lock);
+	ls->lq.shut = true;
+	pthread_mutex_unlock(&ls->lq.lock);
 	lsn_close_locked(ls);
 }
 
@@ -985,9 +983,8 @@ static int lazy_start_locked(struct sock *s)
 {
 	s->lazy = false;
 	atomic_fetch_sub_explicit(&sock_lazy_pending, 1, memory_order_relaxed);
-	s->background = true; /* the data calls wait for its end themselves (data.c route) */
 	/* undecided: writable at once, as TCP's accepted socket (pend, sock.h) */
-	s->early = !s->decline_only;
+	s->early = s->decline_only ? SOCK_EARLY_NO : SOCK_EARLY_OPEN;
 	int rc = sock_install_placeholder_locked(s, !s->early);
 	if (rc == 0) {
 		atomic_store(&s->state, SS_HANDSHAKE);

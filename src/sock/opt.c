@@ -368,7 +368,7 @@ int smcr_fcntl(int fd, int cmd, ...)
 	pthread_mutex_lock(&s->lock);
 	int st = atomic_load(&s->state);
 	bool pair = st == SS_HANDSHAKE || st == SS_SMC || st == SS_FAILED ||
-		    (st == SS_LISTEN && s->lq_on); /* the accept queue's placeholder (lsn.c) */
+		    (st == SS_LISTEN && s->lq.on); /* the accept queue's placeholder (lsn.c) */
 	switch (cmd) {
 	case F_DUPFD:
 	case F_DUPFD_CLOEXEC:

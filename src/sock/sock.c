@@ -70,7 +70,7 @@ static void sock_recycle(struct fdobj *o)
 	pend_free(&s->pend);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
-	pthread_mutex_destroy(&s->lq_lock);
+	pthread_mutex_destroy(&s->lq.lock);
 	atomic_fetch_sub_explicit(&sock_alive, 1, memory_order_relaxed);
 	pthread_mutex_lock(&pool_lock);
 	s->pool_next = pool_free;
@@ -120,8 +120,8 @@ int sock_create(int fd, int domain, bool nonblock, bool cloexec, struct sock **o
 	s->h.release = rel;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
-	pthread_mutex_init(&s->lq_lock, NULL);
-	s->lq_fd = -1;
+	pthread_mutex_init(&s->lq.lock, NULL);
+	s->lq.fd = -1;
 	s->fd = fd;
 	s->serial = atomic_fetch_add_explicit(&sock_serials, 1, memory_order_relaxed) + 1;
 	s->tcp = fd;
@@ -131,7 +131,7 @@ int sock_create(int fd, int domain, bool nonblock, bool cloexec, struct sock **o
 	s->rcvbuf = sock_buf_dflt[0];
 	s->sndbuf = sock_buf_dflt[1];
 	atomic_store(&s->state, SS_NEW);
-	atomic_store(&s->kick_pending, false);
+	atomic_store(&s->hs.kick_pending, false);
 	atomic_fetch_add_explicit(&sock_alive, 1, memory_order_relaxed);
 	/* One reference for the table, one for the caller; release: published by fdtab_set. */
 	atomic_store_explicit(&s->h.ref, 2, memory_order_release);
@@ -354,7 +354,7 @@ void sock_sync_after_call(struct sock *s)
 int sock_dup_locked(struct sock *s, int target, int min, bool cloexec)
 {
 	int st = atomic_load(&s->state);
-	if (st == SS_NEW || st == SS_TCP || (st == SS_LISTEN && !s->lq_on))
+	if (st == SS_NEW || st == SS_TCP || (st == SS_LISTEN && !s->lq.on))
 		return SOCK_DUP_PLAIN;
 	if (st != SS_SMC || s->closing)
 		return -SMCR_E_SOCK_NOTSUP;

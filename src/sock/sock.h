@@ -83,6 +83,89 @@ struct sock_epreg {
 	struct epoll_event ev;
 };
 
+/* Who drives a handshake (struct sock_hs.driver; hs_inline: one of the two threads). */
+enum hs_driver {
+	HS_DRV_NONE = 0,  /* not started, or ended by its inline driver */
+	HS_DRV_PROGRESS,  /* the progress thread: a watch on the TCP socket, a timer, calls
+			   * queued by the engine's callback (hs_kick) */
+	HS_DRV_CONNECT,	  /* the thread in a blocking connect (hs_connect_inline_locked) */
+	HS_DRV_ACCEPT,	  /* a thread in a blocking accept, for its listener's child (lsn.c) */
+};
+
+/* An undecided connection (struct sock.early): what the program has of it. */
+enum sock_early {
+	SOCK_EARLY_NO = 0, /* nothing before the decision: the handshake ends first */
+	SOCK_EARLY_OPEN,   /* the program has it as established while the handshake goes
+			    * on (stays so after the decision; read only in SS_HANDSHAKE) */
+	SOCK_EARLY_ORPHAN, /* ... and closed it meanwhile: the handshake goes on with no
+			    * program fd and its end closes the connection gracefully */
+};
+
+/* The handshake's part of a socket (hs.c; lsn.c for a child its accept drives). Every field
+ * is written and read under the socket's lock (sock.lock) by the thread that drives the
+ * handshake at that moment: the progress thread (its watch, timer and queued calls), the
+ * connecting thread (HS_DRV_CONNECT) or the accepting thread that drives the child
+ * (lsn.c). Exceptions: kick_pending (atomic: the engine's callback sets it without the lock,
+ * hs_kick) and timer (its own lock in progress.c: armed and cancelled under sock.lock, its
+ * callback takes sock.lock). Zeroed with the socket (a valid "nothing yet" state). */
+struct sock_hs {
+	uint8_t in[CLC_MSG_MAX_LEN]; /* CLC bytes read from TCP, not yet consumed */
+	size_t in_len;
+	bool got_bytes;		     /* any byte ever seen from the peer */
+	bool tcp_rdhup;		     /* the TCP peer shut down or reset (EPOLLRDHUP/HUP/ERR) */
+	bool tcp_reset;		     /* ... and it was a reset (an error read or seen) */
+	bool in_more;		     /* the last hs_read's peek saw bytes after its message */
+	bool clc_out;		     /* a CLC message of ours went out (server: the Accept) */
+	/* DISC_BPF: result not read yet (hs.c reads it once TCP is up, before any CLC byte;
+	 * written by connect/accept (api.c) before the handshake starts) */
+	bool disc_pending;
+	/* Who runs the steps now (docs/parts/sock.md "States"). A thread driving the
+	 * handshake itself (HS_DRV_CONNECT, HS_DRV_ACCEPT) polls s->tcp and keeps no watch
+	 * and no timer: hs_run records its next deadline in inline_deadline. */
+	enum hs_driver driver;
+	int status;		     /* the last enum core_clc_status seen (0 none) */
+	uint64_t first_byte_deadline; /* server: fall back if no byte by then (ns) */
+	uint64_t inline_deadline;     /* a driving thread's next deadline (UINT64_MAX none) */
+	struct prog_timer timer;      /* the progress thread's deadline for it */
+	bool timer_ref;		      /* the armed timer holds a reference */
+	_Atomic bool kick_pending;    /* a progress_call for the handshake is queued: set by
+				       * hs_kick (any thread), cleared by the call it queued */
+};
+
+/* A listener's part (lsn.c). Queue mode (on): its children handshake concurrently, accept
+ * returns the first that completed. Fields marked (L) are the listener's sock.lock's; (Q)
+ * are lq.lock's, which also protects the lq_next links of its children. Lock order: a
+ * listener's sock.lock may be taken before a child's, never after; child.lock -> lq.lock
+ * -> sig. */
+struct sock_lsn {
+	bool want;		  /* (L) listen() saw that SMC-R is possible here */
+	bool on;		  /* (L) queue mode active in process pid */
+	int pid;		  /* (L) fork generation that activated it (lsn.c) */
+	int fd;			  /* (Q) the hidden listening socket (== tcp) */
+	pthread_mutex_t lock;
+	struct sock *pending;	  /* (Q) children handshaking */
+	struct sock *ready, *ready_tail; /* (Q) completed, in completion order */
+	unsigned npending, nready; /* (Q) */
+	unsigned max;		  /* (Q) ready bound (listen backlog) */
+	bool closed;		  /* (Q) smcr_close ran: children are dropped */
+	bool shut;		  /* (Q) shutdown() stopped the listener: EINVAL */
+	unsigned waiters;	  /* (Q) blocking accepts polling the listener themselves: the
+				   * progress thread leaves new connections to them */
+	bool defer;		  /* (L) TCP_DEFER_ACCEPT set on the hidden listener */
+	uint64_t defer_ns;	  /* (L) ... at this time (smcr_now_ns) */
+	bool quiet;		  /* (Q) a ready child got no POLLIN token: the blocking accept
+				   * that drove it pops it (lsn.c) */
+	unsigned driving;	  /* (Q) blocking accepts inside lsn_accept: while > 0 the
+				   * listener's watch is disarmed (they poll the listener
+				   * themselves: no progress-thread wake-up per connection); the
+				   * last one out re-arms it, at once or by rearm (lsn.c
+				   * "deferred re-arm") */
+	struct prog_timer rearm;  /* lsn.c: the deferred re-arm (init at activation) */
+	bool rearm_pending;	  /* (Q) rearm armed, watch still disarmed */
+	struct prog_watch *watch; /* (L and Q to change; either to read) the hidden listening
+				   * socket's watch */
+};
+
 struct sock {
 	struct fdobj h; /* first: the fd table's reference count */
 	pthread_mutex_t lock;
@@ -142,21 +225,9 @@ struct sock {
 	enum rule_action action;	  /* (L) rule that chose this connection's mode */
 	uint8_t disc;			  /* (L) enum disc_mode (discovery.h): how SMC-R was chosen
 					   * (a listener's is copied to what it accepts) */
-	bool disc_pending;		  /* (L) DISC_BPF: result not read yet (hs.c reads it
-					   * once TCP is up, before any CLC byte) */
 	uint32_t disc_reason;		  /* (L) listener: reason for its TCP children */
-	bool background;		  /* (L) nobody waits on cond: report via readiness */
 	bool tcp_connecting;		  /* (L) non-blocking TCP connect not yet complete */
-	/* Handshake I/O, used only on the progress thread (under lock): */
-	uint8_t in[CLC_MSG_MAX_LEN];
-	size_t in_len;
-	bool got_bytes;			  /* any byte ever seen from the peer */
-	bool tcp_rdhup;			  /* the TCP peer shut down or reset (EPOLLRDHUP/HUP/ERR) */
-	bool tcp_reset;			  /* ... and it was a reset (an error read or seen) */
-	bool in_more;			  /* the last hs_read's peek saw bytes after its message */
-	bool clc_out;			  /* a CLC message of ours went out (server: the Accept) */
 	_Atomic bool peer_closed_seen;	  /* hs_peer_closed queued its call (once per socket) */
-	uint64_t first_byte_deadline;	  /* server: fall back if no byte by then (ns) */
 	struct prog_watch *watch;	  /* (L) the TCP watch (handshake, then FIN/RST) */
 	/* An established SMC-R connection's RST watch starts HS_WATCH_DEFER_NS after it is
 	 * up (hs.c "deferred RST watch"): while it waits it is on hs.c's list, which holds
@@ -164,9 +235,6 @@ struct sock {
 	struct sock *dw_next, *dw_prev;
 	uint64_t dw_deadline;
 	bool dw_on;
-	struct prog_timer timer;	  /* handshake deadline; armed under lock */
-	bool timer_ref;			  /* (L) the armed timer holds a reference */
-	_Atomic bool kick_pending;	  /* a progress_call for the handshake is queued */
 	/* Where the TCP file is while s->tcp is hidden: fd_is_tcp = the program's number still
 	 * holds the TCP file too (no placeholder: a listener's child before accept returns it,
 	 * or a blocking connect whose thread runs the CLC exchange itself); the SMC-R end is
@@ -174,43 +242,9 @@ struct sock {
 	bool fd_is_tcp;			  /* (L) */
 	bool sig_pre;			  /* (L) sig opened ahead (inline connect, while the server
 					   * answers), prog not installed yet: ours to close */
-	bool inline_hs;			  /* (L) the connecting thread drives the handshake: no
-					   * timer; hs_run records its next deadline below */
-	uint64_t inline_deadline;	  /* (L) */
-	int hs_status;			  /* (L) the last enum core_clc_status seen (0 none) */
 	bool have_addrs;		  /* (L) laddr/paddr known (no getsockname/getpeername) */
 	struct sockaddr_storage laddr, paddr; /* (L) */
-	/* Listener in queue mode (lsn.c; lq_on): its children handshake concurrently, accept
-	 * returns the first that completed. lq_lock protects the lq_* fields of the listener
-	 * and the lq_next links of its children. Lock order: child.lock -> lq_lock -> sig. */
-	bool lq_want;			  /* (L) listen() saw that SMC-R is possible here */
-	bool lq_on;			  /* (L) queue mode active in process lq_pid */
-	int lq_pid;			  /* (L) fork generation that activated it (lsn.c) */
-	int lq_fd;			  /* (lq_lock) the hidden listening socket (== tcp) */
-	pthread_mutex_t lq_lock;
-	struct sock *lq_pending;	  /* (lq_lock) children handshaking */
-	struct sock *lq_ready, *lq_ready_tail; /* (lq_lock) completed, in completion order */
-	unsigned lq_npending, lq_nready;  /* (lq_lock) */
-	unsigned lq_max;		  /* (lq_lock) ready bound (listen backlog) */
-	bool lq_closed;			  /* (lq_lock) smcr_close ran: children are dropped */
-	bool lq_shut;			  /* (lq_lock) shutdown() stopped the listener: EINVAL */
-	unsigned lq_waiters;		  /* (lq_lock) blocking accepts polling the listener
-					   * themselves: the progress thread leaves new
-					   * connections to them */
-	bool lq_defer;			  /* (L) TCP_DEFER_ACCEPT set on the hidden listener */
-	uint64_t lq_defer_ns;		  /* (L) ... at this time (smcr_now_ns) */
-	bool accept_deferred;		  /* a child of such a listener (first-byte wait) */
-	bool lq_quiet;			  /* (lq_lock) a ready child got no POLLIN token: the
-					   * blocking accept that drove it pops it (lsn.c) */
-	unsigned lq_driving;		  /* (lq_lock) blocking accepts inside lsn_accept: while
-					   * > 0 the listener's watch is disarmed (they poll the
-					   * listener themselves: no progress-thread wake-up per
-					   * connection); the last one out re-arms it, at once or
-					   * by lq_rearm (lsn.c "deferred re-arm") */
-	struct prog_timer lq_rearm;	  /* lsn.c: the deferred re-arm (init at activation) */
-	bool lq_rearm_pending;		  /* (lq_lock) lq_rearm armed, watch still disarmed */
-	struct prog_watch *lq_watch;	  /* (L and lq_lock to change; either to read) the hidden
-					   * listening socket's watch */
+	bool accept_deferred;		  /* a child of a listener with lq.defer (first-byte wait) */
 	/* Accepted by the interposer's accept, SMC-R to be tried, handshake not started
 	 * (lsn.c "Accept at first use"): the fd is the kernel's TCP socket (state SS_TCP)
 	 * until the first call that needs the mode starts the handshake (sock_lazy_start).
@@ -229,11 +263,11 @@ struct sock {
 	 * background. Its writes go to pend (POLLOUT on the placeholder while pend has
 	 * room), its reads wait for the decision; SS_SMC or SS_TCP writes pend's bytes
 	 * first. early_shut: the program's shutdown of that time (1 SHUT_RD, 2 SHUT_WR),
-	 * applied after the flush. orphan: the program closed it meanwhile; the handshake
-	 * goes on (with no program fd) and its end closes the connection gracefully, so
-	 * the peer reads every byte written and then EOF, as after a TCP close. */
-	bool early;
-	bool orphan;
+	 * applied after the flush. SOCK_EARLY_ORPHAN: the program closed it meanwhile;
+	 * the handshake goes on (with no program fd) and its end closes the connection
+	 * gracefully, so the peer reads every byte written and then EOF, as after a TCP
+	 * close. */
+	enum sock_early early; /* nonzero: given to the program before the decision */
 	uint8_t early_shut;
 	struct pend pend;
 	/* (L) The program's other numbers for this connection (dup, dup2/dup3, F_DUPFD of an
@@ -244,13 +278,24 @@ struct sock {
 	unsigned nalias;
 	/* A listener's child: */
 	struct sock *lsn;		  /* (L) its listener (a reference), until accepted */
-	struct sock *lq_next;		  /* (listener's lq_lock) */
+	struct sock *lq_next;		  /* (listener's lq.lock) */
 	/* epoll registrations (smcr_epoll_ctl) */
 	struct sock_epreg *regs; /* (L) */
 	size_t nregs, capregs;	 /* (L) */
 	/* pool link (pool lock) */
 	struct sock *pool_next;
+	/* The handshake's part (struct sock_hs) and the listener's (struct sock_lsn): last, so
+	 * that the hot fields above stay together. */
+	struct sock_hs hs;
+	struct sock_lsn lq;
 };
+
+/* A thread of the program drives s's handshake itself (HS_DRV_CONNECT, HS_DRV_ACCEPT): no
+ * watch, no timer. Caller holds s->lock. */
+static inline bool hs_inline(const struct sock *s)
+{
+	return s->hs.driver == HS_DRV_CONNECT || s->hs.driver == HS_DRV_ACCEPT;
+}
 
 /* ---- objects (sock.c) ---- */
 
@@ -385,7 +430,7 @@ void sock_early_settle(int fd);
  * Returns when s left HANDSHAKE. Caller holds s->lock. */
 void hs_connect_inline_locked(struct sock *s);
 /* A listener's child driven by the accepting thread (lsn.c): the first step now, no watch
- * and no timer (inline_hs: deadlines in inline_deadline); the thread polls s->tcp and
+ * and no timer (HS_DRV_ACCEPT: deadlines in hs.inline_deadline); the thread polls s->tcp and
  * calls hs_drive_step_locked with what poll saw (or 0 at the deadline). Returns true
  * while it still handshakes. hs_drive_release_locked hands it to the progress thread
  * (watch, timer) when the accepting thread leaves. Caller holds s->lock. */
