@@ -8,7 +8,11 @@
  * registered at all. So before the swap each recorded registration is deleted (while the
  * old file is still at the number), and after it added again with the same events and
  * data: the kernel evaluates readiness on insertion, so an edge-triggered registration
- * sees the new file's state as a fresh edge. */
+ * sees the new file's state as a fresh edge. That edge stays even where it is one more
+ * than TCP's (the program had collected the old file's last edge): nothing tells whether
+ * the old edge is still queued, and a registration added without it could lose the only
+ * edge the program waits for (docs/design/readiness.md section 2). A fired one-shot
+ * registration moves disarmed (sock_epoll_move_locked). */
 #define _GNU_SOURCE
 #include <smcr/smcr.h>
 
