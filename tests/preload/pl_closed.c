@@ -1,5 +1,6 @@
-/* pl_closed: a server that accepts and closes at once, many times over (CPython's
- * test_socket NetworkConnectionAttributesTest does this with create_connection(timeout=)).
+/* pl_closed: a peer that closes at once, many times over. First a server that accepts and
+ * closes at once (CPython's test_socket NetworkConnectionAttributesTest does this with
+ * create_connection(timeout=)).
  * Under TCP the client sees a connection that ends cleanly: POLLOUT, SO_ERROR 0, a read of
  * EOF, SO_ERROR still 0. Under the interposer the client is undecided when the server
  * closes and its Proposal races the close (docs/parts/connect.md "Undecided connections"):
@@ -11,7 +12,9 @@
  *   - blocking connect, the server writes 64 bytes and closes: the client reads exactly
  *     those bytes, then EOF, SO_ERROR 0.
  * A server thread accepts and closes; the client is the main thread, as in CPython's
- * ThreadableTest. */
+ * ThreadableTest. Then the other way round (test_socket's testCreateConnectionClose): the
+ * client connects and closes at once, the server reads EOF and sends the nothing it read:
+ * send of 0 bytes returns 0, as TCP's to a peer that closed. */
 #include "pl_util.h"
 
 #include <fcntl.h>
@@ -107,6 +110,39 @@ static void run(int l, uint16_t port, int rounds, bool nonblocking, bool write_f
 	CHECK(pthread_join(sv.t, NULL) == 0);
 }
 
+struct echo0 {
+	pthread_t t;
+	int lfd;
+	int rounds;
+};
+
+static void *echo0_main(void *arg)
+{
+	struct echo0 *e = arg;
+	for (int i = 0; i < e->rounds; i++) {
+		int s = accept(e->lfd, NULL, NULL);
+		CHECK(s >= 0);
+		char b[16];
+		CHECK(recv(s, b, sizeof(b), 0) == 0);
+		ssize_t n = send(s, b, 0, MSG_NOSIGNAL);
+		if (n != 0)
+			fprintf(stderr, "pl_closed: send of 0 bytes after EOF: %zd (%s)\n", n,
+				strerror(errno));
+		CHECK(n == 0);
+		CHECK(close(s) == 0);
+	}
+	return NULL;
+}
+
+static void client_closes(int l, uint16_t port, int rounds)
+{
+	struct echo0 e = { .lfd = l, .rounds = rounds };
+	CHECK(pthread_create(&e.t, NULL, echo0_main, &e) == 0);
+	for (int i = 0; i < rounds; i++)
+		CHECK(close(pl_connect(port)) == 0);
+	CHECK(pthread_join(e.t, NULL) == 0);
+}
+
 int main(void)
 {
 	pl_need_preload();
@@ -118,6 +154,7 @@ int main(void)
 	run(l, port, rounds, true, false);
 	run(l, port, rounds, false, false);
 	run(l, port, rounds, false, true);
+	client_closes(l, port, rounds / 10 + 1);
 	close(l);
 	printf("pl_closed: ok (%d rounds per case)\n", rounds);
 	return 0;
