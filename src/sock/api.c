@@ -16,6 +16,7 @@
 #include "core/core.h"
 #include "sock/closeq.h"
 #include "sock/errmap.h"
+#include "sock/lazyclose.h"
 #include "sock/progress.h"
 #include "sock/sock.h"
 #include "sock/stats.h"
@@ -747,19 +748,13 @@ int sock_close(struct sock *s)
 	if (s->lazy) {
 		s->lazy = false; /* never started: the TCP socket just closes */
 		atomic_fetch_sub_explicit(&sock_lazy_pending, 1, memory_order_relaxed);
-		/* The client's Proposal is the only thing an smcr client sends before the
-		 * answer: read, so that the close is the FIN a TCP client of a server that
-		 * closes at once gets (unread bytes would make it a reset), and the client,
-		 * undecided, sees the end of the stream (hs.c). Anything else unread stays,
-		 * and so does everything when a fork came since the accept: another process
+		/* The close must be the FIN a TCP client of a server that closes at once
+		 * gets, though an smcr client's Proposal may be there or on its way
+		 * (lazyclose.h). Not when a fork came since the accept: another process
 		 * may hold the same file and use it (accept-then-fork servers). */
-		uint8_t b[CLC_MSG_MAX_LEN];
-		ssize_t n = -1;
-		if (s->lazy_forks == atomic_load_explicit(&sock_forks, memory_order_relaxed))
-			n = sock_sys.recv(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
-		if (n >= 4 && b[0] == 0xE2 && b[1] == 0xD4 && b[2] == 0xC3 &&
-		    (b[3] == 0xD9 || b[3] == 0xC4))
-			(void)sock_sys.recv(fd, b, (size_t)n, MSG_DONTWAIT);
+		if (s->lazy_forks == atomic_load_explicit(&sock_forks, memory_order_relaxed) &&
+		    !(s->linger_set && s->linger_secs == 0))
+			lazyclose_prepare(fd);
 	}
 	/* Out of the table first: once the number is closed the kernel may hand it out
 	 * again, and the new socket must find the slot free. */

@@ -8,11 +8,16 @@
  * registered at all. So before the swap each recorded registration is deleted (while the
  * old file is still at the number), and after it added again with the same events and
  * data: the kernel evaluates readiness on insertion, so an edge-triggered registration
- * sees the new file's state as a fresh edge. */
+ * sees the new file's state as a fresh edge. That edge stays even where it is one more
+ * than TCP's (the program had collected the old file's last edge): nothing tells whether
+ * the old edge is still queued, and a registration added without it could lose the only
+ * edge the program waits for (docs/design/readiness.md section 2). A fired one-shot
+ * registration moves disarmed (sock_epoll_move_locked). */
 #define _GNU_SOURCE
 #include <smcr/smcr.h>
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "sock/errmap.h"
@@ -89,10 +94,44 @@ int smcr_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	return rc;
 }
 
+/* The event bits the kernel holds now for fd's registration in epfd, from
+ * /proc/self/fdinfo/<epfd> (a line "tfd: <fd> events: <hex> ..." per registration); -1
+ * when it cannot tell. */
+static long reg_kernel_events(int epfd, int fd)
+{
+	char path[48], line[256];
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", epfd);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	long ev = -1;
+	while (ev < 0 && fgets(line, sizeof(line), f)) {
+		int tfd;
+		unsigned e;
+		if (sscanf(line, "tfd: %d events: %x", &tfd, &e) == 2 && tfd == fd)
+			ev = (long)e;
+	}
+	fclose(f);
+	return ev;
+}
+
 void sock_epoll_move_locked(struct sock *s, bool before)
 {
 	for (size_t i = 0; i < s->nregs;) {
 		struct sock_epreg *r = &s->regs[i];
+		if (before && (r->ev.events & EPOLLONESHOT)) {
+			/* A one-shot registration that fired is disarmed (the kernel keeps only
+			 * its flag bits) until the program's EPOLL_CTL_MOD: re-added with its
+			 * recorded mask it would be armed again and fire once more, which TCP's
+			 * never does. So it moves disarmed (the MOD records the new mask). The
+			 * kernel adds EPOLLERR and EPOLLHUP to every ADD: only an error or a
+			 * hang-up of the TCP socket before that MOD still shows
+			 * (docs/INTERPOSER.md "Undecided connections"). */
+			long kev = reg_kernel_events(r->epfd, s->fd);
+			uint32_t flags = EPOLLONESHOT | EPOLLET | EPOLLWAKEUP | EPOLLEXCLUSIVE;
+			if (kev >= 0 && !((uint32_t)kev & ~flags))
+				r->ev.events &= flags;
+		}
 		int rc = before ? sock_sys.epoll_ctl(r->epfd, EPOLL_CTL_DEL, s->fd, NULL)
 				: sock_sys.epoll_ctl(r->epfd, EPOLL_CTL_ADD, s->fd, &r->ev);
 		if (rc < 0 && (errno == EBADF || errno == EINVAL)) {

@@ -836,8 +836,10 @@ static void hs_run_locked(struct sock *s, uint32_t tcp_events)
 		case HS_IN_MSG:
 			break;
 		}
+		/* hs.status 0: the FIN came before the first step wrote the Proposal */
 		if (eof && s->early && s->role == CORE_CLIENT && s->hs.in_len == 0 &&
-		    s->hs.status == CORE_CLC_NEED_INPUT && hs_clean_eof(s)) {
+		    (s->hs.status == CORE_CLC_NEED_INPUT || s->hs.status == 0) &&
+		    hs_clean_eof(s)) {
 			/* Undecided, and the server closed (a FIN, no reset) without a word:
 			 * TCP's connection ended by its peer. The program gets exactly that: the
 			 * TCP socket back, EOF on a read (a server that accepts and closes at

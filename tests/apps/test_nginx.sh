@@ -89,11 +89,15 @@ scenario() { # scenario NAME CLIENT_MODE
 	app_check "$sc: wrk 1 KiB keep-alive" wrk_run "$cm" "$sc-wrk-1k" 1k
 	app_check "$sc: wrk 64 KiB keep-alive" wrk_run "$cm" "$sc-wrk-64k" 64k
 	# wrk's event loop has 10 + 3 x connections slots (34): a socket numbered past them fails
-	# as a "connect" error. The library's own fds (memfd:smcr-rmb, eventfds) at low numbers
-	# push a reconnecting wrk's sockets there: open (docs/INTERPOSER.md "Proven programs").
-	local close_chk=app_check
-	[ "$cm" = smcr ] && close_chk="app_open library-fds-at-low-numbers"
-	$close_chk "$sc: wrk 1 KiB Connection: close" wrk_run "$cm" "$sc-wrk-close" 1k -H 'Connection: close'
+	# as a "connect" error. The library's own fds once sat at low numbers and pushed a
+	# reconnecting wrk's sockets there; they are above the program's limit now (util/hfd.c).
+	# SMCR_APPS_NGINX_CLOSE_RUNS=N runs it N times (an intermittent failure's rate); the
+	# first run's stats are the ones checked below.
+	local i tag runs=${SMCR_APPS_NGINX_CLOSE_RUNS:-1}
+	for i in $(seq 1 "$runs"); do
+		tag=$sc-wrk-close; [ "$i" -gt 1 ] && tag=$sc-wrk-close$i
+		app_check "$sc: wrk 1 KiB Connection: close (run $i of $runs)" wrk_run "$cm" "$tag" 1k -H 'Connection: close'
+	done
 
 	app_stop "$srv" QUIT 15
 	app_check "$sc: no error in nginx's log" bash -c "! grep -E '\\[(alert|crit|emerg|error)\\]' '$d/error.log'"

@@ -9,25 +9,28 @@
 . "$(dirname "$0")/lib.sh"
 app_init pystdlib
 app_need /usr/bin/python3:python3 /usr/lib/python3.11/test/test_socket.py:libpython3.11-testsuite
-# Left out of the default list: test_socket (it alone runs for minutes on this machine);
-# SMCR_APPS_PYTESTS="test_socket" runs it.
-MODULES=${SMCR_APPS_PYTESTS:-test_selectors test_epoll test_poll test_select test_socketserver test_eintr}
+MODULES=${SMCR_APPS_PYTESTS:-test_selectors test_epoll test_poll test_select test_socketserver test_eintr test_socket}
 # Modules that fail under smcr-run today for open bugs (docs/INTERPOSER.md "Proven
 # programs"): still run, their result logged, not counted (lib.sh app_open).
 declare -A OPEN=(
-	[test_socket]="NetworkConnectionAttributesTest hangs: a server that accepts and closes at once resets about 1 in 100 undecided clients (ECONNRESET from SO_ERROR)"
+	[test_socket]="NetworkConnectionBehaviourTest.testOutsideTimeout, about 1 run in 4: a send after the peer's close gets ECONNRESET (docs/PROTOCOL.md deviation 6) where TCP's takes the write"
 )
+# test_socket's ThreadedVSOCKSocketStreamTest hangs without smcr-run too where /dev/vsock has
+# no loopback transport (AF_VSOCK is never smcr's): left out.
+declare -A ARGS=([test_socket]="-i ThreadedVSOCKSocketStreamTest")
 APP_RULES='use smc both * 127.0.0.1/8;use smc both * [::1]'
 APP_TIMEOUT=${SMCR_APPS_PYTEST_TIMEOUT:-400}
 
 summary=()
 for m in $MODULES; do
-	app_run smcr "$m" "$APP_PY" -m test -u network "$m"
+	# shellcheck disable=SC2086 # ARGS are words
+	app_run smcr "$m" "$APP_PY" -m test -u network ${ARGS[$m]:-} "$m"
 	under=$?
 	res=$(grep -E '^Tests result:|^== Tests result:|^Result:' "$APP_TMP/$m.out" | tail -1)
 	mode=$(python3 "$APP_HERE/stats.py" "$APP_TMP/$m.stats" show 2>&1 | sed -nE 's/.*; (smcr [0-9]+, tcp [0-9]+).*(failed [0-9]+).*/\1, \2/p')
 	if [ $under -ne 0 ]; then
-		app_run tcp "$m-plain" "$APP_PY" -m test -u network "$m"
+		# shellcheck disable=SC2086
+		app_run tcp "$m-plain" "$APP_PY" -m test -u network ${ARGS[$m]:-} "$m"
 		plain=$?
 		grep -E '^(FAIL|ERROR):|Timeout' "$APP_TMP/$m.out" "$APP_TMP/$m.err" | head -20
 		if [ $plain -ne 0 ]; then
