@@ -9,6 +9,11 @@ if(NOT SMCR_ASAN AND NOT SMCR_TSAN AND NOT SMCR_FUZZ AND NOT CMAKE_BUILD_TYPE ST
   add_compile_definitions(_FORTIFY_SOURCE=2)
 endif()
 
+# A profile's call graphs (perf record -g) need frame pointers in an optimized build.
+if(SMCR_FRAME_POINTERS)
+  add_compile_options(-fno-omit-frame-pointer -mno-omit-leaf-frame-pointer)
+endif()
+
 if(SMCR_ASAN AND SMCR_TSAN)
   message(FATAL_ERROR "SMCR_ASAN and SMCR_TSAN are exclusive")
 endif()
