@@ -70,7 +70,12 @@ if [ "$role" = a ]; then
 	"$K" server 5200 2 >/tmp/k3.out 2>&1
 	cat /tmp/k3.out
 	check "kernel server (phase 3): data right" want 2 "^server conn=[01] ok" /tmp/k3.out
-	dmesg >/tmp/dmesg3.out
+	# the kernel may log the removal after its server's data is done: wait for it (60 s)
+	for _ in $(seq 60); do
+		dmesg >/tmp/dmesg3.out
+		grep -Eq "link removed: id [0-9a-f]+02," /tmp/dmesg3.out && break
+		sleep 1
+	done
 	check "kernel (phase 3): link 2 removed" has "link removed: id [0-9a-f]+02," /tmp/dmesg3.out
 	"$K" lgr
 	dmesg | grep -i smc | tail -30
