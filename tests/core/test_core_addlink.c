@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "lib/twolink.h"
+#include "core/addlink_check.h"
 #include "util/err.h"
 #include "wire/llc.h"
 
@@ -31,13 +32,6 @@ static struct llc_msg dec(const struct tl_log *lg, int i)
 	assert_true(i >= 0);
 	assert_int_equal(llc_decode(lg->ev[i].msg, 44, &m), 0);
 	return m;
-}
-
-static struct core_link *lk(struct core_engine *e, int slot)
-{
-	struct core_lgr *lg = tl_lg(e);
-	assert_non_null(lg);
-	return lg->links[slot];
 }
 
 /* The exchange of a successful ADD LINK flow in both logs, from the given log positions. */
@@ -95,21 +89,8 @@ static void assert_add_link_flow(struct tl_fix *f, unsigned sfrom, unsigned cfro
 	/* nothing else of the flow after it */
 	assert_int_equal(tl_next(f->ls, &sfrom, LLC_ADD_LINK_CONT, -1), -1);
 	assert_int_equal(tl_next(f->lc, &cfrom, LLC_ADD_LINK_CONT, -1), -1);
-	assert_int_equal(s1->state, CORE_LINK_ACTIVE);
-	assert_int_equal(c1->state, CORE_LINK_ACTIVE);
-	assert_int_equal(s1->peer_qpn, c1->qp->qp_num);
-	assert_int_equal(c1->peer_qpn, s1->qp->qp_num);
-	assert_int_equal(slg->flow, CORE_FLOW_NONE);
-	assert_int_equal(clg->flow, CORE_FLOW_NONE);
-	/* each side knows the other's RMB on both links (its RToken for slot 1) */
-	int t = lgr_rtoken_find(clg, 0, lgr_rmb_mr(slg->rmbs, s0)->rkey);
-	assert_true(t >= 0);
-	assert_int_equal(clg->rtok[t].links, 3);
-	assert_int_equal(clg->rtok[t].rkey[1], lgr_rmb_mr(slg->rmbs, s1)->rkey);
-	t = lgr_rtoken_find(slg, 0, lgr_rmb_mr(clg->rmbs, c0)->rkey);
-	assert_true(t >= 0);
-	assert_int_equal(slg->rtok[t].links, 3);
-	assert_int_equal(slg->rtok[t].rkey[1], lgr_rmb_mr(clg->rmbs, c1)->rkey);
+	/* both links up, and each side knows the other's RMB on both (its RToken for slot 1) */
+	assert_links_joined(slg, clg, s0, s1, c0, c1);
 }
 
 static int setup22(void **state)

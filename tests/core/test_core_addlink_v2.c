@@ -21,18 +21,12 @@
 #include <cmocka.h>
 
 #include "lib/twolink.h"
+#include "core/addlink_check.h"
 #include "util/err.h"
 #include "wire/llc.h"
 #include "wire/llc_v2.h"
 
 #define UEID "SMCR-V2-LINKS"
-
-static struct core_link *lk(struct core_engine *e, int slot)
-{
-	struct core_lgr *lg = tl_lg(e);
-	assert_non_null(lg);
-	return lg->links[slot];
-}
 
 static uint32_t be32(const uint8_t *p)
 {
@@ -156,21 +150,8 @@ static void two_links(struct tl_fix *f)
 	assert_int_equal(cl.base.confirm_link.max_links, 2);
 	i = tl_next(f->lc, &c, LLC2_CONFIRM_LINK, 1);
 	assert_ptr_equal(f->lc->ev[i].link, c1);
-	assert_int_equal(s1->state, CORE_LINK_ACTIVE);
-	assert_int_equal(c1->state, CORE_LINK_ACTIVE);
-	assert_int_equal(s1->peer_qpn, c1->qp->qp_num);
-	assert_int_equal(c1->peer_qpn, s1->qp->qp_num);
-	assert_int_equal(slg->flow, CORE_FLOW_NONE);
-	assert_int_equal(clg->flow, CORE_FLOW_NONE);
-	/* each side knows the other's RMB on both links, from the extension */
-	int t = lgr_rtoken_find(clg, 0, lgr_rmb_mr(slg->rmbs, s0)->rkey);
-	assert_true(t >= 0);
-	assert_int_equal(clg->rtok[t].links, 3);
-	assert_int_equal(clg->rtok[t].rkey[1], lgr_rmb_mr(slg->rmbs, s1)->rkey);
-	t = lgr_rtoken_find(slg, 0, lgr_rmb_mr(clg->rmbs, c0)->rkey);
-	assert_true(t >= 0);
-	assert_int_equal(slg->rtok[t].links, 3);
-	assert_int_equal(slg->rtok[t].rkey[1], lgr_rmb_mr(clg->rmbs, c1)->rkey);
+	/* both links up, and each side knows the other's RMB on both, from the extension */
+	assert_links_joined(slg, clg, s0, s1, c0, c1);
 	/* the second connection goes on the second link (the server alternates) */
 	assert_true(tl_connect(f, 1));
 	assert_ptr_equal(f->pp[1].srv->link, s1);
