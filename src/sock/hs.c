@@ -652,8 +652,6 @@ enum hs_input {
 	HS_IN_NOT_CLC, /* server: the client's first bytes are not CLC */
 };
 
-static const uint8_t clc_eye[4] = { 0xE2, 0xD4, 0xC3, 0xD9 };
-
 /* Reads at most one whole CLC message (never more bytes than the message has). */
 static enum hs_input hs_read(struct sock *s)
 {
@@ -677,11 +675,8 @@ static enum hs_input hs_read(struct sock *s)
 		/* The client's first bytes: "SMCR" or "SMCD" (a Linux client may send an SMC-D
 		 * Proposal or a Decline), else a plain TCP client. Only here: once our Accept is
 		 * out we are committed (RFC 7609 3.5), and whatever follows is CLC or a reset. */
-		size_t k = (size_t)n < 4 ? (size_t)n : 4;
-		for (size_t i = 0; i < k; i++) {
-			if (hdr[i] != clc_eye[i] && !(i == 3 && hdr[i] == 0xC4))
-				return HS_IN_NOT_CLC;
-		}
+		if (!clc_eye_prefix(hdr, (size_t)n))
+			return HS_IN_NOT_CLC;
 	}
 	if ((size_t)n < CLC_HDR_LEN)
 		return s->hs.tcp_rdhup ? HS_IN_EOF : HS_IN_NONE;

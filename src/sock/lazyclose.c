@@ -47,11 +47,8 @@ static enum lzc_in lzc_take(int fd)
 										  : LZC_CLOSE;
 	if (n == 0)
 		return LZC_CLOSE;
-	static const uint8_t eye[4] = { 0xE2, 0xD4, 0xC3, 0xD9 };
-	for (ssize_t i = 0; i < n && i < 4; i++) {
-		if (b[i] != eye[i] && !(i == 3 && b[i] == 0xC4))
-			return LZC_CLOSE;
-	}
+	if (!clc_eye_prefix(b, (size_t)n))
+		return LZC_CLOSE;
 	if (n < CLC_HDR_LEN)
 		return LZC_WAIT;
 	uint16_t len = 0;

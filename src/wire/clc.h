@@ -101,6 +101,11 @@ struct clc_frame {
 SMCR_MUST_CHECK int clc_peek_header(const void *buf, size_t len, enum clc_type *type,
 				    uint16_t *msglen, uint8_t *version);
 
+/* Whether the first min(len, 4) bytes at buf can begin a CLC message: a prefix of the
+ * "SMCR" or the "SMCD" eyecatcher (a server telling a plain TCP client from an SMC one
+ * by its first bytes, before a whole header is there). */
+bool clc_eye_prefix(const void *buf, size_t len);
+
 /* ---- Proposal (3) ---- */
 
 struct clc_ipv6_prefix {

@@ -152,3 +152,14 @@ int clc_frame_end(struct wcur *w, const struct clc_frame *f)
 		return -SMCR_E_CLC_ENC_FIELD;
 	return wcur_patch_u16(w, CLC_LEN_OFFSET, (uint16_t)w->off);
 }
+
+bool clc_eye_prefix(const void *buf, size_t len)
+{
+	static const uint8_t smcr[4] = { 0xE2, 0xD4, 0xC3, 0xD9 }; /* "SMCR"; "SMCD" ends 0xC4 */
+	const uint8_t *b = buf;
+	for (size_t i = 0; i < len && i < 4; i++) {
+		if (b[i] != smcr[i] && !(i == 3 && b[i] == 0xC4))
+			return false;
+	}
+	return true;
+}

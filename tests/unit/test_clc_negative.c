@@ -131,6 +131,23 @@ static void test_framing(void **state)
 	assert_int_equal(smcr_err_errno(-SMCR_E_CLC_ENC_FIELD), EINVAL);
 }
 
+/* A server tells an SMC client from a plain one by a prefix of the eyecatcher. */
+static void test_eye_prefix(void **state)
+{
+	(void)state;
+	const uint8_t smcr[] = { 0xE2, 0xD4, 0xC3, 0xD9, 0x01 }, smcd[] = { 0xE2, 0xD4, 0xC3, 0xC4 };
+	const uint8_t get[] = { 'G', 'E', 'T', ' ' }, late[] = { 0xE2, 0xD4, 0xC3, 0x00 };
+	const uint8_t half[] = { 0xE2, 0x00 };
+	for (size_t n = 0; n <= sizeof(smcr); n++)
+		assert_true(clc_eye_prefix(smcr, n));
+	assert_true(clc_eye_prefix(smcd, sizeof(smcd)));
+	assert_false(clc_eye_prefix(get, 1));
+	assert_false(clc_eye_prefix(late, sizeof(late)));
+	assert_true(clc_eye_prefix(late, 3));
+	assert_false(clc_eye_prefix(half, sizeof(half)));
+	assert_true(clc_eye_prefix(half, 1));
+}
+
 static void test_proposal_v1(void **state)
 {
 	(void)state;
@@ -525,6 +542,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_framing),
+		cmocka_unit_test(test_eye_prefix),
 		cmocka_unit_test(test_proposal_v1),
 		cmocka_unit_test(test_proposal_prefixes),
 		cmocka_unit_test(test_proposal_v2),
