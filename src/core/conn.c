@@ -206,7 +206,7 @@ unsigned conn_events_locked(struct core_conn *c)
 		ev |= CORE_EV_PRI;
 	if ((c->cl & (CL_RCVD_D | CL_RCVD_C | CL_RCVD_A)) || dead)
 		ev |= CORE_EV_RDHUP;
-	if (dead || (wr_done && rd_done))
+	if (dead || (wr_done && rd_done) || c->wrote_after_c)
 		ev |= CORE_EV_HUP;
 	if (c->err)
 		ev |= CORE_EV_ERR;

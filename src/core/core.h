@@ -475,10 +475,14 @@ enum core_msg_flags {
  * zero-length one too), core_conn_flush, shutdown/close, or CORE_CORK_NS passed.
  * Returns bytes accepted (> 0; fewer than asked when the ring fills), or:
  *   -SMCR_E_AGAIN        the ring is full; CORE_EV_OUT is raised when it has room
- *   -SMCR_E_CORE_PIPE    write side shut down / connection closed (EPIPE; sock raises
- *                        SIGPIPE unless MSG_NOSIGNAL)
- *   -SMCR_E_CORE_RESET   connection reset, or the peer closed (C received) (ECONNRESET);
- *                        a pending error is reported once with its own code
+ *   -SMCR_E_CORE_PIPE    write side shut down / connection closed, or a send after the
+ *                        peer's C that is not the first (EPIPE; sock raises SIGPIPE unless
+ *                        MSG_NOSIGNAL)
+ *   -SMCR_E_CORE_RESET   connection reset (ECONNRESET); a pending error is reported once
+ *                        with its own code
+ * After the peer's C (it reads no more) the first send is taken whole and its bytes
+ * dropped, as TCP's write to a peer that closed: EPIPE is then pending (core_conn_error,
+ * CORE_EV_ERR and CORE_EV_HUP) and the next send gets it; reads still end at EOF.
  *   -SMCR_E_CORE_NOTCONN not (yet) in SMC mode (ENOTCONN)
  * A zero-length send returns 0 (without CORE_MSG_MORE it pushes held bytes). With
  * CORE_MSG_OOB, the last byte of the data is the urgent byte (docs/protocol/procedures.md 4.6); it

@@ -416,6 +416,10 @@ struct core_conn {
 	bool lost_wait;
 	bool tcp_fin;
 	bool keep_rmem;
+	/* A send met the peer's C: its bytes were taken and dropped, as a TCP peer that
+	 * closed answers data with a reset (err is then EPIPE, and the send after gets EPIPE
+	 * again); reads still see the EOF. [C] */
+	bool wrote_after_c;
 
 	/* LG membership [EC]: set when attached, cleared (NULL) on detach */
 	struct core_lgr *lg;

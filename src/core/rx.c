@@ -297,8 +297,10 @@ long core_conn_recv(struct core_conn *c, const struct iovec *iov, int iovcnt, un
 			rc = 0;
 		else if (c->lost_wait)
 			rc = -SMCR_E_AGAIN;	/* the end waits for the TCP verdict */
-		else if (c->err) {
-			rc = c->err;	/* reset: reported once (then 0, as TCP) */
+		else if (c->err && !c->wrote_after_c) {
+			/* reset: reported once (then 0, as TCP). A write after the peer's C
+			 * leaves the EOF first, as TCP's FIN does before its reset. */
+			rc = c->err;
 			c->err = 0;
 		} else if (c->reset_err || c->shut_rd || (c->cl & (CL_RCVD_D | CL_RCVD_C)))
 			rc = 0;		/* end of stream */

@@ -13,6 +13,7 @@
  * first byte that needs it); at most CORE_MAX_WRITES WRITEs + one CDC per post. */
 #include "core/core_int.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -379,7 +380,11 @@ void tx_discard_locked(struct core_conn *c)
 
 /* ---- posting ------------------------------------------------------------------------------ */
 
-/* Errors for send in the connection's state (conn->lock held), 0 if sending is allowed. */
+/* send_state_err's answer for the first send after the peer's C (not an error yet). */
+enum { SEND_AFTER_C = 1 };
+
+/* Errors for send in the connection's state (conn->lock held), 0 if sending is allowed,
+ * SEND_AFTER_C for the first send after the peer's C. */
 static int send_state_err(struct core_conn *c)
 {
 	if (c->mode != CORE_MODE_SMC)
@@ -395,10 +400,15 @@ static int send_state_err(struct core_conn *c)
 	}
 	if ((c->cl & (CL_SENT_D | CL_SENT_C | CL_SENT_A)) || c->cl_pend)
 		return -SMCR_E_CORE_PIPE;
-	/* The peer closed (C): it reads no more; data now would be a protocol violation on
-	 * its side. ECONNRESET, as Linux smc_tx_sendmsg after any received close. */
-	if (c->cl & CL_RCVD_C)
-		return -SMCR_E_CORE_RESET;
+	/* The peer closed (C): it reads no more, so no byte goes out again. The first send
+	 * is taken whole (send_after_c_locked) as TCP's is; the ones after it fail. */
+	if (c->cl & CL_RCVD_C) {
+		if (!c->wrote_after_c)
+			return SEND_AFTER_C;
+		if (c->err == -SMCR_E_CORE_PIPE)
+			c->err = 0;	/* reported by this call, as TCP's sock_error */
+		return -SMCR_E_CORE_PIPE;
+	}
 	if (!c->link || !c->peer_size)
 		return -SMCR_E_CORE_RESET;
 	return 0;
@@ -595,6 +605,21 @@ static void flush_after(struct core_conn *c, unsigned bits)
 	}
 }
 
+/* The first send after the peer's C (conn->lock held). TCP takes such a write whole and
+ * the peer's stack answers the bytes with a reset: EPIPE becomes pending (POLLERR and
+ * POLLHUP show) and the next write fails with it. The bytes are dropped here, as the
+ * peer's TCP drops them: the peer reads no more. A send of no bytes moves nothing and
+ * changes nothing (CPython's test_socket sends back the b'' its recv got at EOF). */
+static long send_after_c_locked(struct core_conn *c, size_t total)
+{
+	if (total == 0)
+		return 0;
+	c->wrote_after_c = true;
+	c->err = -SMCR_E_CORE_PIPE;
+	core_ev_raise(c, CORE_EV_ERR | CORE_EV_HUP);
+	return total > LONG_MAX ? LONG_MAX : (long)total;
+}
+
 /* The body of core_conn_send: conn->lock held. *starved: a post found no send slot.
  * *armed: the cork deadline this call armed (CORE_NEVER if none). */
 static long send_locked(struct core_conn *c, const struct iovec *iov, int iovcnt, size_t total,
@@ -602,11 +627,8 @@ static long send_locked(struct core_conn *c, const struct iovec *iov, int iovcnt
 {
 	int rc = send_state_err(c);
 	bool hold = flags & CORE_MSG_MORE;
-	/* A send of no bytes after the peer's C: TCP's returns 0 to a peer that closed (it
-	 * moves nothing, and nothing reaches the peer: no flush either). CPython's
-	 * test_socket sends back the b'' its recv got at EOF. */
-	if (rc == -SMCR_E_CORE_RESET && total == 0 && (c->cl & CL_RCVD_C) && !c->reset_err)
-		return 0;
+	if (rc == SEND_AFTER_C)
+		return send_after_c_locked(c, total);
 	if (rc)
 		return rc;
 	if (total == 0) {

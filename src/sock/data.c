@@ -533,7 +533,10 @@ static ssize_t smc_send(struct sock *s, const struct iovec *uiov, int cnt, int f
 	if (rc == -SMCR_E_CORE_PIPE && !(flags & MSG_NOSIGNAL))
 		raise_sigpipe();
 	if (rc < 0) {
-		if (sock_errno_of(rc) == ECONNRESET)
+		/* the error the program's end shows is reported by this call (TCP's
+		 * sock_error: EPIPE after a write the closed peer reset, or the reset) */
+		int e = sock_errno_of(rc);
+		if (e == ECONNRESET || e == EPIPE)
 			sig_clear_error(&s->sig);
 		return sock_fail(rc);
 	}

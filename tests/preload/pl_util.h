@@ -73,6 +73,37 @@ static inline int pl_listen(uint16_t *port)
 	return l;
 }
 
+/* A listening TCP socket on the IPv4 address ip (a loopback one), port chosen by the kernel. */
+static inline int pl_listen_on(const char *ip, uint16_t *port)
+{
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(l >= 0);
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	CHECK(inet_pton(AF_INET, ip, &a.sin_addr) == 1);
+	CHECK(bind(l, (struct sockaddr *)&a, sizeof(a)) == 0);
+	CHECK(listen(l, 64) == 0);
+	socklen_t al = sizeof(a);
+	CHECK(getsockname(l, (struct sockaddr *)&a, &al) == 0);
+	*port = ntohs(a.sin_port);
+	return l;
+}
+
+static inline struct sockaddr_in pl_addr_on(const char *ip, uint16_t port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	CHECK(inet_pton(AF_INET, ip, &a.sin_addr) == 1);
+	return a;
+}
+
+static inline int pl_connect_on(const char *ip, uint16_t port)
+{
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(c >= 0);
+	struct sockaddr_in a = pl_addr_on(ip, port);
+	CHECK(connect(c, (struct sockaddr *)&a, sizeof(a)) == 0);
+	return c;
+}
+
 static inline struct sockaddr_in pl_addr(uint16_t port)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
