@@ -480,10 +480,10 @@ enum core_msg_flags {
  *                        MSG_NOSIGNAL)
  *   -SMCR_E_CORE_RESET   connection reset (ECONNRESET); a pending error is reported once
  *                        with its own code
+ *   -SMCR_E_CORE_NOTCONN not (yet) in SMC mode (ENOTCONN)
  * After the peer's C (it reads no more) the first send is taken whole and its bytes
  * dropped, as TCP's write to a peer that closed: EPIPE is then pending (core_conn_error,
  * CORE_EV_ERR and CORE_EV_HUP) and the next send gets it; reads still end at EOF.
- *   -SMCR_E_CORE_NOTCONN not (yet) in SMC mode (ENOTCONN)
  * A zero-length send returns 0 (without CORE_MSG_MORE it pushes held bytes). With
  * CORE_MSG_OOB, the last byte of the data is the urgent byte (docs/protocol/procedures.md 4.6); it
  * is accepted only if all of it fits (else -SMCR_E_AGAIN); from the ring, the CDC that

@@ -44,14 +44,6 @@ static void *server_main(void *arg)
 	return NULL;
 }
 
-static int so_error(int fd)
-{
-	int err = -1;
-	socklen_t el = sizeof(err);
-	CHECK(getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0);
-	return err;
-}
-
 /* create_connection(timeout=...): a non-blocking connect, POLLOUT, SO_ERROR */
 static int connect_nb(uint16_t port)
 {
@@ -63,7 +55,7 @@ static int connect_nb(uint16_t port)
 	CHECK(rc == 0 || errno == EINPROGRESS);
 	struct pollfd p = { .fd = c, .events = POLLOUT };
 	CHECK(poll(&p, 1, 20000) == 1 && (p.revents & POLLOUT));
-	int err = so_error(c);
+	int err = pl_so_error(c);
 	if (err)
 		fprintf(stderr, "pl_closed: SO_ERROR %d (%s) after POLLOUT\n", err, strerror(err));
 	CHECK(err == 0);
@@ -95,7 +87,7 @@ static void read_to_eof(int c, size_t want)
 		pl_fill(w, sizeof(w), 5);
 		CHECK(memcmp(b, w, want) == 0);
 	}
-	CHECK(so_error(c) == 0);
+	CHECK(pl_so_error(c) == 0);
 }
 
 static void run(int l, uint16_t port, int rounds, bool nonblocking, bool write_first)

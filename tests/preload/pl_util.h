@@ -57,27 +57,13 @@ static inline int pl_mode(int fd)
 	return m;
 }
 
-/* A listening TCP socket on 127.0.0.1, port chosen by the kernel. */
-static inline int pl_listen(uint16_t *port)
-{
-	int l = socket(AF_INET, SOCK_STREAM, 0);
-	CHECK(l >= 0);
-	int one = 1;
-	CHECK(setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	CHECK(bind(l, (struct sockaddr *)&a, sizeof(a)) == 0);
-	CHECK(listen(l, 64) == 0);
-	socklen_t al = sizeof(a);
-	CHECK(getsockname(l, (struct sockaddr *)&a, &al) == 0);
-	*port = ntohs(a.sin_port);
-	return l;
-}
-
 /* A listening TCP socket on the IPv4 address ip (a loopback one), port chosen by the kernel. */
 static inline int pl_listen_on(const char *ip, uint16_t *port)
 {
 	int l = socket(AF_INET, SOCK_STREAM, 0);
 	CHECK(l >= 0);
+	int one = 1;
+	CHECK(setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0);
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	CHECK(inet_pton(AF_INET, ip, &a.sin_addr) == 1);
 	CHECK(bind(l, (struct sockaddr *)&a, sizeof(a)) == 0);
@@ -104,20 +90,28 @@ static inline int pl_connect_on(const char *ip, uint16_t port)
 	return c;
 }
 
+/* The same on 127.0.0.1. */
+static inline int pl_listen(uint16_t *port)
+{
+	return pl_listen_on("127.0.0.1", port);
+}
+
 static inline struct sockaddr_in pl_addr(uint16_t port)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	return a;
+	return pl_addr_on("127.0.0.1", port);
 }
 
 static inline int pl_connect(uint16_t port)
 {
-	int c = socket(AF_INET, SOCK_STREAM, 0);
-	CHECK(c >= 0);
-	struct sockaddr_in a = pl_addr(port);
-	CHECK(connect(c, (struct sockaddr *)&a, sizeof(a)) == 0);
-	return c;
+	return pl_connect_on("127.0.0.1", port);
+}
+
+static inline int pl_so_error(int fd)
+{
+	int err = -1;
+	socklen_t el = sizeof(err);
+	CHECK(getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0);
+	return err;
 }
 
 /* accept, then a first use (a poll that does not wait, as a server's event loop makes):

@@ -41,14 +41,6 @@ static short revents_once(int fd, short want)
 	return p.revents & SHOWN;
 }
 
-static int so_error(int fd)
-{
-	int err = -1;
-	socklen_t el = sizeof(err);
-	CHECK(getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0);
-	return err;
-}
-
 static void pair_on(const char *ip, int *cl, int *sv)
 {
 	uint16_t port;
@@ -82,13 +74,13 @@ static struct trace run(const char *ip, int want_mode, bool so_first)
 	t.after_w1 = revents_once(cl, POLLERR);
 	t.rd1 = read(cl, b, sizeof(b));
 	if (so_first)
-		t.so_err = so_error(cl);
+		t.so_err = pl_so_error(cl);
 	errno = 0;
 	t.w2 = write(cl, "again", 5);
 	t.e_w2 = errno;
 	t.sig_w2 = sigpipes;
 	t.after_consume = revents_once(cl, 0);
-	t.so_err_after = so_error(cl);
+	t.so_err_after = pl_so_error(cl);
 	errno = 0;
 	t.w3 = send(cl, "more", 4, MSG_NOSIGNAL);
 	t.e_w3 = errno;
