@@ -82,6 +82,13 @@ void sock_lazy_decline_all(void);
 			(void)sock_lazy_start(fd);                                     \
 	} while (0)
 
+/* Waits across a fallback's swap (src/sock/sock.h struct sock.keep): armed keeps are
+ * counted in sock_keep_live; sock_keep_get gives fd's keep number with a use held. */
+struct sock;
+extern atomic_uint sock_keep_live;
+struct sock *sock_keep_get(int fd, int *keep);
+void sock_keep_put(struct sock *s);
+
 /* True if fd is an smcr socket (one table lookup, no system call). */
 int smcr_is_socket(int fd);
 

@@ -80,11 +80,128 @@ static int pl_poll_hidden(struct pollfd *p, nfds_t n, const sigset_t *m)
 	return r;
 }
 
+/* ---- waits across a fallback's swap ----
+ *
+ * The kernel's poll and select register their wait queues once, on the files the numbers
+ * had at the call. An undecided connection's number holds the placeholder; when its
+ * handshake falls back, the TCP socket takes the number (src/sock/sock.c
+ * sock_restore_tcp_locked) and a wait that looks again after that swap sees the TCP
+ * socket, but sleeps on the placeholder's queue only: the TCP socket's data would never
+ * wake it. So while any connection is undecided (sock_keep_live), a wait adds, for each
+ * undecided connection in its set, the placeholder's hidden reference with events 0. The
+ * fallback gives it POLLHUP; if nothing the caller asked for is ready then, the wait
+ * starts again on the current files with the time left (each reference at most once per
+ * call: it stays HUP). epoll needs none of this: its registrations move with the swap. */
+
+static void pl_ts_add(struct timespec *a, const struct timespec *b)
+{
+	a->tv_sec += b->tv_sec;
+	a->tv_nsec += b->tv_nsec;
+	if (a->tv_nsec >= 1000000000L) {
+		a->tv_sec++;
+		a->tv_nsec -= 1000000000L;
+	}
+}
+
+/* end - now, at least 0 */
+static struct timespec pl_ts_left(const struct timespec *end)
+{
+	struct timespec now, l = { 0, 0 };
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (now.tv_sec > end->tv_sec || (now.tv_sec == end->tv_sec && now.tv_nsec >= end->tv_nsec))
+		return l;
+	l.tv_sec = end->tv_sec - now.tv_sec;
+	l.tv_nsec = end->tv_nsec - now.tv_nsec;
+	if (l.tv_nsec < 0) {
+		l.tv_sec--;
+		l.tv_nsec += 1000000000L;
+	}
+	return l;
+}
+
+/* ppoll(p, n, t, m) with the keeps of p's undecided connections added. *used is false
+ * (and nothing was done) when p holds none: the caller makes its own call. On return,
+ * *left (when t) is the time that was left. */
+static int pl_poll_kept(struct pollfd *p, nfds_t n, const struct timespec *t, const sigset_t *m,
+			bool *used, struct timespec *left)
+{
+	*used = false;
+	if (n == 0 || n > (nfds_t)INT32_MAX / 2)
+		return 0;
+	struct pollfd *c = malloc(2 * n * sizeof(*c));
+	struct sock **ks = malloc(n * sizeof(*ks));
+	nfds_t *at = malloc(n * sizeof(*at));
+	bool *spent = calloc(n, sizeof(*spent)); /* this entry's keep returned once already */
+	if (!c || !ks || !at || !spent) {
+		free(c), free(ks), free(at), free(spent);
+		return 0; /* the plain call: right but for a wait across a swap */
+	}
+	struct timespec end = { 0, 0 }, l = { 0, 0 };
+	if (t) {
+		clock_gettime(CLOCK_MONOTONIC, &end);
+		pl_ts_add(&end, t);
+		l = *t;
+	}
+	int r = 0;
+	for (;;) {
+		nfds_t k = 0;
+		for (nfds_t i = 0; i < n; i++) {
+			c[i] = p[i];
+			c[i].revents = 0;
+			int kf;
+			struct sock *s;
+			if (p[i].fd >= 0 && !spent[i] && (s = sock_keep_get(p[i].fd, &kf))) {
+				c[n + k] = (struct pollfd){ .fd = kf, .events = 0 };
+				ks[k] = s;
+				at[k++] = i;
+			}
+		}
+		if (k == 0 && !*used)
+			break; /* none: the caller's own call */
+		*used = true;
+		r = PL_REAL(ppoll)(c, n + k, t ? &l : NULL, m);
+		int err = errno;
+		bool again = false;
+		for (nfds_t j = 0; j < k; j++) {
+			if (c[n + j].revents) {
+				spent[at[j]] = true;
+				again = true;
+			}
+			sock_keep_put(ks[j]);
+		}
+		if (t)
+			l = pl_ts_left(&end);
+		if (r < 0) {
+			errno = err;
+			break;
+		}
+		int real = 0;
+		for (nfds_t i = 0; i < n; i++) {
+			p[i].revents = c[i].revents;
+			real += c[i].revents != 0;
+		}
+		r = real;
+		if (real > 0 || !again)
+			break; /* ready, or the time is up */
+	}
+	if (left)
+		*left = l;
+	free(c), free(ks), free(at), free(spent);
+	return r;
+}
+
 static int pl_poll(struct pollfd *p, nfds_t n, int t)
 {
 	if (__builtin_expect(pl_poll_has_hidden(p, n), 0))
 		return pl_poll_hidden(p, n, NULL);
 	pl_poll_first_use(p, n);
+	if (__builtin_expect(atomic_load_explicit(&sock_keep_live, memory_order_relaxed), 0)) {
+		struct timespec ts = { t / 1000, (long)(t % 1000) * 1000000L };
+		bool used;
+		int r = pl_poll_kept(p, n, t < 0 ? NULL : &ts, NULL, &used, NULL);
+		if (used)
+			return r;
+	}
 	return PL_REAL(poll)(p, n, t);
 }
 int poll(struct pollfd *p, nfds_t n, int t) { return pl_poll(p, n, t); }
@@ -101,6 +218,16 @@ static int pl_ppoll(struct pollfd *p, nfds_t n, const struct timespec *t, const 
 	if (__builtin_expect(pl_poll_has_hidden(p, n), 0))
 		return pl_poll_hidden(p, n, m);
 	pl_poll_first_use(p, n);
+	if (__builtin_expect(atomic_load_explicit(&sock_keep_live, memory_order_relaxed), 0)) {
+		bool used;
+		if (t && (t->tv_sec < 0 || t->tv_nsec < 0 || t->tv_nsec >= 1000000000L)) {
+			errno = EINVAL;
+			return -1;
+		}
+		int r = pl_poll_kept(p, n, t, m, &used, NULL);
+		if (used)
+			return r;
+	}
 	return PL_REAL(ppoll)(p, n, t, m);
 }
 int ppoll(struct pollfd *p, nfds_t n, const struct timespec *t, const sigset_t *m)
@@ -126,6 +253,80 @@ static bool pl_select_hidden(int n, const fd_set *r, const fd_set *w, const fd_s
 	return false;
 }
 
+/* A select whose sets hold an undecided connection (sock_keep_live): the same wait as a
+ * ppoll over the sets' fds with the keeps added (pl_poll_kept), the result mapped back
+ * as the kernel's select maps poll bits (read: IN, HUP, ERR; write: OUT, ERR; except:
+ * PRI). *used false: nothing done (no undecided connection in the sets, or no memory). */
+static int pl_select_kept(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t,
+			  const sigset_t *m, bool *used, struct timespec *left)
+{
+	*used = false;
+	if (t)
+		*left = *t;
+	int lim = n < FD_SETSIZE ? n : FD_SETSIZE;
+	nfds_t k = 0;
+	bool any = false;
+	for (int fd = 0; fd < lim; fd++)
+		if ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e))) {
+			k++;
+			int kf;
+			struct sock *s;
+			if (!any && (s = sock_keep_get(fd, &kf))) {
+				any = true;
+				sock_keep_put(s);
+			}
+		}
+	if (!any)
+		return 0;
+	struct pollfd *p = malloc(k * sizeof(*p));
+	if (!p)
+		return 0;
+	k = 0;
+	for (int fd = 0; fd < lim; fd++) {
+		short ev = (short)((r && FD_ISSET(fd, r) ? POLLIN : 0) |
+				   (w && FD_ISSET(fd, w) ? POLLOUT : 0) |
+				   (e && FD_ISSET(fd, e) ? POLLPRI : 0));
+		if (ev)
+			p[k++] = (struct pollfd){ .fd = fd, .events = ev };
+	}
+	int got = pl_poll_kept(p, k, t, m, used, left);
+	if (!*used || got < 0) {
+		free(p);
+		return got;
+	}
+	int cnt = 0;
+	for (nfds_t i = 0; i < k; i++)
+		if (p[i].revents & POLLNVAL) {
+			free(p);
+			errno = EBADF;
+			return -1;
+		}
+	for (nfds_t i = 0; i < k; i++) {
+		int fd = p[i].fd;
+		short re = p[i].revents;
+		if (r && FD_ISSET(fd, r) && !(re & (POLLIN | POLLHUP | POLLERR)))
+			FD_CLR(fd, r);
+		else if (r && FD_ISSET(fd, r))
+			cnt++;
+		if (w && FD_ISSET(fd, w) && !(re & (POLLOUT | POLLERR)))
+			FD_CLR(fd, w);
+		else if (w && FD_ISSET(fd, w))
+			cnt++;
+		if (e && FD_ISSET(fd, e) && !(re & POLLPRI))
+			FD_CLR(fd, e);
+		else if (e && FD_ISSET(fd, e))
+			cnt++;
+	}
+	free(p);
+	if (cnt == 0 && got > 0) {
+		/* only bits select does not report (HUP on a write-only entry): select's own
+		 * wait for the time left, on files that no longer change */
+		*used = false;
+		return 0;
+	}
+	return cnt;
+}
+
 static int pl_select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t)
 {
 	if (__builtin_expect(pl_select_hidden(n, r, w, e), 0)) {
@@ -133,6 +334,36 @@ static int pl_select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t)
 		return -1;
 	}
 	pl_select_first_use(n, r, w, e);
+	if (__builtin_expect(atomic_load_explicit(&sock_keep_live, memory_order_relaxed), 0) &&
+	    (!t || (t->tv_sec >= 0 && t->tv_usec >= 0))) {
+		fd_set r0, w0, e0;
+		if (r)
+			r0 = *r;
+		if (w)
+			w0 = *w;
+		if (e)
+			e0 = *e;
+		struct timespec ts, left;
+		if (t) {
+			ts.tv_sec = t->tv_sec + t->tv_usec / 1000000;
+			ts.tv_nsec = (long)(t->tv_usec % 1000000) * 1000L;
+		}
+		bool used;
+		int got = pl_select_kept(n, r, w, e, t ? &ts : NULL, NULL, &used, &left);
+		if (used) {
+			if (t) /* Linux's select leaves the time not slept in *t */
+				*t = (struct timeval){ left.tv_sec, left.tv_nsec / 1000 };
+			return got;
+		}
+		if (r)
+			*r = r0;
+		if (w)
+			*w = w0;
+		if (e)
+			*e = e0;
+		if (t)
+			*t = (struct timeval){ left.tv_sec, left.tv_nsec / 1000 };
+	}
 	return PL_REAL(select)(n, r, w, e, t);
 }
 int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t)
@@ -150,6 +381,29 @@ int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t, co
 		return -1;
 	}
 	pl_select_first_use(n, r, w, e);
+	if (__builtin_expect(atomic_load_explicit(&sock_keep_live, memory_order_relaxed), 0) &&
+	    (!t || (t->tv_sec >= 0 && t->tv_nsec >= 0 && t->tv_nsec < 1000000000L))) {
+		fd_set r0, w0, e0;
+		if (r)
+			r0 = *r;
+		if (w)
+			w0 = *w;
+		if (e)
+			e0 = *e;
+		struct timespec left;
+		bool used;
+		int got = pl_select_kept(n, r, w, e, t, m, &used, &left);
+		if (used)
+			return got;
+		if (r)
+			*r = r0;
+		if (w)
+			*w = w0;
+		if (e)
+			*e = e0;
+		if (t)
+			return PL_REAL(pselect)(n, r, w, e, &left, m);
+	}
 	return PL_REAL(pselect)(n, r, w, e, t, m);
 }
 

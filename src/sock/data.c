@@ -625,21 +625,29 @@ static ssize_t smc_recv(struct sock *s, const struct iovec *uiov, int cnt, int f
  * has room) and returns; a blocking send that does not fit waits for room or the
  * decision, then sends the rest the decided way. A receive waits for the decision: a
  * blocking one in poll() on the program's fd, which shows POLLIN at the first data, EOF
- * or error of SMC-R, and is made ready at a fallback (sock.c sock_restore_tcp_locked), so
- * signals and SO_RCVTIMEO act as on any wait. */
+ * or error of SMC-R, and is returned at a fallback by the placeholder's hidden reference
+ * (struct sock.keep, sock.c sock_restore_tcp_locked), so signals and SO_RCVTIMEO act as on
+ * any wait. */
 
-/* Waits without the lock until fd shows ev, or the deadline: 0 (look again),
- * -SMCR_E_SOCK_AGAIN at the deadline, -SMCR_E_SOCK_INTR on a signal (tl_intr_restart
- * set). */
-static int early_wait(int fd, short ev, uint64_t deadline)
+/* Waits without the lock until s's fd shows ev, the fallback swaps the TCP socket in
+ * (struct sock.keep), or the deadline: 0 (look again), -SMCR_E_SOCK_AGAIN at the
+ * deadline, -SMCR_E_SOCK_INTR on a signal (tl_intr_restart set). Caller holds s->lock;
+ * it is dropped for the sleep and taken again. */
+static int early_wait(struct sock *s, short ev, uint64_t deadline)
 {
 	uint64_t now = smcr_now_ns();
 	if (deadline != UINT64_MAX && now >= deadline)
 		return -SMCR_E_SOCK_AGAIN;
+	struct pollfd p[2] = { { .fd = s->fd, .events = ev }, { .fd = -1 } };
+	p[1].fd = sock_keep_hold_locked(s);
+	pthread_mutex_unlock(&s->lock);
 	struct sock_intr_mark im = sock_intr_mark();
-	struct pollfd p = { .fd = fd, .events = ev };
-	int n = sock_sys.poll(&p, 1, deadline_ms(deadline, now));
-	return sleep_outcome(n, errno, im, deadline);
+	int n = sock_sys.poll(p, p[1].fd >= 0 ? 2 : 1, deadline_ms(deadline, now));
+	int err = errno;
+	pthread_mutex_lock(&s->lock);
+	if (p[1].fd >= 0)
+		sock_keep_drop_locked(s);
+	return sleep_outcome(n, err, im, deadline);
 }
 
 /* SMC-R came and pend still holds bytes (hs.c could not put them all into the ring): they
@@ -735,10 +743,7 @@ static ssize_t early_send(int fd, struct sock *s, const struct iovec *uiov, int 
 				rc = -SMCR_E_SOCK_AGAIN;
 			break;
 		}
-		int pfd = s->fd;
-		pthread_mutex_unlock(&s->lock);
-		rc = early_wait(pfd, POLLOUT, deadline);
-		pthread_mutex_lock(&s->lock);
+		rc = early_wait(s, POLLOUT, deadline);
 		if (rc == -SMCR_E_SOCK_INTR && tl_intr_restart && !done &&
 		    deadline == UINT64_MAX)
 			rc = 0; /* SA_RESTART, nothing moved: restarted (signal(7)) */
@@ -780,10 +785,7 @@ static int early_recv_wait(struct sock *s, int flags)
 			rc = -SMCR_E_SOCK_AGAIN;
 			break;
 		}
-		int pfd = s->fd;
-		pthread_mutex_unlock(&s->lock);
-		rc = early_wait(pfd, POLLIN, deadline);
-		pthread_mutex_lock(&s->lock);
+		rc = early_wait(s, POLLIN, deadline);
 		if (rc == -SMCR_E_SOCK_INTR && tl_intr_restart && deadline == UINT64_MAX)
 			rc = 0;
 		if (rc < 0)

@@ -475,6 +475,7 @@ static void hs_early_tcp_locked(struct sock *s, int t)
 static void hs_finish_locked(struct sock *s)
 {
 	hs_timer_cancel_locked(s);
+	sock_keep_retire_locked(s); /* decided: fd changes file no more */
 	pthread_cond_broadcast(&s->cond);
 	if (s->lsn)
 		lsn_child_done_locked(s); /* a listener's child: ready, or dropped */
@@ -1151,6 +1152,7 @@ static void hs_early_detach_locked(struct sock *s)
 			hs_fail_locked(s, rc);
 			return;
 		}
+		sock_keep_arm_locked(s); /* a fallback may still give the number back to TCP */
 	}
 	sock_hold(s); /* the watch's reference, dropped by hs_watch_release */
 	if (progress_watch(s->tcp, EPOLLIN | EPOLLRDHUP | EPOLLET, hs_watch_fn, s,

@@ -64,6 +64,7 @@ static void sock_recycle(struct fdobj *o)
 		s->has_sig = false;
 	}
 	sock_sig_drop_pre_locked(s);
+	sock_keep_retire_locked(s); /* no wait holds it: each holds a reference */
 	if (s->tcp >= 0 && s->tcp != s->fd)
 		sock_sys.close(s->tcp); /* the hidden TCP socket (RST set up by the closer) */
 	free(s->regs);
@@ -125,6 +126,7 @@ int sock_create(int fd, int domain, bool nonblock, bool cloexec, struct sock **o
 	s->fd = fd;
 	s->serial = atomic_fetch_add_explicit(&sock_serials, 1, memory_order_relaxed) + 1;
 	s->tcp = fd;
+	s->keep = -1;
 	s->domain = domain;
 	s->nonblock = nonblock;
 	s->cloexec = cloexec;
@@ -208,8 +210,82 @@ int sock_install_placeholder_locked(struct sock *s, bool block_out)
 	}
 	sock_epoll_move_locked(s, false);
 	s->tcp = t;
+	sock_keep_arm_locked(s);
 	/* No O_NONBLOCK change on t: every handshake and watch I/O uses MSG_DONTWAIT. */
 	return 0;
+}
+
+/* ---- the placeholder's hidden reference (sock.h struct sock.keep) ---- */
+
+atomic_uint sock_keep_live;
+
+void sock_keep_arm_locked(struct sock *s)
+{
+	if (s->keep >= 0)
+		return;
+	s->keep = sock_fd_dup_hidden(s->fd);
+	if (s->keep < 0) {
+		/* waits then see the fallback only from a later event on the TCP socket */
+		LOG_WARN("sock", "fd %d: no hidden reference to the placeholder (errno %d)", s->fd,
+			 errno);
+		s->keep = -1;
+		return;
+	}
+	s->keep_retired = false;
+	atomic_fetch_add_explicit(&sock_keep_live, 1, memory_order_relaxed);
+}
+
+void sock_keep_retire_locked(struct sock *s)
+{
+	if (s->keep < 0)
+		return;
+	if (!s->keep_retired) {
+		s->keep_retired = true;
+		atomic_fetch_sub_explicit(&sock_keep_live, 1, memory_order_relaxed);
+	}
+	if (s->keep_users == 0) {
+		sock_sys.close(s->keep);
+		s->keep = -1;
+	}
+}
+
+int sock_keep_hold_locked(struct sock *s)
+{
+	if (s->keep < 0 || s->keep_retired)
+		return -1;
+	s->keep_users++;
+	return s->keep;
+}
+
+void sock_keep_drop_locked(struct sock *s)
+{
+	if (--s->keep_users == 0 && s->keep_retired) {
+		sock_sys.close(s->keep);
+		s->keep = -1;
+	}
+}
+
+struct sock *sock_keep_get(int fd, int *keep)
+{
+	struct sock *s = sock_get(fd);
+	if (!s)
+		return NULL;
+	pthread_mutex_lock(&s->lock);
+	*keep = sock_keep_hold_locked(s);
+	pthread_mutex_unlock(&s->lock);
+	if (*keep < 0) {
+		sock_put(s);
+		return NULL;
+	}
+	return s;
+}
+
+void sock_keep_put(struct sock *s)
+{
+	pthread_mutex_lock(&s->lock);
+	sock_keep_drop_locked(s);
+	pthread_mutex_unlock(&s->lock);
+	sock_put(s);
 }
 
 void sock_sig_drop_pre_locked(struct sock *s)
@@ -262,8 +338,10 @@ int sock_smc_install_locked(struct sock *s)
 
 int sock_restore_tcp_locked(struct sock *s)
 {
-	/* A poll() already sleeping on the placeholder would not notice the dup3 (it holds
-	 * the old file): make the placeholder ready first so it returns, then swap. */
+	/* A wait already sleeping on the placeholder is on the old file's queue only: POLLOUT
+	 * first (for the writers), then the swap; the signal end's close after it gives the
+	 * old file POLLHUP, which returns every wait that also polls keep (struct sock.keep)
+	 * to look again at fd, now the TCP socket. */
 	sig_unblock_out(&s->sig);
 	sock_epoll_move_locked(s, true);
 	sig_forget_prog(&s->sig);

@@ -175,6 +175,18 @@ struct sock {
 			      * written at creation, before the object is published */
 	_Atomic int state;   /* enum sock_state; written under lock, read anywhere */
 	int tcp;	     /* (L) the TCP socket: == fd, or hidden; -1 when closed */
+	/* (L) The placeholder's file at a hidden number while fd may still change back to
+	 * the TCP socket (a fallback), else -1. poll() and select() register their wait
+	 * queues once, on the files their numbers had then: a waiter on fd that looks again
+	 * only after the swap sees the TCP socket but sleeps on the old file's queue and
+	 * would miss the TCP socket's data. So every wait that sleeps on fd while keep is
+	 * armed also polls keep (events 0), and the fallback's close of the signal end
+	 * (POLLHUP on this file) returns it (sock_keep_get, data.c early_wait).
+	 * keep_users counts the waits holding it; once keep_retired (the handshake ended),
+	 * the last of them closes it. */
+	int keep;
+	unsigned keep_users;
+	bool keep_retired;
 	int domain;	     /* AF_INET / AF_INET6 */
 	bool nonblock;	     /* (L) O_NONBLOCK as the program set it */
 	bool cloexec;	     /* (L) FD_CLOEXEC of fd */
@@ -494,6 +506,21 @@ SMCR_MUST_CHECK int sock_sig_install_locked(struct sock *s, bool block_out);
 /* SMC-R is up on a socket whose number still holds the TCP file (fd_is_tcp): opens the
  * signal pair and puts its program end at s->fd. Caller holds s->lock. */
 SMCR_MUST_CHECK int sock_smc_install_locked(struct sock *s);
+
+/* The placeholder's hidden reference (struct sock.keep). arm: after the placeholder went
+ * to s->fd; retire: the handshake ended (no swap is left to wait for); hold/drop: a wait
+ * of the library's own, under s->lock around the unlocked sleep (hold gives -1 when
+ * nothing is armed). Caller holds s->lock. */
+void sock_keep_arm_locked(struct sock *s);
+void sock_keep_retire_locked(struct sock *s);
+int sock_keep_hold_locked(struct sock *s);
+void sock_keep_drop_locked(struct sock *s);
+/* For the interposer's poll/select: sock_keep_live counts armed keeps (relaxed: a wait
+ * that reads 0 has none to add). sock_keep_get: fd's armed keep number in *keep with a
+ * use and a reference counted, or NULL; sock_keep_put undoes both. No lock held. */
+extern atomic_uint sock_keep_live;
+struct sock *sock_keep_get(int fd, int *keep);
+void sock_keep_put(struct sock *s);
 
 /* Closes a signal pair opened ahead (sig_pre) that will not be installed (fallback,
  * failure, recycle). Caller holds s->lock (or owns s alone). */

@@ -12,9 +12,7 @@ app_need /usr/bin/python3:python3 /usr/lib/python3.11/test/test_socket.py:libpyt
 MODULES=${SMCR_APPS_PYTESTS:-test_selectors test_epoll test_poll test_select test_socketserver test_eintr test_socket}
 # Modules that fail under smcr-run today for open bugs (docs/INTERPOSER.md "Proven
 # programs"): still run, their result logged, not counted (lib.sh app_open).
-declare -A OPEN=(
-	[test_socket]="CreateServerFunctionalTest.test_dual_stack_client_v4 timed out once under CI load: an IPv4 client to a dual-stack [::] listener, its echo never came back (cause not found yet)"
-)
+declare -A OPEN=()
 # test_socket's ThreadedVSOCKSocketStreamTest hangs without smcr-run too where /dev/vsock has
 # no loopback transport (AF_VSOCK is never smcr's): left out.
 declare -A ARGS=([test_socket]="-i ThreadedVSOCKSocketStreamTest")
