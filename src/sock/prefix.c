@@ -7,7 +7,8 @@
  * in a cache, refreshed when it is older than SOCK_PFX_TTL_NS (1 s), or at once when a
  * connection's local address is on no cached interface (a change we have not seen yet)
  * and the cache is older than SOCK_PFX_MISS_NS (a bound on how often an address that is
- * on no interface at all, e.g. an IPv4-mapped one, can cost a dump).
+ * on no interface at all can cost a dump). An IPv4-mapped address (an IPv4 peer of a
+ * dual-stack socket) is looked up as the IPv4 address it maps.
  *
  * Threads: pfx_lock (a leaf) protects the cache; the dump runs with it held (callers wait
  * for one dump rather than run several at once). */
@@ -121,6 +122,13 @@ int sock_prefixes(const struct sockaddr *local, struct core_ip_prefix *out, int 
 	} else if (fam == AF_INET6) {
 		a = ((const struct sockaddr_in6 *)(const void *)local)->sin6_addr.s6_addr;
 		len = 16;
+		if (IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)(const void *)a)) {
+			/* an IPv4 peer of a dual-stack socket: the connection is IPv4, and so
+			 * are the interface's address and the prefixes the peer compares */
+			fam = AF_INET;
+			a += 12;
+			len = 4;
+		}
 	} else {
 		return 0;
 	}

@@ -58,6 +58,30 @@ static void test_loopback_and_expiry(void **state)
 	assert_true(sock_prefix_refreshes() <= r + 1);
 }
 
+/* An IPv4 peer of a dual-stack socket: its local address ::ffff:127.0.0.1 is looked up as
+ * 127.0.0.1, and the prefix is an IPv4 one (the one an IPv4 client's Proposal carries). */
+static void test_v4_mapped(void **state)
+{
+	(void)state;
+	struct sockaddr_in6 sa = { .sin6_family = AF_INET6 };
+	assert_int_equal(inet_pton(AF_INET6, "::ffff:127.0.0.1", &sa.sin6_addr), 1);
+	struct core_ip_prefix p[CORE_MAX_PREFIXES];
+	int n = sock_prefixes((struct sockaddr *)&sa, p, CORE_MAX_PREFIXES);
+	struct sockaddr_in net = v4("127.0.0.0");
+	int found = 0;
+	for (int i = 0; i < n; i++) {
+		assert_int_equal(p[i].family, AF_INET);
+		if (memcmp(p[i].addr, &net.sin_addr, 4) == 0 && p[i].len == 8)
+			found++;
+	}
+	assert_int_equal(found, 1);
+	/* a plain IPv6 address stays IPv6 */
+	assert_int_equal(inet_pton(AF_INET6, "::1", &sa.sin6_addr), 1);
+	n = sock_prefixes((struct sockaddr *)&sa, p, CORE_MAX_PREFIXES);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(p[i].family, AF_INET6);
+}
+
 static int sh(const char *cmd)
 {
 	int rc = system(cmd);
@@ -113,6 +137,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_loopback_and_expiry),
+		cmocka_unit_test(test_v4_mapped),
 		cmocka_unit_test(test_changed_interfaces_netns),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
