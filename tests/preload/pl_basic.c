@@ -29,8 +29,7 @@ static void check_tcp_identity(int fd)
 	CHECK(getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &l) == 0 && v == SOCK_STREAM);
 	l = sizeof(v);
 	CHECK(getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) == 0 && v == IPPROTO_TCP);
-	l = sizeof(v);
-	CHECK(getsockopt(fd, SOL_SOCKET, SO_ERROR, &v, &l) == 0 && v == 0);
+	CHECK(pl_so_error(fd) == 0);
 }
 
 static void *server(void *arg)

@@ -47,9 +47,7 @@ static void test_nonblocking_connect(uint16_t port, int lfd)
 	int s = pl_accept_used(lfd); /* returns at once; the poll starts the server's side */
 	struct pollfd p = { .fd = c, .events = POLLOUT };
 	CHECK(poll(&p, 1, 10000) == 1 && (p.revents & POLLOUT) && !(p.revents & POLLERR));
-	int e = -1;
-	socklen_t l = sizeof(e);
-	CHECK(getsockopt(c, SOL_SOCKET, SO_ERROR, &e, &l) == 0 && e == 0);
+	CHECK(pl_so_error(c) == 0);
 	CHECK(pl_mode(c) == pl_expect());
 	CHECK(write(c, "ping", 4) == 4);
 	char b[4];
@@ -71,8 +69,7 @@ static void test_nonblocking_connect(uint16_t port, int lfd)
 		p.fd = c;
 		p.events = POLLOUT;
 		CHECK(poll(&p, 1, 10000) == 1 && (p.revents & (POLLERR | POLLHUP)));
-		l = sizeof(e);
-		CHECK(getsockopt(c, SOL_SOCKET, SO_ERROR, &e, &l) == 0 && e == ECONNREFUSED);
+		CHECK(pl_so_error(c) == ECONNREFUSED);
 	}
 	close(c);
 }

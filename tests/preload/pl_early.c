@@ -90,9 +90,7 @@ static void nonblocking(int l, uint16_t port)
 	CHECK(rc == 0 || errno == EINPROGRESS);
 	struct pollfd p = { .fd = c, .events = POLLOUT };
 	CHECK(poll(&p, 1, 20000) == 1 && p.revents == POLLOUT);
-	int err = -1;
-	socklen_t el = sizeof(err);
-	CHECK(getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0);
+	CHECK(pl_so_error(c) == 0);
 	unsigned char b[SMALL];
 	pl_fill(b, sizeof(b), 2);
 	CHECK(send(c, b, sizeof(b), 0) == (ssize_t)sizeof(b));
@@ -249,9 +247,7 @@ static void closed_at_once(int l, uint16_t port)
 	CHECK(poll(&p, 1, 20000) == 1 && (p.revents & POLLIN));
 	char b;
 	CHECK(read(c, &b, 1) == 0);
-	int err = -1;
-	socklen_t el = sizeof(err);
-	CHECK(getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0);
+	CHECK(pl_so_error(c) == 0);
 	close(c);
 }
 
@@ -379,9 +375,7 @@ static void intr(bool restart)
 		CHECK(rc == -1 && e == EINTR);
 		struct pollfd p = { .fd = c, .events = POLLOUT };
 		CHECK(poll(&p, 1, 20000) == 1 && p.revents == POLLOUT);
-		int err = -1;
-		socklen_t el = sizeof(err);
-		CHECK(getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0);
+		CHECK(pl_so_error(c) == 0);
 	}
 	unsigned char b[SMALL];
 	pl_fill(b, sizeof(b), 6);
