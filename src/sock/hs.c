@@ -34,6 +34,7 @@
 #include "sock/sock.h"
 #include "sock/stats.h"
 #include "sock/trace.h"
+#include "sock/waitpol.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -922,18 +923,18 @@ static void hs_run_locked(struct sock *s, uint32_t tcp_events)
  * first, as wait_for (data.c) does for data. The two sides never spin at the same time for
  * the same exchange: each spins only after it sent a message, while the other side works
  * on it. Misses (the peer was slow: a loaded machine, or a peer that answers late) turn the
- * spin off for a while, so a spinner does not keep taking the CPU its peer needs. */
+ * spin off for a while, so a spinner does not keep taking the CPU its peer needs (the
+ * decision is the wait policy's: waitpol.h waitpol_clc_spin). */
 
 _Atomic uint64_t hs_spin_runs[HS_SPIN_SITES], hs_spin_hits[HS_SPIN_SITES];
 _Atomic uint64_t hs_spin_busy[HS_SPIN_SITES];
-/* Per site: the recent spins' hit rate, a moving average (1/16 per spin) scaled to
- * HS_SPIN_SCALE; starts at "every spin hits". */
-#define HS_SPIN_SCALE 1024u
-/* the per-site initializers here and in hs_spin_poll list every site */
+/* Per site: the wait policy's state (waitpol.h waitpol_clc_spin), a fresh one saying
+ * "every spin hits". Racy read-modify-writes between threads of one process: a lost
+ * update only delays the average by one sample. */
 _Static_assert(HS_SPIN_SITES == 3, "hs_spin_rate and last_nivcsw: one entry per site");
-static _Atomic unsigned hs_spin_rate[HS_SPIN_SITES] = { HS_SPIN_SCALE, HS_SPIN_SCALE,
-							 HS_SPIN_SCALE };
-static _Atomic unsigned hs_spin_waits[HS_SPIN_SITES]; /* waits while off (the probe) */
+static _Atomic unsigned hs_spin_rate[HS_SPIN_SITES] = { WAITPOL_CLC_SCALE, WAITPOL_CLC_SCALE,
+							 WAITPOL_CLC_SCALE };
+static _Atomic unsigned hs_spin_waits[HS_SPIN_SITES]; /* waits while the rate is low */
 static _Atomic long long hs_spin_budget_ns = -1;      /* -1: not read from the env yet */
 
 static uint64_t hs_spin_budget(void)
@@ -945,15 +946,6 @@ static uint64_t hs_spin_budget(void)
 		atomic_store_explicit(&hs_spin_budget_ns, b, memory_order_relaxed);
 	}
 	return (uint64_t)b;
-}
-
-static void hs_spin_note(enum hs_spin_site site, bool hit)
-{
-	/* racy read-modify-write between threads of one process: a lost update only
-	 * delays the average by one sample */
-	unsigned r = atomic_load_explicit(&hs_spin_rate[site], memory_order_relaxed);
-	r = r - r / 16 + (hit ? HS_SPIN_SCALE / 16 : 0);
-	atomic_store_explicit(&hs_spin_rate[site], r, memory_order_relaxed);
 }
 
 int hs_spin_poll(struct pollfd *pf, unsigned n, enum hs_spin_site site)
@@ -968,25 +960,21 @@ int hs_spin_poll(struct pollfd *pf, unsigned n, enum hs_spin_site site)
 		budget = HS_SPIN_IDLE_NS;
 	if (!budget)
 		return 0;
-	/* A miss costs the whole budget in CPU, a hit saves a sleep and a wake-up: worth it
-	 * only while most spins hit, i.e. while the peer finds a CPU at once. Below
-	 * HS_SPIN_MIN_RATE only every HS_SPIN_PROBE-th wait spins (to see the machine
-	 * become quiet again). */
-	if (atomic_load_explicit(&hs_spin_rate[site], memory_order_relaxed) <
-		    HS_SPIN_SCALE * HS_SPIN_MIN_RATE_PCT / 100 &&
-	    atomic_fetch_add_explicit(&hs_spin_waits[site], 1, memory_order_relaxed) %
-			    HS_SPIN_PROBE != 0)
-		return 0;
-	/* A thread preempted since its last wait here is on an oversubscribed machine: its
-	 * spin would take a CPU someone needs (the peer, our progress threads); it sleeps.
-	 * "Here": per site, so the first wait at a site always may spin (a blocking accept
-	 * has two: the idle wait's spin may be preempted before the Confirm's first). */
+	unsigned rate = atomic_load_explicit(&hs_spin_rate[site], memory_order_relaxed);
+	unsigned waits = waitpol_clc_low(rate) ? atomic_fetch_add_explicit(&hs_spin_waits[site], 1,
+									  memory_order_relaxed)
+					       : 0;
+	if (!waitpol_clc_spin(rate, waits, false))
+		return 0; /* low rate, not the probe: no getrusage either */
+	/* "Preempted since the last wait here": per site, so the first wait at a site may
+	 * always spin (a blocking accept has two: the idle wait's spin may be preempted
+	 * before the Confirm's first). */
 	static _Thread_local long last_nivcsw[HS_SPIN_SITES] = { -1, -1, -1 };
 	struct rusage ru;
 	if (getrusage(RUSAGE_THREAD, &ru) == 0) {
 		bool preempted = last_nivcsw[site] >= 0 && ru.ru_nivcsw != last_nivcsw[site];
 		last_nivcsw[site] = ru.ru_nivcsw;
-		if (preempted) {
+		if (!waitpol_clc_spin(rate, waits, preempted)) {
 			atomic_fetch_add_explicit(&hs_spin_busy[site], 1, memory_order_relaxed);
 			return 0;
 		}
@@ -1001,7 +989,9 @@ int hs_spin_poll(struct pollfd *pf, unsigned n, enum hs_spin_site site)
 	} while (smcr_now_ns() - t0 < budget);
 	if (r > 0)
 		atomic_fetch_add_explicit(&hs_spin_hits[site], 1, memory_order_relaxed);
-	hs_spin_note(site, r > 0);
+	rate = atomic_load_explicit(&hs_spin_rate[site], memory_order_relaxed);
+	atomic_store_explicit(&hs_spin_rate[site], waitpol_clc_rate(rate, r > 0),
+			      memory_order_relaxed);
 	/* < 0 with errno (EINTR: a signal came during the spin; a blocking poll after it
 	 * would sleep through it, so the caller treats it as its own poll's EINTR) */
 	return r;

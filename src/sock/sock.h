@@ -454,10 +454,9 @@ SMCR_MUST_CHECK int hs_drive_release_locked(struct sock *s);
  * most HS_SPIN_NS / HS_SPIN_SERVER_NS (the answer usually comes within tens of
  * microseconds, a wake-up from poll costs as much again on a busy machine); a blocking
  * accept with no handshake in flight spins HS_SPIN_IDLE_NS for the next connection
- * (a client making connections one after the other: lsn.c). Adaptive
- * per site and process: while fewer than HS_SPIN_MIN_RATE_PCT % of the recent spins
- * caught the answer, only every HS_SPIN_PROBE-th wait spins (a loaded machine, or a peer
- * that answers late: the spin would take the CPU the peer needs).
+ * (a client making connections one after the other: lsn.c). Whether a wait spins is the
+ * wait policy's (waitpol.h waitpol_clc_spin: per site and process, by the recent spins' hit
+ * rate and whether the thread was preempted since its last wait there).
  * Returns poll()'s answer for the last non-blocking poll (> 0: pf[].revents are set; the
  * caller skips its sleep; < 0 with errno, e.g. EINTR: as its own poll's), 0 when the spin
  * ended without an event or did not run.
@@ -471,8 +470,6 @@ enum hs_spin_site {
 #define HS_SPIN_NS 50000ull	    /* the client's spin for the Accept */
 #define HS_SPIN_SERVER_NS 20000ull /* the server's spin for the Confirm */
 #define HS_SPIN_IDLE_NS 30000ull   /* a blocking accept's spin for the next connection */
-#define HS_SPIN_MIN_RATE_PCT 75u
-#define HS_SPIN_PROBE 8
 struct pollfd;
 int hs_spin_poll(struct pollfd *pf, unsigned n, enum hs_spin_site site);
 /* Spins run, spins that caught the answer, since start, per site (tests, diagnostics). */

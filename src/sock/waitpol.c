@@ -77,3 +77,20 @@ bool waitpol_direct_ok(uint64_t avg)
 {
 	return avg && avg < WAITPOL_DIRECT_SHORT_NS;
 }
+
+bool waitpol_clc_low(unsigned rate)
+{
+	return rate < WAITPOL_CLC_SCALE * WAITPOL_CLC_MIN_RATE_PCT / 100;
+}
+
+bool waitpol_clc_spin(unsigned rate, unsigned waits_before, bool preempted)
+{
+	if (preempted)
+		return false;
+	return !waitpol_clc_low(rate) || waits_before % WAITPOL_CLC_PROBE == 0;
+}
+
+unsigned waitpol_clc_rate(unsigned rate, bool hit)
+{
+	return rate - rate / 16 + (hit ? WAITPOL_CLC_SCALE / 16 : 0);
+}

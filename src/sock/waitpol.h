@@ -79,4 +79,27 @@ void waitpol_note(struct waitpol *w, const struct waitpol_cfg *cfg, const struct
 void waitpol_sleep_note(uint64_t *avg, uint64_t slept_ns);
 bool waitpol_direct_ok(uint64_t avg);
 
+/* The CLC answer's spin (sock.h hs_spin_poll): whether a thread that just sent a CLC
+ * message (or a blocking accept waiting for its next connection) polls before it sleeps.
+ * One state per site and process (the caller keeps it in atomics: a lost update between
+ * threads only delays the average by one sample):
+ *   - rate: the recent spins' hit rate, a moving average with weight 1/16, scaled to
+ *     WAITPOL_CLC_SCALE; a fresh state says every spin hit;
+ *   - waits: a count of the waits made while the rate is low.
+ * A miss costs the whole budget in CPU and a hit saves a sleep and a wake-up, so the spin
+ * is worth it only while most spins hit (the peer finds a CPU at once). Below
+ * WAITPOL_CLC_MIN_RATE_PCT only every WAITPOL_CLC_PROBE-th wait spins (to see the host
+ * become quiet again), and a thread preempted since its last wait at the site (its
+ * involuntary context switches changed: the host has no spare CPU) never spins. */
+#define WAITPOL_CLC_SCALE 1024u
+#define WAITPOL_CLC_MIN_RATE_PCT 75u
+#define WAITPOL_CLC_PROBE 8u
+/* Spin now? waits_before: the low-rate wait count before this wait (the caller adds one
+ * for this wait when the rate is low, whatever the answer). */
+bool waitpol_clc_spin(unsigned rate, unsigned waits_before, bool preempted);
+/* Is the rate low (this wait counts in waits)? */
+bool waitpol_clc_low(unsigned rate);
+/* The rate after a spin that hit or missed. */
+unsigned waitpol_clc_rate(unsigned rate, bool hit);
+
 #endif

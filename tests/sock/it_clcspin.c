@@ -9,8 +9,8 @@
  *     server's reason, then the data), the connecting thread's CPU time per connect stays
  *     far below the wait (the spin is bounded: a spin through the wait would cost LATE_MS
  *     of CPU), no spin caught anything, and after the first misses the spin is off (only
- *     the probe every HS_SPIN_PROBE-th wait runs): at most HS_SPIN_OFF_AFTER +
- *     ceil((NLATE - HS_SPIN_OFF_AFTER) / HS_SPIN_PROBE) spins for NLATE waits (fewer
+ *     the probe every WAITPOL_CLC_PROBE-th wait runs): at most HS_SPIN_OFF_AFTER +
+ *     ceil((NLATE - HS_SPIN_OFF_AFTER) / WAITPOL_CLC_PROBE) spins for NLATE waits (fewer
  *     when the thread was preempted between waits: then it does not spin at all), and at
  *     least one (the first wait of a thread always may);
  *   - server: a fake client sends a Proposal, reads the Accept, and declines only LATE_MS
@@ -180,7 +180,7 @@ static void test_late_server(void **state)
 	assert_int_equal(sh->hits, 0);
 	assert_true(sh->runs >= 1);
 	assert_true(sh->runs <= HS_SPIN_OFF_AFTER +
-				 (NLATE - HS_SPIN_OFF_AFTER + HS_SPIN_PROBE - 1) / HS_SPIN_PROBE);
+				 (NLATE - HS_SPIN_OFF_AFTER + WAITPOL_CLC_PROBE - 1) / WAITPOL_CLC_PROBE);
 }
 
 /* ---- a late client against the smcr server ---- */
@@ -331,7 +331,7 @@ static void test_idle_accept(void **state)
 	assert_int_equal(sh->hits, 0);
 	assert_true(sh->runs >= 1);
 	assert_true(sh->runs <= HS_SPIN_OFF_AFTER +
-				 (2 * NLATE - HS_SPIN_OFF_AFTER + HS_SPIN_PROBE - 1) / HS_SPIN_PROBE);
+				 (2 * NLATE - HS_SPIN_OFF_AFTER + WAITPOL_CLC_PROBE - 1) / WAITPOL_CLC_PROBE);
 }
 
 int main(void)

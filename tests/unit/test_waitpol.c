@@ -241,6 +241,44 @@ static void test_direct_gate(void **state)
 	}
 }
 
+/* The CLC answer's spin: a fresh site spins; misses bring the rate under the minimum
+ * within a few waits, then only every WAITPOL_CLC_PROBE-th wait spins; hits bring it back;
+ * a preempted thread never spins. */
+static void test_clc_spin(void **state)
+{
+	(void)state;
+	unsigned rate = WAITPOL_CLC_SCALE, waits = 0;
+	assert_false(waitpol_clc_low(rate));
+	assert_true(waitpol_clc_spin(rate, 0, false));
+	assert_false(waitpol_clc_spin(rate, 0, true));
+	int misses = 0;
+	while (!waitpol_clc_low(rate)) {
+		rate = waitpol_clc_rate(rate, false);
+		assert_true(++misses < 10);
+	}
+	assert_true(misses >= 3); /* one late answer does not turn it off */
+	/* low: 1 wait in WAITPOL_CLC_PROBE spins */
+	unsigned spins = 0;
+	for (unsigned i = 0; i < 10 * WAITPOL_CLC_PROBE; i++)
+		spins += waitpol_clc_spin(rate, waits++, false);
+	assert_int_equal(spins, 10);
+	assert_false(waitpol_clc_spin(rate, 0, true)); /* the probe too: not when preempted */
+	/* the probes hit: the rate comes back above the minimum */
+	int hits = 0;
+	while (waitpol_clc_low(rate)) {
+		rate = waitpol_clc_rate(rate, true);
+		assert_true(++hits < 20);
+	}
+	assert_true(waitpol_clc_spin(rate, 5, false));
+	/* the average stays within its scale */
+	for (int i = 0; i < 1000; i++)
+		rate = waitpol_clc_rate(rate, true);
+	assert_true(rate <= WAITPOL_CLC_SCALE);
+	for (int i = 0; i < 1000; i++)
+		rate = waitpol_clc_rate(rate, false);
+	assert_true(waitpol_clc_low(rate));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -252,6 +290,7 @@ int main(void)
 		cmocka_unit_test(test_lost_cpu_stops_at_once_and_backs_off_longer),
 		cmocka_unit_test(test_busy_poll_is_a_floor),
 		cmocka_unit_test(test_direct_gate),
+		cmocka_unit_test(test_clc_spin),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
