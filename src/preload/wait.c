@@ -327,6 +327,31 @@ static int pl_select_kept(int n, fd_set *r, fd_set *w, fd_set *e, const struct t
 	return cnt;
 }
 
+/* The caller's sets as given, for the plain call after pl_select_kept declined */
+struct pl_sets {
+	fd_set r, w, e;
+};
+
+static void pl_sets_save(struct pl_sets *s, const fd_set *r, const fd_set *w, const fd_set *e)
+{
+	if (r)
+		s->r = *r;
+	if (w)
+		s->w = *w;
+	if (e)
+		s->e = *e;
+}
+
+static void pl_sets_restore(const struct pl_sets *s, fd_set *r, fd_set *w, fd_set *e)
+{
+	if (r)
+		*r = s->r;
+	if (w)
+		*w = s->w;
+	if (e)
+		*e = s->e;
+}
+
 static int pl_select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t)
 {
 	if (__builtin_expect(pl_select_hidden(n, r, w, e), 0)) {
@@ -336,13 +361,8 @@ static int pl_select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t)
 	pl_select_first_use(n, r, w, e);
 	if (__builtin_expect(atomic_load_explicit(&sock_keep_live, memory_order_relaxed), 0) &&
 	    (!t || (t->tv_sec >= 0 && t->tv_usec >= 0))) {
-		fd_set r0, w0, e0;
-		if (r)
-			r0 = *r;
-		if (w)
-			w0 = *w;
-		if (e)
-			e0 = *e;
+		struct pl_sets saved;
+		pl_sets_save(&saved, r, w, e);
 		struct timespec ts, left;
 		if (t) {
 			ts.tv_sec = t->tv_sec + t->tv_usec / 1000000;
@@ -355,12 +375,7 @@ static int pl_select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t)
 				*t = (struct timeval){ left.tv_sec, left.tv_nsec / 1000 };
 			return got;
 		}
-		if (r)
-			*r = r0;
-		if (w)
-			*w = w0;
-		if (e)
-			*e = e0;
+		pl_sets_restore(&saved, r, w, e);
 		if (t)
 			*t = (struct timeval){ left.tv_sec, left.tv_nsec / 1000 };
 	}
@@ -383,24 +398,14 @@ int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t, co
 	pl_select_first_use(n, r, w, e);
 	if (__builtin_expect(atomic_load_explicit(&sock_keep_live, memory_order_relaxed), 0) &&
 	    (!t || (t->tv_sec >= 0 && t->tv_nsec >= 0 && t->tv_nsec < 1000000000L))) {
-		fd_set r0, w0, e0;
-		if (r)
-			r0 = *r;
-		if (w)
-			w0 = *w;
-		if (e)
-			e0 = *e;
+		struct pl_sets saved;
+		pl_sets_save(&saved, r, w, e);
 		struct timespec left;
 		bool used;
 		int got = pl_select_kept(n, r, w, e, t, m, &used, &left);
 		if (used)
 			return got;
-		if (r)
-			*r = r0;
-		if (w)
-			*w = w0;
-		if (e)
-			*e = e0;
+		pl_sets_restore(&saved, r, w, e);
 		if (t)
 			return PL_REAL(pselect)(n, r, w, e, &left, m);
 	}
