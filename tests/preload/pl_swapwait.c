@@ -11,7 +11,8 @@
  * the server then declines (it dups the accepted connection before its first use,
  * docs/INTERPOSER.md "Accept at first use"); once the client says TCP, a pause lets the
  * waiter look again at the swapped number and find nothing; only then does the server
- * write. The waiter must report the bytes readable (and read them) before its bound. */
+ * write. The waiter must report the bytes readable (and read them) before its bound; a
+ * select leaves the time it did not sleep in its timeval, as Linux's does. */
 #include "pl_util.h"
 
 #include <fcntl.h>
@@ -57,6 +58,9 @@ static void *waiter_main(void *arg)
 	case SELECT:
 		w->ready = select(w->fd + 1, &r, NULL, NULL, &tv);
 		w->revents = FD_ISSET(w->fd, &r) ? POLLIN : 0;
+		/* Linux's select leaves the time not slept: the waiter slept 600 ms at least */
+		CHECK(tv.tv_sec < 19 || (tv.tv_sec == 19 && tv.tv_usec <= 400000));
+		CHECK(tv.tv_sec >= 0 && tv.tv_usec >= 0 && tv.tv_usec < 1000000);
 		break;
 	case PSELECT:
 		w->ready = pselect(w->fd + 1, &r, NULL, NULL, &ts, NULL);
