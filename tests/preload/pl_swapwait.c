@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <sys/select.h>
 #include <sys/time.h>
+#include <time.h>
 
 enum kind { RECV, POLL, PPOLL, SELECT, PSELECT, NKIND };
 static const char *const names[NKIND] = { "recv", "poll", "ppoll", "select", "pselect" };
@@ -55,13 +56,22 @@ static void *waiter_main(void *arg)
 		w->ready = ppoll(&p, 1, &ts, NULL);
 		w->revents = p.revents;
 		break;
-	case SELECT:
+	case SELECT: {
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 		w->ready = select(w->fd + 1, &r, NULL, NULL, &tv);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
 		w->revents = FD_ISSET(w->fd, &r) ? POLLIN : 0;
-		/* Linux's select leaves the time not slept: the waiter slept 600 ms at least */
-		CHECK(tv.tv_sec < 19 || (tv.tv_sec == 19 && tv.tv_usec <= 400000));
-		CHECK(tv.tv_sec >= 0 && tv.tv_usec >= 0 && tv.tv_usec < 1000000);
+		/* Linux's select leaves the time not slept in tv: less than given, and not
+		 * less than what is left after the time this thread saw pass (1 ms for the
+		 * rounding to microseconds) */
+		long long left = (long long)tv.tv_sec * 1000000 + tv.tv_usec;
+		long long seen = ((long long)(t1.tv_sec - t0.tv_sec) * 1000000000 +
+				  (t1.tv_nsec - t0.tv_nsec)) / 1000;
+		CHECK(tv.tv_usec >= 0 && tv.tv_usec < 1000000);
+		CHECK(left < 20000000 && left >= 20000000 - seen - 1000);
 		break;
+	}
 	case PSELECT:
 		w->ready = pselect(w->fd + 1, &r, NULL, NULL, &ts, NULL);
 		w->revents = FD_ISSET(w->fd, &r) ? POLLIN : 0;
