@@ -89,6 +89,11 @@ extern atomic_uint sock_keep_live;
 struct sock *sock_keep_get(int fd, int *keep);
 void sock_keep_put(struct sock *s);
 
+/* An epoll set that holds smcr fds, and the engine when it is up (src/sock/sock.h). */
+bool sock_epoll_has_smcr(int epfd);
+struct core_engine;
+struct core_engine *sock_engine_if_up(void);
+
 /* True if fd is an smcr socket (one table lookup, no system call). */
 int smcr_is_socket(int fd);
 

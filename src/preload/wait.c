@@ -12,12 +12,14 @@
  *
  * epoll_ctl is smcr_epoll_ctl: it records the registrations of smcr fds so that they
  * move with the fd when a connection switches from its TCP socket to its SMC-R end or
- * back (include/smcr/smcr.h). smcr_epoll_wait is not used: its token-free arrivals and
- * quiet POLLOUT would hide readiness from other pollers of the same fds. */
+ * back (include/smcr/smcr.h). epoll_wait on a set that holds smcr fds runs the engine's
+ * progress in the waiting thread before it sleeps (sock_wait_epoll, below). */
 #define _GNU_SOURCE
 #include "preload/pl.h"
 
 #include <smcr/smcr.h>
+
+#include "sock/wait.h"
 
 #include <stdlib.h>
 
@@ -427,18 +429,41 @@ int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 	return r;
 }
 
+/* A set that holds smcr fds (smcr_epoll_ctl counts them per epfd) is waited on through
+ * sock_wait_epoll (src/sock/wait.h): the engine's progress runs in this thread first and
+ * while it polls before sleeping, so an SMC-R arrival is seen without waiting for the
+ * progress thread's wake-up and token; a sleep arms the CQs first and sleeps in the kernel
+ * on the set itself, so readiness stays the kernel's (tokens, sig.h). Other sets, and
+ * every call before the engine is up, go straight to the kernel. */
+static bool pl_epoll_ours(int ep, int n)
+{
+	return n > 0 && sock_epoll_has_smcr(ep) && sock_engine_if_up();
+}
+
 int epoll_wait(int ep, struct epoll_event *ev, int n, int t)
 {
 	PL_HIDDEN(ep, -1);
+	if (pl_epoll_ours(ep, n))
+		return sock_wait_epoll(ep, ev, n, t < 0 ? -1 : (long long)t * 1000000ll, NULL);
 	return PL_REAL(epoll_wait)(ep, ev, n, t);
 }
 int epoll_pwait(int ep, struct epoll_event *ev, int n, int t, const sigset_t *m)
 {
 	PL_HIDDEN(ep, -1);
+	if (pl_epoll_ours(ep, n))
+		return sock_wait_epoll(ep, ev, n, t < 0 ? -1 : (long long)t * 1000000ll, m);
 	return PL_REAL(epoll_pwait)(ep, ev, n, t, m);
 }
 int epoll_pwait2(int ep, struct epoll_event *ev, int n, const struct timespec *t, const sigset_t *m)
 {
 	PL_HIDDEN(ep, -1);
+	if (pl_epoll_ours(ep, n) &&
+	    (!t || (t->tv_sec >= 0 && t->tv_nsec >= 0 && t->tv_nsec < 1000000000L))) {
+		long long ns = -1;
+		if (t)
+			ns = t->tv_sec > 1000000000 ? 1000000000ll * 1000000000ll
+						    : (long long)t->tv_sec * 1000000000ll + t->tv_nsec;
+		return sock_wait_epoll(ep, ev, n, ns, m);
+	}
 	return PL_REAL(epoll_pwait2)(ep, ev, n, t, m);
 }
