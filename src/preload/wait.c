@@ -20,6 +20,7 @@
 #include <smcr/smcr.h>
 
 #include "sock/wait.h"
+#include "util/clock.h"
 
 #include <stdlib.h>
 
@@ -95,32 +96,6 @@ static int pl_poll_hidden(struct pollfd *p, nfds_t n, const sigset_t *m)
  * starts again on the current files with the time left (each reference at most once per
  * call: it stays HUP). epoll needs none of this: its registrations move with the swap. */
 
-static void pl_ts_add(struct timespec *a, const struct timespec *b)
-{
-	a->tv_sec += b->tv_sec;
-	a->tv_nsec += b->tv_nsec;
-	if (a->tv_nsec >= 1000000000L) {
-		a->tv_sec++;
-		a->tv_nsec -= 1000000000L;
-	}
-}
-
-/* end - now, at least 0 */
-static struct timespec pl_ts_left(const struct timespec *end)
-{
-	struct timespec now, l = { 0, 0 };
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	if (now.tv_sec > end->tv_sec || (now.tv_sec == end->tv_sec && now.tv_nsec >= end->tv_nsec))
-		return l;
-	l.tv_sec = end->tv_sec - now.tv_sec;
-	l.tv_nsec = end->tv_nsec - now.tv_nsec;
-	if (l.tv_nsec < 0) {
-		l.tv_sec--;
-		l.tv_nsec += 1000000000L;
-	}
-	return l;
-}
-
 /* ppoll(p, n, t, m) with the keeps of p's undecided connections added. *used is false
  * (and nothing was done) when p holds none: the caller makes its own call. On return,
  * *left (when t) is the time that was left. */
@@ -130,20 +105,19 @@ static int pl_poll_kept(struct pollfd *p, nfds_t n, const struct timespec *t, co
 	*used = false;
 	if (n == 0 || n > (nfds_t)INT32_MAX / 2)
 		return 0;
-	struct pollfd *c = malloc(2 * n * sizeof(*c));
-	struct sock **ks = malloc(n * sizeof(*ks));
-	nfds_t *at = malloc(n * sizeof(*at));
-	bool *spent = calloc(n, sizeof(*spent)); /* this entry's keep returned once already */
-	if (!c || !ks || !at || !spent) {
-		free(c), free(ks), free(at), free(spent);
+	/* one block, most aligned first: ks, at, c (the caller's entries, then the keeps),
+	 * spent (this entry's keep returned once already) */
+	size_t per = sizeof(struct sock *) + sizeof(nfds_t) + 2 * sizeof(struct pollfd) + 1;
+	void *blk = calloc(n, per);
+	if (!blk)
 		return 0; /* the plain call: right but for a wait across a swap */
-	}
-	struct timespec end = { 0, 0 }, l = { 0, 0 };
-	if (t) {
-		clock_gettime(CLOCK_MONOTONIC, &end);
-		pl_ts_add(&end, t);
-		l = *t;
-	}
+	struct sock **ks = blk;
+	nfds_t *at = (nfds_t *)(ks + n);
+	struct pollfd *c = (struct pollfd *)(at + n);
+	bool *spent = (bool *)(c + 2 * n);
+	long long ns = sock_wait_ns_of(t); /* the callers checked t: -1 or >= 0 */
+	uint64_t end = ns < 0 ? 0 : smcr_now_ns() + (uint64_t)ns;
+	struct timespec l = sock_wait_ts_of(ns < 0 ? 0 : ns);
 	int r = 0;
 	for (;;) {
 		nfds_t k = 0;
@@ -171,8 +145,10 @@ static int pl_poll_kept(struct pollfd *p, nfds_t n, const struct timespec *t, co
 			}
 			sock_keep_put(ks[j]);
 		}
-		if (t)
-			l = pl_ts_left(&end);
+		if (t) {
+			uint64_t now = smcr_now_ns();
+			l = sock_wait_ts_of(now < end ? (long long)(end - now) : 0);
+		}
 		if (r < 0) {
 			errno = err;
 			break;
@@ -188,7 +164,7 @@ static int pl_poll_kept(struct pollfd *p, nfds_t n, const struct timespec *t, co
 	}
 	if (left)
 		*left = l;
-	free(c), free(ks), free(at), free(spent);
+	free(blk);
 	return r;
 }
 
@@ -222,7 +198,7 @@ static int pl_ppoll(struct pollfd *p, nfds_t n, const struct timespec *t, const 
 	pl_poll_first_use(p, n);
 	if (__builtin_expect(atomic_load_explicit(&sock_keep_live, memory_order_relaxed), 0)) {
 		bool used;
-		if (t && (t->tv_sec < 0 || t->tv_nsec < 0 || t->tv_nsec >= 1000000000L)) {
+		if (sock_wait_ns_of(t) == -2) {
 			errno = EINVAL;
 			return -1;
 		}
@@ -399,7 +375,7 @@ int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t, co
 	}
 	pl_select_first_use(n, r, w, e);
 	if (__builtin_expect(atomic_load_explicit(&sock_keep_live, memory_order_relaxed), 0) &&
-	    (!t || (t->tv_sec >= 0 && t->tv_nsec >= 0 && t->tv_nsec < 1000000000L))) {
+	    sock_wait_ns_of(t) != -2) {
 		struct pl_sets saved;
 		pl_sets_save(&saved, r, w, e);
 		struct timespec left;
@@ -457,13 +433,8 @@ int epoll_pwait(int ep, struct epoll_event *ev, int n, int t, const sigset_t *m)
 int epoll_pwait2(int ep, struct epoll_event *ev, int n, const struct timespec *t, const sigset_t *m)
 {
 	PL_HIDDEN(ep, -1);
-	if (pl_epoll_ours(ep, n) &&
-	    (!t || (t->tv_sec >= 0 && t->tv_nsec >= 0 && t->tv_nsec < 1000000000L))) {
-		long long ns = -1;
-		if (t)
-			ns = t->tv_sec > 1000000000 ? 1000000000ll * 1000000000ll
-						    : (long long)t->tv_sec * 1000000000ll + t->tv_nsec;
+	long long ns;
+	if (pl_epoll_ours(ep, n) && (ns = sock_wait_ns_of(t)) != -2)
 		return sock_wait_epoll(ep, ev, n, ns, m);
-	}
 	return PL_REAL(epoll_pwait2)(ep, ev, n, t, m);
 }

@@ -77,13 +77,8 @@ static int look(const struct wait_args *a)
 static int sleep_in(const struct wait_args *a, long long timeout_ns, const sigset_t *mask)
 {
 	if (a->kind == 0) {
-		struct timespec ts, *tp = NULL;
-		if (timeout_ns >= 0) {
-			ts.tv_sec = (time_t)(timeout_ns / 1000000000);
-			ts.tv_nsec = (long)(timeout_ns % 1000000000);
-			tp = &ts;
-		}
-		return sock_sys.ppoll(a->fds, a->n, tp, mask);
+		struct timespec ts = sock_wait_ts_of(timeout_ns < 0 ? 0 : timeout_ns);
+		return sock_sys.ppoll(a->fds, a->n, timeout_ns < 0 ? NULL : &ts, mask);
 	}
 	return sock_sys.epoll_pwait(a->epfd, a->evs, a->max, ms_of(timeout_ns), mask);
 }
@@ -134,18 +129,24 @@ static int wait_any(const struct wait_args *a, long long timeout_ns, const sigse
 	return r;
 }
 
+long long sock_wait_ns_of(const struct timespec *t)
+{
+	if (!t)
+		return -1;
+	if (t->tv_sec < 0 || t->tv_nsec < 0 || t->tv_nsec >= 1000000000)
+		return -2;
+	if (t->tv_sec > 1000000000)
+		return 1000000000ll * 1000000000ll;
+	return (long long)t->tv_sec * 1000000000ll + t->tv_nsec;
+}
+
 int sock_wait_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout,
 		   const sigset_t *sigmask)
 {
-	long long ns = -1;
-	if (timeout) {
-		if (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000) {
-			errno = EINVAL;
-			return -1;
-		}
-		ns = timeout->tv_sec > 1000000000 ? 1000000000ll * 1000000000ll
-						  : (long long)timeout->tv_sec * 1000000000ll +
-							    timeout->tv_nsec;
+	long long ns = sock_wait_ns_of(timeout);
+	if (ns == -2) {
+		errno = EINVAL;
+		return -1;
 	}
 	struct wait_args a = { .kind = 0, .fds = fds, .n = n };
 	return wait_any(&a, ns, sigmask);

@@ -36,6 +36,16 @@ int sock_wait_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout,
 int sock_wait_epoll(int epfd, struct epoll_event *evs, int max, long long timeout_ns,
 		    const sigset_t *sigmask);
 
+/* A timespec timeout in ns, as ppoll and epoll_pwait2 take one: -1 for NULL (for
+ * ever), -2 when out of range (the caller's EINVAL); waits past 1e9 s are clamped there. */
+long long sock_wait_ns_of(const struct timespec *t);
+/* ns (>= 0) as a timespec, for the sleep of a wait that was given ns. */
+static inline struct timespec sock_wait_ts_of(long long ns)
+{
+	return (struct timespec){ .tv_sec = (time_t)(ns / 1000000000),
+				  .tv_nsec = (long)(ns % 1000000000) };
+}
+
 /* The wait policy's configuration (read once: $SMCR_BUSY_POLL_US, the floor of every
  * spin, 0-100000 µs, default 0; the defaults of waitpol.h otherwise). */
 const struct waitpol_cfg *sock_waitpol_cfg(void);
