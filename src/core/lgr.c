@@ -430,8 +430,16 @@ void lgr_link_retire(struct core_lgr *lg, struct core_link *l, uint64_t now)
 		lg->links[l->slot] = NULL;
 	for (int i = 0; i < CORE_RTOKENS_MAX; i++)
 		lg->rtok[i].links &= (uint8_t)~(1u << l->slot);
-	/* Let what was just posted leave (or flush) before the QP goes: at once when
-	 * nothing is in flight (lgr_free_retired), else by the LLC wait at the latest. */
+	/* Nothing of this link may land in an RMB any more: its connections were rewound
+	 * onto another link, and a late WRITE of this one (a cut path that comes back
+	 * delivers what was queued on it) would overwrite the bytes written there since.
+	 * ERR stops the QP both ways and flushes every posted WR, whose completions free
+	 * the send slots (so the drain below ends at once). */
+	struct dev_qp_attr err = { .qp_state = DEV_QPS_ERR };
+	if (atomic_load(&l->qp->state) != DEV_QPS_ERR && dev_modify_qp(l->qp, &err, DEV_QP_STATE))
+		LOG_WARN(CORE_UNIT, "link %u: QP to ERR failed", l->id);
+	/* Let what was just posted flush before the QP goes: at once when nothing is in
+	 * flight (lgr_free_retired), else by the LLC wait at the latest. */
 	l->drain_deadline = now + e->p.llc_wait_ns;
 	l->retired_next = lg->retired;
 	lg->retired = l;
