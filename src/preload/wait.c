@@ -2,23 +2,25 @@
  * epoll_pwait2 (and their fortified and alias forms), epoll_create/epoll_create1 and
  * epoll_ctl.
  *
- * Every wait goes to the kernel with the caller's timeout and signal mask: an smcr socket
+ * Every wait is the kernel's wait with the caller's timeout and signal mask: an smcr socket
  * is a real kernel fd whose readiness the engine drives (the TCP socket itself, or the
  * signalling end of an SMC-R connection, include/smcr/smcr.h), so the kernel's answer is
  * the right one by construction, for any mix of smcr and other fds, nested epoll, epoll
- * sets shared across fork, and waiters that are not under the interposer at all. Each
- * kind of wait is one function here so that the socket layer can later see waits (the
- * readiness design of issue 21 item 5) without touching the wrappers.
+ * sets shared across fork, and waiters that are not under the interposer at all. A wait
+ * whose set holds an smcr socket while the engine runs goes through the socket layer's
+ * wait (sock_wait_poll, sock_wait_epoll, sock/wait.h): the engine's progress runs in the
+ * waiting thread, and it may poll for the wait policy's budget, before the same kernel
+ * wait; select and pselect become a ppoll for that, with the bits mapped back.
  *
  * epoll_ctl is smcr_epoll_ctl: it records the registrations of smcr fds so that they
  * move with the fd when a connection switches from its TCP socket to its SMC-R end or
- * back (include/smcr/smcr.h). epoll_wait on a set that holds smcr fds runs the engine's
- * progress in the waiting thread before it sleeps (sock_wait_epoll, below). */
+ * back (include/smcr/smcr.h). */
 #define _GNU_SOURCE
 #include "preload/pl.h"
 
 #include <smcr/smcr.h>
 
+#include "sock/fdtab.h"
 #include "sock/wait.h"
 #include "util/clock.h"
 
@@ -96,11 +98,25 @@ static int pl_poll_hidden(struct pollfd *p, nfds_t n, const sigset_t *m)
  * starts again on the current files with the time left (each reference at most once per
  * call: it stays HUP). epoll needs none of this: its registrations move with the swap. */
 
-/* ppoll(p, n, t, m) with the keeps of p's undecided connections added. *used is false
- * (and nothing was done) when p holds none: the caller makes its own call. On return,
- * *left (when t) is the time that was left. */
+/* Whether a wait on these fds goes through the socket layer's wait (sock_wait_poll, the
+ * same wait as an epoll set's, docs/design/readiness.md section 4): the engine runs and
+ * the set holds an smcr socket. */
+static bool pl_poll_ours(const struct pollfd *p, nfds_t n)
+{
+	if (!sock_engine_if_up())
+		return false;
+	for (nfds_t i = 0; i < n; i++)
+		if (fdtab_has(p[i].fd))
+			return true;
+	return false;
+}
+
+/* ppoll(p, n, t, m) with the keeps of p's undecided connections added, through
+ * sock_wait_poll when ours. *used is false (and nothing was done) when p holds none and
+ * !force: the caller makes its own call. On return, *left (when t) is the time that was
+ * left. */
 static int pl_poll_kept(struct pollfd *p, nfds_t n, const struct timespec *t, const sigset_t *m,
-			bool *used, struct timespec *left)
+			bool force, bool ours, bool *used, struct timespec *left)
 {
 	*used = false;
 	if (n == 0 || n > (nfds_t)INT32_MAX / 2)
@@ -132,10 +148,11 @@ static int pl_poll_kept(struct pollfd *p, nfds_t n, const struct timespec *t, co
 				at[k++] = i;
 			}
 		}
-		if (k == 0 && !*used)
+		if (k == 0 && !*used && !force)
 			break; /* none: the caller's own call */
 		*used = true;
-		r = PL_REAL(ppoll)(c, n + k, t ? &l : NULL, m);
+		r = ours ? sock_wait_poll(c, n + k, t ? &l : NULL, m)
+			 : PL_REAL(ppoll)(c, n + k, t ? &l : NULL, m);
 		int err = errno;
 		bool again = false;
 		for (nfds_t j = 0; j < k; j++) {
@@ -173,13 +190,16 @@ static int pl_poll(struct pollfd *p, nfds_t n, int t)
 	if (__builtin_expect(pl_poll_has_hidden(p, n), 0))
 		return pl_poll_hidden(p, n, NULL);
 	pl_poll_first_use(p, n);
+	bool ours = pl_poll_ours(p, n);
+	struct timespec ts = { t / 1000, (long)(t % 1000) * 1000000L };
 	if (__builtin_expect(atomic_load_explicit(&sock_keep_live, memory_order_relaxed), 0)) {
-		struct timespec ts = { t / 1000, (long)(t % 1000) * 1000000L };
 		bool used;
-		int r = pl_poll_kept(p, n, t < 0 ? NULL : &ts, NULL, &used, NULL);
+		int r = pl_poll_kept(p, n, t < 0 ? NULL : &ts, NULL, false, ours, &used, NULL);
 		if (used)
 			return r;
 	}
+	if (ours)
+		return sock_wait_poll(p, n, t < 0 ? NULL : &ts, NULL);
 	return PL_REAL(poll)(p, n, t);
 }
 int poll(struct pollfd *p, nfds_t n, int t) { return pl_poll(p, n, t); }
@@ -196,16 +216,19 @@ static int pl_ppoll(struct pollfd *p, nfds_t n, const struct timespec *t, const 
 	if (__builtin_expect(pl_poll_has_hidden(p, n), 0))
 		return pl_poll_hidden(p, n, m);
 	pl_poll_first_use(p, n);
+	bool ours = pl_poll_ours(p, n);
 	if (__builtin_expect(atomic_load_explicit(&sock_keep_live, memory_order_relaxed), 0)) {
 		bool used;
 		if (sock_wait_ns_of(t) == -2) {
 			errno = EINVAL;
 			return -1;
 		}
-		int r = pl_poll_kept(p, n, t, m, &used, NULL);
+		int r = pl_poll_kept(p, n, t, m, false, ours, &used, NULL);
 		if (used)
 			return r;
 	}
+	if (ours)
+		return sock_wait_poll(p, n, t, m);
 	return PL_REAL(ppoll)(p, n, t, m);
 }
 int ppoll(struct pollfd *p, nfds_t n, const struct timespec *t, const sigset_t *m)
@@ -231,11 +254,12 @@ static bool pl_select_hidden(int n, const fd_set *r, const fd_set *w, const fd_s
 	return false;
 }
 
-/* A select whose sets hold an undecided connection (sock_keep_live): the same wait as a
- * ppoll over the sets' fds with the keeps added (pl_poll_kept), the result mapped back
- * as the kernel's select maps poll bits (read: IN, HUP, ERR; write: OUT, ERR; except:
- * PRI). *used false: nothing done (no undecided connection in the sets, or no memory). */
-static int pl_select_kept(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t,
+/* A select whose sets hold an smcr socket while the engine runs, or an undecided
+ * connection (sock_keep_live): the same wait as a ppoll over the sets' fds (pl_poll_kept:
+ * through sock_wait_poll, with the keeps added), the result mapped back as the kernel's
+ * select maps poll bits (read: IN, HUP, ERR; write: OUT, ERR; except: PRI). *used false:
+ * nothing done (neither in the sets, or no memory). */
+static int pl_select_poll(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t,
 			  const sigset_t *m, bool *used, struct timespec *left)
 {
 	*used = false;
@@ -243,18 +267,22 @@ static int pl_select_kept(int n, fd_set *r, fd_set *w, fd_set *e, const struct t
 		*left = *t;
 	int lim = n < FD_SETSIZE ? n : FD_SETSIZE;
 	nfds_t k = 0;
-	bool any = false;
+	bool kept = false, ours = false;
+	bool up = sock_engine_if_up() != NULL;
+	bool live = atomic_load_explicit(&sock_keep_live, memory_order_relaxed);
 	for (int fd = 0; fd < lim; fd++)
 		if ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e))) {
 			k++;
 			int kf;
 			struct sock *s;
-			if (!any && (s = sock_keep_get(fd, &kf))) {
-				any = true;
+			if (up && !ours && fdtab_has(fd))
+				ours = true;
+			if (live && !kept && (s = sock_keep_get(fd, &kf))) {
+				kept = true;
 				sock_keep_put(s);
 			}
 		}
-	if (!any)
+	if (!kept && !ours)
 		return 0;
 	struct pollfd *p = malloc(k * sizeof(*p));
 	if (!p)
@@ -267,7 +295,7 @@ static int pl_select_kept(int n, fd_set *r, fd_set *w, fd_set *e, const struct t
 		if (ev)
 			p[k++] = (struct pollfd){ .fd = fd, .events = ev };
 	}
-	int got = pl_poll_kept(p, k, t, m, used, left);
+	int got = pl_poll_kept(p, k, t, m, true, ours, used, left);
 	if (!*used || got < 0) {
 		free(p);
 		return got;
@@ -305,7 +333,7 @@ static int pl_select_kept(int n, fd_set *r, fd_set *w, fd_set *e, const struct t
 	return cnt;
 }
 
-/* The caller's sets as given, for the plain call after pl_select_kept declined */
+/* The caller's sets as given, for the plain call after pl_select_poll declined */
 struct pl_sets {
 	fd_set r, w, e;
 };
@@ -337,7 +365,7 @@ static int pl_select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t)
 		return -1;
 	}
 	pl_select_first_use(n, r, w, e);
-	if (__builtin_expect(atomic_load_explicit(&sock_keep_live, memory_order_relaxed), 0) &&
+	if ((atomic_load_explicit(&sock_keep_live, memory_order_relaxed) || sock_engine_if_up()) &&
 	    (!t || (t->tv_sec >= 0 && t->tv_usec >= 0))) {
 		struct pl_sets saved;
 		pl_sets_save(&saved, r, w, e);
@@ -347,7 +375,7 @@ static int pl_select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t)
 			ts.tv_nsec = (long)(t->tv_usec % 1000000) * 1000L;
 		}
 		bool used;
-		int got = pl_select_kept(n, r, w, e, t ? &ts : NULL, NULL, &used, &left);
+		int got = pl_select_poll(n, r, w, e, t ? &ts : NULL, NULL, &used, &left);
 		if (used) {
 			if (t) /* Linux's select leaves the time not slept in *t */
 				*t = (struct timeval){ left.tv_sec, left.tv_nsec / 1000 };
@@ -374,13 +402,13 @@ int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t, co
 		return -1;
 	}
 	pl_select_first_use(n, r, w, e);
-	if (__builtin_expect(atomic_load_explicit(&sock_keep_live, memory_order_relaxed), 0) &&
+	if ((atomic_load_explicit(&sock_keep_live, memory_order_relaxed) || sock_engine_if_up()) &&
 	    sock_wait_ns_of(t) != -2) {
 		struct pl_sets saved;
 		pl_sets_save(&saved, r, w, e);
 		struct timespec left;
 		bool used;
-		int got = pl_select_kept(n, r, w, e, t, m, &used, &left);
+		int got = pl_select_poll(n, r, w, e, t, m, &used, &left);
 		if (used)
 			return got;
 		pl_sets_restore(&saved, r, w, e);

@@ -117,6 +117,12 @@ int fdtab_next(int from)
 	return -1;
 }
 
+bool fdtab_has(int fd)
+{
+	fdslot *s = fdtab_slot(fd, false);
+	return s && atomic_load_explicit(s, memory_order_relaxed);
+}
+
 unsigned fdtab_count(void)
 {
 	return atomic_load_explicit(&fdtab_n, memory_order_relaxed);

@@ -39,6 +39,9 @@ struct fdobj {
 /* Looks fd up; on success returns the object with one reference taken (fdobj_put releases
  * it), else NULL. Lock-free; any thread. */
 struct fdobj *fdtab_get(int fd);
+/* Whether fd has an object installed now, without a reference: a hint that may be stale
+ * by the time the caller acts (the waits of src/preload choosing their path). */
+bool fdtab_has(int fd);
 /* Installs o (which holds a reference of its own for the table) at fd. -SMCR_E_SOCK_FDTAB_BUSY
  * if the slot is taken, -SMCR_E_SOCK_FD_RANGE if fd is out of range, -SMCR_E_NOMEM. */
 SMCR_MUST_CHECK int fdtab_set(int fd, struct fdobj *o);
