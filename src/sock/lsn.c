@@ -212,8 +212,6 @@ static void lsn_fill_later(struct sock *ls)
 		sock_put(ls);
 }
 
-_Atomic uint64_t lsn_watch_ctl_total; /* sock.h */
-
 /* Arms (EPOLLIN) or disarms the progress thread's watch on the hidden listener. Disarmed
  * keeps EPOLLET: a listener's EPOLLHUP (always reported) then fires once, not forever.
  * Arming re-evaluates readiness (epoll_ctl MOD): connections queued meanwhile give the
@@ -223,76 +221,9 @@ static void lsn_watch_arm_locked(struct sock *s, bool on)
 {
 	if (!s->lq.watch)
 		return;
-	atomic_fetch_add_explicit(&lsn_watch_ctl_total, 1, memory_order_relaxed);
 	if (progress_watch_modify(s->lq.watch, on ? EPOLLIN | EPOLLET : EPOLLET) < 0)
 		SMCR_LOG_RL(SMCR_LOG_WARN, "sock", "listener %d: cannot %s its watch", s->fd,
 			    on ? "arm" : "disarm");
-}
-
-/* ---- deferred re-arm ----
- *
- * A program that accepts in a loop (accept, serve, accept) leaves accept and comes back
- * within microseconds: re-arming the watch as the last blocking accept leaves and
- * disarming it as the next one enters cost two epoll_ctl per connection, the re-arm on
- * the connection's critical path (the program gets its fd after it; docs/parts/connect.md
- * "Spinning for the CLC answer"). So the last one out arms a timer LSN_REARM_NS away instead, and only when
- * that costs no wake-up of the progress thread (progress_timer_arm_quiet: it is awake or
- * due by then anyway; else the re-arm is done at once, as before); the next accept that
- * comes first cancels it and finds the watch still disarmed. A connection that arrives
- * while nobody is in accept is taken by the next accept, or by the progress thread at the
- * timer: at most LSN_REARM_NS later than before. The armed timer holds a reference to
- * the listener; lq.rearm_pending (lq.lock) says whether its call still has to re-arm. */
-#define LSN_REARM_NS (1000 * 1000ull)
-
-static void lsn_rearm_fire(void *arg, uint32_t unused)
-{
-	(void)unused;
-	struct sock *ls = arg;
-	pthread_mutex_lock(&ls->lq.lock);
-	if (ls->lq.rearm_pending) {
-		ls->lq.rearm_pending = false;
-		if (ls->lq.driving == 0 && !ls->lq.closed)
-			lsn_watch_arm_locked(ls, true);
-	}
-	pthread_mutex_unlock(&ls->lq.lock);
-	sock_put(ls);
-}
-
-/* The last blocking accept leaves. Caller holds lq.lock and a reference to ls. */
-static void lsn_rearm_later_locked(struct sock *ls)
-{
-	if (ls->lq.rearm_pending)
-		return;
-	sock_hold(ls); /* the timer's */
-	if (progress_timer_arm_quiet(&ls->lq.rearm, smcr_now_ns() + LSN_REARM_NS) == 0) {
-		ls->lq.rearm_pending = true;
-		return;
-	}
-	sock_put(ls); /* never the last: the caller holds one */
-	lsn_watch_arm_locked(ls, true);
-}
-
-/* A blocking accept enters, or the listener closes: a re-arm still owed is not done
- * (the watch stays disarmed). Returns true if there was one. Caller holds lq.lock. */
-static bool lsn_rearm_cancel_locked(struct sock *ls)
-{
-	if (!ls->lq.rearm_pending)
-		return false;
-	ls->lq.rearm_pending = false;
-	if (progress_timer_cancel(&ls->lq.rearm))
-		sock_put(ls); /* never the last: the caller holds one */
-	/* else its call waits for lq.lock: it sees nothing pending and drops its reference */
-	return true;
-}
-
-/* In a forked child: the parent's armed re-arm never runs here. Returns true if it was
- * armed (the caller then drops the timer's reference, never the last). Caller holds
- * lq.lock. */
-static bool lsn_rearm_forget_locked(struct sock *ls)
-{
-	bool was = ls->lq.rearm_pending;
-	ls->lq.rearm_pending = false;
-	return was;
 }
 
 int lsn_activate_locked(struct sock *s)
@@ -308,8 +239,6 @@ int lsn_activate_locked(struct sock *s)
 		s->lq.npending = s->lq.nready = 0;
 		s->lq.driving = 0; /* the parent's threads */
 		s->lq.watch = NULL; /* the parent's; progress forgot it at fork */
-		if (lsn_rearm_forget_locked(s)) /* ... and its timers */
-			sock_put(s); /* never the last: the caller holds one */
 		pthread_mutex_unlock(&s->lq.lock);
 		if (s->has_sig) {
 			sig_forget_prog(&s->sig);
@@ -352,7 +281,6 @@ int lsn_activate_locked(struct sock *s)
 	pthread_mutex_lock(&s->lq.lock);
 	s->lq.fd = t;
 	s->lq.closed = false;
-	progress_timer_init(&s->lq.rearm, lsn_rearm_fire, s); /* not armed here: see above */
 	pthread_mutex_unlock(&s->lq.lock);
 	s->lq.on = true;
 	s->lq.pid = atomic_load(&lsn_gen);
@@ -876,7 +804,7 @@ int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flag
 	 * thread an event at once (lsn_watch_arm_locked), as they must: once a process
 	 * accepted on a listener, its handshakes run even while nobody is in accept. */
 	pthread_mutex_lock(&ls->lq.lock);
-	if (ls->lq.driving++ == 0 && !lsn_rearm_cancel_locked(ls))
+	if (ls->lq.driving++ == 0)
 		lsn_watch_arm_locked(ls, false);
 	pthread_mutex_unlock(&ls->lq.lock);
 	lsn_driving = ls;
@@ -884,7 +812,7 @@ int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flag
 	lsn_driving = NULL;
 	pthread_mutex_lock(&ls->lq.lock);
 	if (--ls->lq.driving == 0 && !ls->lq.closed)
-		lsn_rearm_later_locked(ls);
+		lsn_watch_arm_locked(ls, true);
 	pthread_mutex_unlock(&ls->lq.lock);
 	return rc;
 }
@@ -903,14 +831,10 @@ void lsn_close_locked(struct sock *ls)
 		ls->lq.pending = ls->lq.ready = ls->lq.ready_tail = NULL;
 		ls->lq.npending = ls->lq.nready = 0;
 		ls->lq.watch = NULL;
-		bool rearm_ref = lsn_rearm_forget_locked(ls);
 		pthread_mutex_unlock(&ls->lq.lock);
-		if (rearm_ref)
-			sock_put(ls); /* never the last: the closer holds one */
 		return;
 	}
 	pthread_mutex_lock(&ls->lq.lock);
-	(void)lsn_rearm_cancel_locked(ls);
 	if (ls->lq.watch) {
 		/* its release (the listener's reference) may run here: the closer holds one */
 		progress_unwatch(ls->lq.watch);

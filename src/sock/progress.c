@@ -504,20 +504,6 @@ int progress_timer_arm(struct prog_timer *t, uint64_t deadline_ns)
 	return 0;
 }
 
-int progress_timer_arm_quiet(struct prog_timer *t, uint64_t deadline_ns)
-{
-	int rc = -1;
-	pthread_mutex_lock(&progress_lock);
-	/* awake (prog_wake_at 0: it reads the list before it sleeps) or due by then; not
-	 * while stopped or not started (prog_started false) */
-	if (prog_started && !prog_stopping && deadline_ns >= prog_wake_at) {
-		timer_insert_locked(t, deadline_ns);
-		rc = 0;
-	}
-	pthread_mutex_unlock(&progress_lock);
-	return rc;
-}
-
 bool progress_timer_armed(struct prog_timer *t)
 {
 	pthread_mutex_lock(&progress_lock);

@@ -79,11 +79,6 @@ struct prog_timer {
 void progress_timer_init(struct prog_timer *t, prog_fn fn, void *arg);
 /* (Re)arms. Starts the thread. */
 SMCR_MUST_CHECK int progress_timer_arm(struct prog_timer *t, uint64_t deadline_ns);
-/* Arms t only if that needs no kick: the progress thread is awake (it reads the timers
- * before it sleeps) or will wake by deadline_ns anyway. 0: armed; -1: not armed (nothing
- * changed; the caller does without). For data.c's hold, which must not
- * cost the wake-up it saves. */
-int progress_timer_arm_quiet(struct prog_timer *t, uint64_t deadline_ns);
 /* True while armed (not yet popped for running). */
 bool progress_timer_armed(struct prog_timer *t);
 /* Returns true if the timer was armed and will not run. When it returns false the

@@ -158,10 +158,7 @@ struct sock_lsn {
 	unsigned driving;	  /* (Q) blocking accepts inside lsn_accept: while > 0 the
 				   * listener's watch is disarmed (they poll the listener
 				   * themselves: no progress-thread wake-up per connection); the
-				   * last one out re-arms it, at once or by rearm (lsn.c
-				   * "deferred re-arm") */
-	struct prog_timer rearm;  /* lsn.c: the deferred re-arm (init at activation) */
-	bool rearm_pending;	  /* (Q) rearm armed, watch still disarmed */
+				   * last one out re-arms it */
 	struct prog_watch *watch; /* (L and Q to change; either to read) the hidden listening
 				   * socket's watch */
 };
@@ -535,8 +532,6 @@ void lsn_listen_locked(struct sock *s, int backlog);
 SMCR_MUST_CHECK int lsn_activate_locked(struct sock *s);
 /* accept4 on a listener in queue mode. Returns the fd or a negative code. */
 int lsn_accept(struct sock *ls, struct sockaddr *addr, socklen_t *alen, int flags);
-/* Changes of a listener's watch (epoll_ctl MOD: disarm, re-arm) since start (tests). */
-extern _Atomic uint64_t lsn_watch_ctl_total;
 /* Close of a listener in queue mode: drops every child not accepted. Caller holds
  * ls->lock. */
 void lsn_close_locked(struct sock *ls);
